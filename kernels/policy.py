@@ -1,0 +1,105 @@
+"""The vocabulary of routing policy: populations, evidence predicates, thresholds and gates.
+
+Pure data, no torch: the renderer and ``tether check`` import it on machines without a GPU.
+``arch_caps.py`` holds the values; ``tether.stats`` evaluates the predicates against the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# Comparison operators a population condition may use.
+_OPS = {
+    ">=": lambda a, b: a >= b,
+    ">": lambda a, b: a > b,
+    "<=": lambda a, b: a <= b,
+    "<": lambda a, b: a < b,
+    "==": lambda a, b: a == b,
+}
+
+
+def shape_fields(key: Mapping[str, object], fixed: Mapping[str, object]) -> dict[str, object]:
+    """A cell's full shape: its key over the grid's fixed values; axis ``seqlen`` means square."""
+    full = {**fixed, **key}
+    if "seqlen" in full:
+        full.setdefault("qo_len", full["seqlen"])
+        full.setdefault("kv_len", full["seqlen"])
+    return full
+
+
+@dataclass(frozen=True)
+class Population:
+    """A named subset of a sweep's cells, e.g. reachable from single_prefill with qo_len >= 2048."""
+
+    name: str
+    entry: str | None = None  # keep cells whose reach.entry_points include this entry point
+    where: tuple[tuple[str, str, object], ...] = ()  # (field, op, value) over shape_fields
+
+    def admits(self, full_shape: Mapping[str, object], entry_points: tuple[str, ...]) -> bool:
+        if self.entry is not None and self.entry not in entry_points:
+            return False
+        for name, op, value in self.where:
+            if name not in full_shape or not _OPS[op](full_shape[name], value):
+                return False
+        return True
+
+    def describe(self) -> str:
+        parts = []
+        if self.entry:
+            parts.append(f"reachable from {self.entry}")
+        parts += [f"{n} {op} {v}" for n, op, v in self.where]
+        return ", ".join(parts) or "whole map"
+
+
+WHOLE_MAP = Population(name="whole-map")
+
+# Predicate names tether.stats knows how to evaluate (tether.stats.PREDICATES).
+#   "geomean_win": population geomean above 1 and above the population's A/A floor
+#   "no_loss_outside_floor": no cell of the population is a loss judged against its own floor
+#   "geomean_loss_or_level": the opposite of geomean_win (used to justify *not* routing)
+PREDICATE_NAMES = ("geomean_win", "no_loss_outside_floor", "geomean_loss_or_level")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a policy rests on: a sweep, a population of its cells, and a predicate over them."""
+
+    sweep: str
+    population: Population
+    predicates: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """single_prefill takes ``arm`` at or above ``min_qo_len`` on ``arch``; None: never.
+
+    ``region`` names the generated policy-comment region rendered above the value.
+    """
+
+    region: str
+    arch: str
+    entry: str
+    arm: str
+    otherwise: str
+    min_qo_len: int | None
+    evidence: Evidence
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A throughput gate: ``arm`` on ``shape`` must clear ``threshold_tflops`` on ``arch``.
+
+    The threshold sits between the ``before`` and ``after`` runs it was set from (run ids in
+    the store); ``tether check`` verifies that it does. None: no evidence yet, the gate skips.
+    """
+
+    id: str
+    region: str
+    arch: str
+    arm: str
+    shape: Mapping[str, object]
+    threshold_tflops: float | None
+    before_run: str | None = None
+    after_run: str | None = None
+    notes: tuple[str, ...] = field(default=())

@@ -1,0 +1,81 @@
+"""One root for every error tether raises, and the one table that maps them to exit codes.
+
+Exit codes (kept in ``EXIT_CODES`` only): 0 clean, 1 drift / check / gate failed or bad data,
+2 usage, 75 host busy or not measured (EX_TEMPFAIL, so schedulers can retry).
+"""
+
+from __future__ import annotations
+
+
+class TetherError(Exception):
+    """Root of every error tether raises on purpose."""
+
+
+class UsageError(TetherError):
+    """The command line or an API call was used wrongly."""
+
+
+class RunFileError(TetherError):
+    """A run file is malformed. Names the file and the field so the reader can fix it."""
+
+    def __init__(self, path: object, field: str, problem: str) -> None:
+        self.path = str(path)
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{self.path}: {field}: {problem}")
+
+
+class StoreError(TetherError):
+    """The store as a whole is inconsistent (an id claimed twice, a write refused)."""
+
+
+class UnsafeTextError(TetherError):
+    """A string from a run file would change the structure of the Markdown it lands in."""
+
+
+class DriftError(TetherError):
+    """Published text differs from what the store renders."""
+
+
+class NotMeasuredError(TetherError):
+    """The host could not be had in time (busy, locked); nothing was measured."""
+
+
+class HostBusyError(NotMeasuredError):
+    """The guard lock is held or the GPU is in use by a foreign process."""
+
+
+class GuardError(TetherError):
+    """The guard refused to run (unsafe lock path, unexpected owner, ...)."""
+
+
+class UnknownArchError(TetherError):
+    """An architecture name that tether does not know."""
+
+
+class ArmUnavailableError(TetherError):
+    """An arm cannot serve this shape on this device. Never answered by a silent fallback."""
+
+
+class GateFailedError(TetherError):
+    """A throughput gate measured below its policy threshold."""
+
+
+class WrongVendorError(UsageError):
+    """A vendor-specific command ran on the other vendor's GPU (or none)."""
+
+
+# The only place an exception becomes an exit code. Order matters: first match wins.
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (NotMeasuredError, 75),
+    (UsageError, 2),
+    (TetherError, 1),
+)
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """Exit code for ``exc``; anything tether did not raise on purpose is 1."""
+    for cls, code in EXIT_CODES:
+        if isinstance(exc, cls):
+            return code
+    return 1
