@@ -1,0 +1,223 @@
+"""The stray-figure scanner: performance figures and claim words typed by hand.
+
+Every number and claim that tether publishes is rendered from the store. A figure typed into
+a hand-written paragraph, a comment or a docstring is a copy that the next measurement will
+silently contradict, so ``tether check`` reports each one with its file and line. Generated
+regions are skipped (their content is diffed against a fresh render instead), and a line that
+carries the allow marker is skipped for the rare legitimate case.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ALLOW_MARKER = "tether: allow-figure"
+
+# Folders never scanned: environments, the store, rendered output, VCS and tool caches.
+_SKIP_DIRS = frozenset(
+    {".venv", "venv", "results", ".git", "node_modules", "__pycache__", "build", "dist"}
+)
+
+# Region markers, Python (# ...) and Markdown (<!-- ... -->) alike.
+_BEGIN = re.compile(r"BEGIN GENERATED:\s*([A-Za-z0-9][A-Za-z0-9._:+-]*)")
+_END = re.compile(r"END GENERATED:\s*([A-Za-z0-9][A-Za-z0-9._:+-]*)")
+
+_PERF_WORDS = (
+    r"(?:faster|slower|speed-?ups?|throughput|regress\w*|gains?|wins?|loss(?:es)?|quicker)"
+)
+
+# (pattern, what it is) pairs; the description lands in the finding.
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # A ratio, not a product of dimensions: ``2048 × 2048`` is a shape.
+    (re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?×(?!\s?\d)"), "ratio figure"),
+    (re.compile(r"(?<![\w.])\d+(?:\.\d+)?x(?![\w])"), "ratio figure"),
+    # The decimal keeps ``x86`` and ``x4`` (a batch count) out.
+    (re.compile(r"(?<![\w.])[x×]\d+\.\d+(?![\w.])"), "ratio figure"),
+    (re.compile(r"(?<![\w])[TGP]FLOP(?:/s|S)\b", re.IGNORECASE), "throughput figure unit"),
+    (re.compile(r"(?<![\w])[GT]B/s\b"), "bandwidth figure unit"),
+    (re.compile(r"(?<![\w])(?:ms|us|µs|ns)/call\b"), "latency figure unit"),
+    (
+        re.compile(
+            rf"\d+(?:\.\d+)?\s?%[^\n]{{0,60}}?\b{_PERF_WORDS}\b"
+            rf"|\b{_PERF_WORDS}\b[^\n]{{0,60}}?\d+(?:\.\d+)?\s?%",
+            re.IGNORECASE,
+        ),
+        "percentage beside a performance word",
+    ),
+    (re.compile(r"\bmonotonic(?:ally)?\b", re.IGNORECASE), "claim word"),
+    (re.compile(r"\bno\s+regressions?\b", re.IGNORECASE), "claim word"),
+    (re.compile(r"\bnothing\s+regresses\b", re.IGNORECASE), "claim word"),
+    (re.compile(r"\bno\s+cell\s+regresses\b", re.IGNORECASE), "claim word"),
+    (re.compile(r"\b(?:every|all)\s+cells?\b", re.IGNORECASE), "claim word"),
+)
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One thing ``tether check`` objects to, printed as ``path:line: what``."""
+
+    path: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.what}"
+
+
+def scan_line(text: str) -> list[str]:
+    """What is wrong with one line of hand-written prose, as descriptions; [] when clean."""
+    if ALLOW_MARKER in text:
+        return []
+    found = []
+    for pattern, what in _PATTERNS:
+        match = pattern.search(text)
+        if match:
+            found.append(f"{what} typed by hand: {match.group(0).strip()!r}")
+    return found
+
+
+def generated_lines(lines: list[str], path: str) -> tuple[set[int], list[Finding]]:
+    """1-based numbers of lines inside (or marking) generated regions, plus marker errors.
+
+    An unterminated or mismatched region is reported rather than guessed at: treating the
+    rest of the file as generated would hide hand-typed figures below it.
+    """
+    inside: set[int] = set()
+    problems: list[Finding] = []
+    open_id: str | None = None
+    open_line = 0
+    for number, line in enumerate(lines, start=1):
+        begin = _BEGIN.search(line)
+        end = _END.search(line) if begin is None else None
+        if begin:
+            if open_id is not None:
+                problems.append(
+                    Finding(
+                        path,
+                        number,
+                        f"generated region {begin.group(1)!r} opens inside "
+                        f"region {open_id!r} (opened on line {open_line})",
+                    )
+                )
+            open_id, open_line = begin.group(1), number
+        if open_id is not None:
+            inside.add(number)
+        if end:
+            if open_id is None:
+                problems.append(
+                    Finding(path, number, f"END GENERATED: {end.group(1)} without a BEGIN")
+                )
+            elif end.group(1) != open_id:
+                problems.append(
+                    Finding(
+                        path,
+                        number,
+                        f"END GENERATED: {end.group(1)} closes region "
+                        f"{open_id!r} (opened on line {open_line})",
+                    )
+                )
+            open_id = None
+    if open_id is not None:
+        problems.append(
+            Finding(
+                path, open_line, f"generated region {open_id!r} is never closed (END GENERATED)"
+            )
+        )
+    return inside, problems
+
+
+def scan_markdown(text: str, path: str) -> list[Finding]:
+    """Findings in hand-written Markdown: every line outside generated regions."""
+    lines = text.splitlines()
+    skip, findings = generated_lines(lines, path)
+    for number, line in enumerate(lines, start=1):
+        if number not in skip:
+            findings += [Finding(path, number, what) for what in scan_line(line)]
+    return findings
+
+
+def _prose_lines(text: str) -> Iterator[int]:
+    """1-based numbers of lines holding a comment or part of a docstring."""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                yield tok.start[0]
+    except (tokenize.TokenError, SyntaxError):
+        return
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = node.body
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            doc = body[0].value
+            yield from range(doc.lineno, (doc.end_lineno or doc.lineno) + 1)
+
+
+def scan_python(text: str, path: str) -> list[Finding]:
+    """Findings in a Python file's comments and docstrings outside generated regions.
+
+    A file that does not parse is itself a finding: skipping it would let any figure in it pass.
+    """
+    lines = text.splitlines()
+    skip, findings = generated_lines(lines, path)
+    try:
+        prose = sorted(set(_prose_lines(text)))
+    except SyntaxError as exc:
+        return [*findings, Finding(path, exc.lineno or 1, f"does not parse: {exc.msg}")]
+    for number in prose:
+        if number in skip or number > len(lines):
+            continue
+        findings += [Finding(path, number, what) for what in scan_line(lines[number - 1])]
+    return findings
+
+
+def _walk(root: Path, suffix: str, under: Path) -> Iterator[Path]:
+    if not under.is_dir():
+        return
+    for path in sorted(under.rglob(f"*{suffix}")):
+        rel = path.relative_to(root).parts
+        if any(part in _SKIP_DIRS or part.startswith(".") for part in rel[:-1]):
+            continue
+        if path.is_file():
+            yield path
+
+
+def hand_written_markdown(root: Path) -> list[Path]:
+    """Markdown that people write: every *.md except README.md and docs/ (wholly rendered)."""
+    return [
+        path
+        for path in _walk(root, ".md", root)
+        if path.relative_to(root).parts[0] != "docs" and path.relative_to(root) != Path("README.md")
+    ]
+
+
+def source_files(root: Path) -> list[Path]:
+    """Python sources whose comments and docstrings are scanned: kernels/ and lib/."""
+    return [path for top in ("kernels", "lib") for path in _walk(root, ".py", root / top)]
+
+
+def scan_tree(root: Path, skip: Iterable[Path] = ()) -> list[Finding]:
+    """Every stray figure or claim word in hand-written text under ``root``."""
+    skipped = {p.resolve() for p in skip}
+    findings: list[Finding] = []
+    for path in hand_written_markdown(root):
+        if path.resolve() not in skipped:
+            rel = path.relative_to(root).as_posix()
+            findings += scan_markdown(path.read_text(encoding="utf-8"), rel)
+    for path in source_files(root):
+        if path.resolve() not in skipped:
+            rel = path.relative_to(root).as_posix()
+            findings += scan_python(path.read_text(encoding="utf-8"), rel)
+    return findings
