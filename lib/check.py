@@ -1,0 +1,325 @@
+"""``tether check``: the published text, the store and the policy still agree.
+
+Read-only and GPU-free (it must never import torch or triton), so it runs in pre-commit and CI:
+
+1. the store loads and validates (a malformed run fails, naming its file and field);
+2. every rendered target is re-rendered in memory from the raw samples and diffed against the
+   file on disk, with a unified diff and the command that fixes it;
+3. every policy threshold and gate is evaluated against the runs it cites: a routing threshold
+   whose evidence predicates fail, or that rests on a missing or superseded run, fails; a gate
+   whose threshold does not sit strictly between its before and after measurements fails;
+4. hand-written text is scanned for performance figures and claim words (``tether._scan``).
+
+Findings print as ``path:line: what``; exit 0 when there are none, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether._scan import Finding, scan_tree
+from tether.errors import RunFileError, StoreError
+
+if TYPE_CHECKING:
+    from tether.cli import Context
+    from tether.kernels.policy import Gate, Threshold
+
+FIX_COMMAND = "tether render  (or: make docs)"
+ARCH_CAPS = Path("kernels/arch_caps.py")
+
+__all__ = [
+    "FIX_COMMAND",
+    "Finding",
+    "check_gates",
+    "check_rendered",
+    "check_thresholds",
+    "load_checked_store",
+    "register",
+    "run_check",
+]
+
+
+def _field(obj: Any, name: str, default: Any = None) -> Any:
+    # The store hands out dataclasses; fixtures and older callers pass plain dictionaries.
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _rel(path: object, root: Path) -> str:
+    try:
+        return Path(str(path)).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def load_checked_store(store: Path, root: Path) -> tuple[Any, list[Finding]]:
+    """The loaded store, or None and the finding that names the file that broke it."""
+    from tether.store import load_store
+
+    try:
+        return load_store(store), []
+    except RunFileError as exc:
+        where = _rel(exc.path, root)
+        return None, [Finding(where, 1, f"malformed run: {exc.field}: {exc.problem}")]
+    except StoreError as exc:
+        return None, [Finding(_rel(store, root), 1, f"store is inconsistent: {exc}")]
+
+
+# -- rendered targets ------------------------------------------------------------------------
+
+
+def _first_difference(old: list[str], new: list[str]) -> int:
+    for number, (a, b) in enumerate(zip(old, new, strict=False), start=1):
+        if a != b:
+            return number
+    return min(len(old), len(new)) + 1
+
+
+def check_rendered(
+    root: Path, expected: Mapping[Path, bytes], diff_out: list[str]
+) -> list[Finding]:
+    """Compare rendered content with the files on disk; append unified diffs to ``diff_out``."""
+    findings = []
+    for rel in sorted(expected, key=lambda p: Path(p).as_posix()):
+        name = Path(rel).as_posix()
+        path = root / rel
+        want = expected[rel]
+        if not path.is_file():
+            findings.append(Finding(name, 1, f"rendered target is missing; run {FIX_COMMAND}"))
+            continue
+        have = path.read_bytes()
+        if have == want:
+            continue
+        old = have.decode("utf-8", errors="replace").splitlines(keepends=True)
+        new = want.decode("utf-8", errors="replace").splitlines(keepends=True)
+        line = _first_difference(old, new)
+        findings.append(
+            Finding(name, line, f"differs from what results/ renders; run {FIX_COMMAND}")
+        )
+        diff_out.extend(
+            difflib.unified_diff(
+                old, new, fromfile=f"{name} (on disk)", tofile=f"{name} (rendered from results/)"
+            )
+        )
+        if diff_out and not diff_out[-1].endswith("\n"):
+            diff_out[-1] += "\n"
+    findings += _stale_docs(root, expected)
+    return findings
+
+
+def _stale_docs(root: Path, expected: Mapping[Path, bytes]) -> list[Finding]:
+    """Files under docs/ that no target renders: left over from an older render, or typed."""
+    docs = root / "docs"
+    if not docs.is_dir():
+        return []
+    rendered = {Path(p).as_posix() for p in expected}
+    stale = []
+    for path in sorted(docs.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and rel not in rendered and not path.name.startswith("."):
+            stale.append(Finding(rel, 1, "not rendered from results/; remove it or add a target"))
+    return stale
+
+
+# -- policy evidence -------------------------------------------------------------------------
+
+
+def _marker_line(root: Path, region: str) -> int:
+    """Line of the region's BEGIN marker in arch_caps.py, so a finding points at the policy."""
+    path = root / ARCH_CAPS
+    if path.is_file():
+        needle = f"BEGIN GENERATED: {region}"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if needle in line:
+                return number
+    return 1
+
+
+def _run_by_id(runs: Iterable[Any], run_id: str | None) -> Any:
+    if run_id is None:
+        return None
+    for run in runs:
+        if _field(run, "id") == run_id:
+            return run
+    return None
+
+
+def _superseded(run: Any, current: str) -> bool:
+    return _field(_field(run, "provenance", {}), "harness_fingerprint") != current
+
+
+def check_thresholds(
+    root: Path, policy: Iterable[Threshold], runs: list[Any], current: str
+) -> list[Finding]:
+    """Each non-None threshold rests on the current, non-superseded run of its sweep."""
+    from tether.stats import evaluate
+
+    findings = []
+    for th in policy:
+        if th.min_qo_len is None:
+            continue
+        where = (ARCH_CAPS.as_posix(), _marker_line(root, th.region))
+        run = _cited_run(runs, th.evidence.sweep, th.arch)
+        label = (
+            f"policy {th.region} ({th.arch} {th.entry} -> {th.arm} at qo_len >= {th.min_qo_len})"
+        )
+        if run is None:
+            findings.append(
+                Finding(*where, f"{label} rests on sweep {th.evidence.sweep!r} with no ok run")
+            )
+            continue
+        if _superseded(run, current):
+            findings.append(
+                Finding(
+                    *where,
+                    f"{label} rests on run {_field(run, 'id')} from a superseded harness; "
+                    "re-measure before citing it as current",
+                )
+            )
+            continue
+        ok, why = evaluate(th.evidence, run)
+        if not ok:
+            findings.append(Finding(*where, f"{label}: evidence does not hold: {why}"))
+    return findings
+
+
+def _cited_run(runs: list[Any], sweep: str, arch: str) -> Any:
+    """The newest ok sweep run of that name on that arch (SCHEMA.md: which run a doc cites)."""
+    best, best_started = None, ""
+    for run in runs:
+        prov = _field(run, "provenance", {})
+        started = str(_field(prov, "started", ""))
+        if (
+            _field(run, "kind") == "sweep"
+            and _field(run, "name") == sweep
+            and _field(run, "status") == "ok"
+            and _field(prov, "arch") == arch
+            and (best is None or started > best_started)
+        ):
+            best, best_started = run, started
+    return best
+
+
+def measured_tflops(run: Any, shape: Mapping[str, object]) -> float | None:
+    """A gate-relevant run's measurement: its recorded result, else recomputed from samples."""
+    results = _field(run, "results", {}) or {}
+    value = _field(results, "measured_tflops")
+    if isinstance(value, (int, float)):
+        return float(value)
+    from tether.kernels.policy import shape_fields
+    from tether.stats import _median
+
+    fixed = _field(_field(_field(run, "config", {}), "grid", {}), "fixed", {}) or {}
+    for cell in _field(run, "cells", ()) or ():
+        full = shape_fields(_field(cell, "key", {}), fixed)
+        if all(full.get(k) == v for k, v in shape.items()):
+            samples = _field(_field(cell, "samples", {}), "B")
+            if samples:
+                return float(_field(cell, "flops")) / _median(samples) / 1e12
+    return None
+
+
+def check_gates(root: Path, gates: Iterable[Gate], runs: list[Any], current: str) -> list[Finding]:
+    """Each gate with a threshold sits strictly between its cited before and after runs."""
+    findings = []
+    for gate in gates:
+        if gate.threshold_tflops is None:
+            continue
+        where = (ARCH_CAPS.as_posix(), _marker_line(root, gate.region))
+        values = {}
+        for role, run_id in (("before", gate.before_run), ("after", gate.after_run)):
+            run = _run_by_id(runs, run_id)
+            if run is None:
+                findings.append(
+                    Finding(*where, f"gate {gate.id}: {role} run {run_id!r} is not in the store")
+                )
+                continue
+            if _superseded(run, current):
+                findings.append(
+                    Finding(
+                        *where, f"gate {gate.id}: {role} run {run_id} is from a superseded harness"
+                    )
+                )
+            value = measured_tflops(run, gate.shape)
+            if value is None:
+                findings.append(
+                    Finding(
+                        *where,
+                        f"gate {gate.id}: {role} run {run_id} has no cell for the gate's shape",
+                    )
+                )
+            else:
+                values[role] = value
+        if len(values) == 2 and not values["before"] < gate.threshold_tflops < values["after"]:
+            findings.append(
+                Finding(
+                    *where,
+                    f"gate {gate.id}: threshold {gate.threshold_tflops:g} is not strictly between "
+                    f"before {values['before']:.4g} and after {values['after']:.4g}",
+                )
+            )
+    return findings
+
+
+# -- the whole check -------------------------------------------------------------------------
+
+
+def _all_runs(store: Any) -> list[Any]:
+    runs = _field(store, "runs", None)
+    if runs is None and isinstance(store, Iterable):
+        runs = store
+    if isinstance(runs, Mapping):
+        runs = runs.values()
+    return list(runs or ())
+
+
+def run_check(root: Path, store: Path, diff_out: list[str] | None = None) -> list[Finding]:
+    """Every finding for the checkout at ``root`` against the store at ``store``, sorted."""
+    diffs = diff_out if diff_out is not None else []
+    loaded, findings = load_checked_store(store, root)
+    if loaded is not None:
+        from tether.kernels.arch_caps import GATES, POLICY
+        from tether.render import render_all
+        from tether.store import harness_fingerprint
+
+        findings += check_rendered(root, render_all(root, loaded), diffs)
+        runs = _all_runs(loaded)
+        current = harness_fingerprint()
+        findings += check_thresholds(root, POLICY, runs, current)
+        findings += check_gates(root, GATES, runs, current)
+    findings += scan_tree(root)
+    return sorted(set(findings))
+
+
+def _handle(args: argparse.Namespace, ctx: Context) -> int:
+    diffs: list[str] = []
+    findings = run_check(ctx.root, ctx.store, diffs)
+    for line in diffs:
+        ctx.out.write(line)
+    for finding in findings:
+        print(finding, file=ctx.out)
+    if findings:
+        print(
+            f"tether check: {len(findings)} finding(s); generated text is fixed by "
+            f"{FIX_COMMAND}, hand-typed figures by deleting them or rendering them",
+            file=ctx.err,
+        )
+        return 1
+    if not args.quiet:
+        print("tether check: clean", file=ctx.out)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``tether check`` to the CLI."""
+    parser = sub.add_parser(
+        "check",
+        help="fail when rendered docs, the store or the policy have drifted (read-only, no GPU)",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    parser.set_defaults(handler=_handle)
