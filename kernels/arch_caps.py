@@ -1,0 +1,186 @@
+"""Per-architecture capabilities: detection, available arms, launch configs, routing policy.
+
+Importing this module must not import torch: ``tether check`` and the renderer read POLICY
+and GATES on machines without a GPU. ``detect_arch`` imports torch when it is called.
+The regions between ``BEGIN GENERATED`` / ``END GENERATED`` are written by ``tether render``
+from the results store; never edit them by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tether.errors import UnknownArchError
+from tether.kernels.policy import Evidence, Gate, Population, Threshold
+
+ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
+AMD_ARCHES: tuple[str, ...] = ("gfx942", "gfx950", "gfx1151")
+GPU_ARCHES: tuple[str, ...] = ("sm90", *AMD_ARCHES)
+
+# Arms each arch can run at all; an arm's own ``supports`` narrows this per shape.
+ARCH_ARMS: dict[str, tuple[str, ...]] = {
+    "sm90": (
+        "triton",
+        "triton_eager",
+        "sdpa_flash",
+        "sdpa_cudnn",
+        "sdpa_efficient",
+        "sdpa_math",
+        "reference",
+    ),
+    "gfx942": ("triton", "triton_eager", "sdpa_flash", "sdpa_efficient", "sdpa_math", "reference"),
+    "gfx950": ("triton", "triton_eager", "sdpa_flash", "sdpa_efficient", "sdpa_math", "reference"),
+    "gfx1151": ("triton", "triton_eager", "sdpa_flash", "sdpa_efficient", "sdpa_math", "reference"),
+    # The Triton arms run on the CPU only under TRITON_INTERPRET=1 (tests, not timing).
+    "cpu": ("triton", "triton_eager", "sdpa_flash", "sdpa_math", "reference"),
+}
+
+# SDPA arms in the order routing prefers them when the policy's arm cannot serve a shape.
+SDPA_PREFERENCE: dict[str, tuple[str, ...]] = {
+    "sm90": ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "sdpa_math"),
+    "gfx942": ("sdpa_flash", "sdpa_efficient", "sdpa_math"),
+    "gfx950": ("sdpa_flash", "sdpa_efficient", "sdpa_math"),
+    "gfx1151": ("sdpa_flash", "sdpa_efficient", "sdpa_math"),
+    "cpu": ("sdpa_flash", "sdpa_math"),
+}
+
+
+def check_arch(arch: str) -> str:
+    """``arch`` itself if tether knows it, else UnknownArchError naming it."""
+    if arch not in ARCHES:
+        raise UnknownArchError(f"unknown arch {arch!r}; known: {', '.join(ARCHES)}")
+    return arch
+
+
+def parse_gcn_arch(name: str) -> str:
+    """``"gfx942:sramecc+:xnack-"`` -> ``"gfx942"``: the feature suffix is not part of the arch."""
+    base = name.strip().split(":", 1)[0]
+    if not base.startswith("gfx"):
+        raise UnknownArchError(f"not a GCN arch name: {name!r}")
+    return base
+
+
+def detect_arch() -> str:
+    """The arch of device 0: sm90, gfx942, gfx950, gfx1151, or cpu when there is no GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    if getattr(torch.version, "hip", None):
+        gcn = getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
+        arch = parse_gcn_arch(gcn)
+        if arch not in AMD_ARCHES:
+            raise UnknownArchError(f"unsupported AMD GPU arch {arch!r} (from {gcn!r})")
+        return arch
+    cap = torch.cuda.get_device_capability()
+    if cap == (9, 0):
+        return "sm90"
+    raise UnknownArchError(f"unsupported NVIDIA GPU arch sm{cap[0]}{cap[1]}")
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Triton launch parameters for the attention forward kernel."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    waves_per_eu: int | None = None  # AMD only: occupancy hint for the compiler
+
+
+def launch_config(arch: str, head_dim: int) -> LaunchConfig:
+    """The kernel's launch config on ``arch`` for ``head_dim``."""
+    check_arch(arch)
+    if arch == "cpu":
+        # The interpreter runs each program in numpy: small blocks keep tests quick and
+        # still give several blocks per row, so the two-stage loop and tails are exercised.
+        return LaunchConfig(block_m=16, block_n=16, num_warps=4, num_stages=1)
+    if arch == "sm90":
+        if head_dim <= 64:
+            return LaunchConfig(block_m=128, block_n=64, num_warps=4, num_stages=3)
+        if head_dim <= 128:
+            return LaunchConfig(block_m=128, block_n=64, num_warps=8, num_stages=3)
+        return LaunchConfig(block_m=64, block_n=32, num_warps=8, num_stages=2)
+    if arch == "gfx1151":
+        # RDNA: smaller LDS and wave32; keep tiles modest.
+        return LaunchConfig(block_m=64, block_n=32, num_warps=4, num_stages=1, waves_per_eu=2)
+    # CDNA3/4 (gfx942, gfx950): single-buffered loads pipeline better than deep stages.
+    if head_dim <= 128:
+        return LaunchConfig(block_m=128, block_n=64, num_warps=4, num_stages=2, waves_per_eu=2)
+    return LaunchConfig(block_m=64, block_n=32, num_warps=4, num_stages=1, waves_per_eu=2)
+
+
+_GATE_POPULATION = Population(
+    name="single-prefill-gate",
+    entry="single_prefill",
+    where=(("qo_len", ">=", 2048),),
+)
+_EVIDENCE = Evidence(
+    sweep="prefill-triton-vs-sdpa",
+    population=_GATE_POPULATION,
+    predicates=("geomean_win", "no_loss_outside_floor"),
+)
+
+
+def _threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
+    return Threshold(
+        region=f"policy-single-prefill-{arch}",
+        arch=arch,
+        entry="single_prefill",
+        arm="triton",
+        otherwise=otherwise,
+        min_qo_len=min_qo_len,
+        evidence=_EVIDENCE,
+    )
+
+
+# Conservative: no threshold holds until a sweep in the store shows its evidence predicates.
+# BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
+# END GENERATED: policy-single-prefill-sm90
+_SM90 = _threshold("sm90", "sdpa_cudnn", None)
+# BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
+# END GENERATED: policy-single-prefill-gfx942
+_GFX942 = _threshold("gfx942", "sdpa_flash", None)
+# BEGIN GENERATED: policy-single-prefill-gfx950 (tether render)
+# END GENERATED: policy-single-prefill-gfx950
+_GFX950 = _threshold("gfx950", "sdpa_flash", None)
+# BEGIN GENERATED: policy-single-prefill-gfx1151 (tether render)
+# END GENERATED: policy-single-prefill-gfx1151
+_GFX1151 = _threshold("gfx1151", "sdpa_flash", None)
+
+POLICY: tuple[Threshold, ...] = (_SM90, _GFX942, _GFX950, _GFX1151)
+
+# The chunked-prefill call from the seeds: one 2K-token query chunk against 16K keys.
+CHUNKED_PREFILL_16K: dict[str, object] = {
+    "batch": 1,
+    "qo_len": 2048,
+    "kv_len": 16384,
+    "hq": 32,
+    "hkv": 8,
+    "head_dim": 128,
+    "dtype": "f16",
+    "causal": True,
+}
+
+# BEGIN GENERATED: gate-sm90-chunked-prefill-16k (tether render)
+# END GENERATED: gate-sm90-chunked-prefill-16k
+_GATE_SM90 = Gate(
+    id="sm90-chunked-prefill-16k-f16",
+    region="gate-sm90-chunked-prefill-16k",
+    arch="sm90",
+    arm="triton",
+    shape=CHUNKED_PREFILL_16K,
+    threshold_tflops=None,
+)
+
+GATES: tuple[Gate, ...] = (_GATE_SM90,)
+
+
+def threshold_for(arch: str, entry: str = "single_prefill") -> Threshold | None:
+    """The policy threshold for ``entry`` on ``arch``; None where the policy has none (cpu)."""
+    check_arch(arch)
+    for th in POLICY:
+        if th.arch == arch and th.entry == entry:
+            return th
+    return None

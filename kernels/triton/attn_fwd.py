@@ -1,0 +1,253 @@
+"""Flash-attention forward in Triton: causal (bottom-right) or not, GQA, deferred rescale.
+
+Layout BSHD, contiguous: q [batch, qo_len, hq, d], k/v [batch, kv_len, hkv, d].
+Grid: (cdiv(qo_len, BLOCK_M), batch * hq); one program owns BLOCK_M query rows of one head.
+
+Deferred rescale. A row keeps acc and l in the frame ``f`` of the last max it rescaled to.
+For each key block with block max ``m_blk``: if ``m_blk > f + MARGIN`` the row moves to the
+new frame (``alpha = exp2(f - m_blk)`` applied to acc and l); otherwise ``p = exp2(s - f)``
+is used as is. MARGIN = 0 is the eager kernel (rescale whenever the max grows).
+
+Bound on P: scores are in log2 units (log2(e) is folded into the scale), so without a
+rescale ``s - f <= MARGIN`` and ``p <= 2**MARGIN``; MARGIN = 8 gives p <= 256. p is cast to
+the input dtype for the PV dot, so the bound must stay far inside f16's max (65504); with
+MARGIN = 8 it does by a factor of 256. acc and l are f32, so a row sum over kv_len keys of
+values <= 256 stays far inside f32 range for any kv_len a prefill sees.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import triton
+import triton.language as tl
+
+if TYPE_CHECKING:
+    import torch
+
+    from tether.kernels.arch_caps import LaunchConfig
+
+LOG2E = 1.4426950408889634
+DEFAULT_MARGIN = 8  # log2 units; see the bound on P in the module docstring
+
+
+@triton.jit
+def _attn_fwd(
+    Q,
+    K,
+    V,
+    Out,
+    Lse,
+    Counter,
+    qk_scale,
+    qo_len,
+    kv_len,
+    stride_qb,
+    stride_qm,
+    stride_qh,
+    stride_kb,
+    stride_kn,
+    stride_kh,
+    stride_vb,
+    stride_vn,
+    stride_vh,
+    stride_ob,
+    stride_om,
+    stride_oh,
+    HQ: tl.constexpr,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    MARGIN: tl.constexpr,
+    STORE_LSE: tl.constexpr,
+    COUNT_RESCALES: tl.constexpr,
+    IEEE_DOT: tl.constexpr,
+):
+    start_m = tl.program_id(0)
+    off_bh = tl.program_id(1)
+    b = off_bh // HQ
+    h = off_bh % HQ
+    hk = h // GROUP
+
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < qo_len
+
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+    k_base = K + b * stride_kb + hk * stride_kh
+    v_base = V + b * stride_vb + hk * stride_vh
+
+    f = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    n_rescale = tl.zeros([BLOCK_M], dtype=tl.int32)
+
+    # Bottom-right alignment: query i sees keys j <= i + shift.
+    shift = kv_len - qo_len
+    full_end = (kv_len // BLOCK_N) * BLOCK_N  # blocks before this need no tail mask
+    if CAUSAL:
+        # Blocks past the last row's diagonal are never visited: the loop bound skips them.
+        hi = tl.minimum(kv_len, tl.maximum(0, (start_m + 1) * BLOCK_M + shift))
+        # A block is unmasked when its last key is visible to the block's first row.
+        lo = tl.maximum(0, start_m * BLOCK_M + shift + 1) // BLOCK_N * BLOCK_N
+        lo = tl.minimum(lo, full_end)
+        lo = tl.minimum(lo, hi // BLOCK_N * BLOCK_N)
+    else:
+        hi = kv_len
+        lo = full_end
+
+    # Stage 1: blocks fully visible to every row of this program, no masks at all.
+    for start_n in range(0, lo, BLOCK_N):
+        cols = start_n + offs_n
+        kt = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None])
+        if IEEE_DOT:
+            s = tl.dot(q, kt, input_precision="ieee") * qk_scale
+        else:
+            s = tl.dot(q, kt) * qk_scale
+        m_blk = tl.max(s, 1)
+        need = m_blk > f + MARGIN
+        f_new = tl.where(need, m_blk, f)
+        alpha = tl.where(need, tl.math.exp2(f - f_new), 1.0)
+        p = tl.math.exp2(s - f_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
+        if IEEE_DOT:
+            acc += tl.dot(p.to(v.dtype), v, input_precision="ieee")
+        else:
+            acc += tl.dot(p.to(v.dtype), v)
+        f = f_new
+        if COUNT_RESCALES:
+            n_rescale += need.to(tl.int32)
+
+    # Stage 2: diagonal and tail blocks, masked per element.
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        col_ok = cols < kv_len
+        kt = tl.load(
+            k_base + cols[None, :] * stride_kn + offs_d[:, None], mask=col_ok[None, :], other=0.0
+        )
+        if IEEE_DOT:
+            s = tl.dot(q, kt, input_precision="ieee") * qk_scale
+        else:
+            s = tl.dot(q, kt) * qk_scale
+        visible = col_ok[None, :]
+        if CAUSAL:
+            visible = visible & (cols[None, :] <= offs_m[:, None] + shift)
+        s = tl.where(visible, s, float("-inf"))
+        m_blk = tl.max(s, 1)
+        need = m_blk > f + MARGIN
+        f_new = tl.where(need, m_blk, f)
+        alpha = tl.where(need, tl.math.exp2(f - f_new), 1.0)
+        # A row that has seen no visible key yet keeps f = -inf; subtract 0 so p is 0, not NaN.
+        f_sub = tl.where(f_new == float("-inf"), 0.0, f_new)
+        p = tl.math.exp2(s - f_sub[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(
+            v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=col_ok[:, None], other=0.0
+        )
+        if IEEE_DOT:
+            acc += tl.dot(p.to(v.dtype), v, input_precision="ieee")
+        else:
+            acc += tl.dot(p.to(v.dtype), v)
+        f = f_new
+        if COUNT_RESCALES:
+            n_rescale += need.to(tl.int32)
+
+    # Rows with no visible key (causal, kv_len < qo_len) produce 0 and lse -inf.
+    empty = l_i == 0.0
+    inv_l = tl.where(empty, 0.0, 1.0 / tl.where(empty, 1.0, l_i))
+    out = acc * inv_l[:, None]
+    o_ptrs = Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    row_index = (b * HQ + h) * qo_len + offs_m
+    if STORE_LSE:
+        # Natural-log LSE of the scaled scores: (f + log2 l) / log2(e).
+        lse = tl.where(
+            empty, float("-inf"), (f + tl.math.log2(tl.where(empty, 1.0, l_i))) / 1.4426950408889634
+        )
+        tl.store(Lse + row_index, lse, mask=row_ok)
+    if COUNT_RESCALES:
+        tl.store(Counter + row_index, n_rescale, mask=row_ok)
+
+
+def attn_fwd_launcher(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    config: LaunchConfig,
+    causal: bool = True,
+    sm_scale: float | None = None,
+    margin: int = DEFAULT_MARGIN,
+    lse: torch.Tensor | None = None,
+    counter: torch.Tensor | None = None,
+):
+    """A no-argument callable that launches the kernel on these preallocated tensors.
+
+    q [b, qo_len, hq, d], k/v [b, kv_len, hkv, d], out like q; lse f32 [b, hq, qo_len];
+    counter int32 [b, hq, qo_len] receives each row's number of rescales (debug only).
+    """
+    batch, qo_len, hq, d = q.shape
+    kv_len, hkv = k.shape[1], k.shape[2]
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
+        if not t.is_contiguous():
+            raise ValueError(f"attn_fwd: {name} must be contiguous BSHD")
+    scale = (d**-0.5 if sm_scale is None else sm_scale) * LOG2E
+    grid = (triton.cdiv(qo_len, config.block_m), batch * hq)
+    # Unused pointer arguments still need a tensor; out is never written through them.
+    lse_arg = lse if lse is not None else out
+    counter_arg = counter if counter is not None else out
+    import torch
+
+    ieee = q.dtype == torch.float32
+    extra = {}
+    if config.waves_per_eu is not None:
+        extra["waves_per_eu"] = config.waves_per_eu
+    kernel = _attn_fwd[grid]
+
+    def launch() -> torch.Tensor:
+        kernel(
+            q,
+            k,
+            v,
+            out,
+            lse_arg,
+            counter_arg,
+            scale,
+            qo_len,
+            kv_len,
+            q.stride(0),
+            q.stride(1),
+            q.stride(2),
+            k.stride(0),
+            k.stride(1),
+            k.stride(2),
+            v.stride(0),
+            v.stride(1),
+            v.stride(2),
+            out.stride(0),
+            out.stride(1),
+            out.stride(2),
+            HQ=hq,
+            GROUP=hq // hkv,
+            HEAD_DIM=d,
+            BLOCK_M=config.block_m,
+            BLOCK_N=config.block_n,
+            CAUSAL=causal,
+            MARGIN=margin,
+            STORE_LSE=lse is not None,
+            COUNT_RESCALES=counter is not None,
+            IEEE_DOT=ieee,
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+            **extra,
+        )
+        return out
+
+    return launch
