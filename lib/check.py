@@ -278,20 +278,32 @@ def _all_runs(store: Any) -> list[Any]:
     return list(runs or ())
 
 
-def run_check(root: Path, store: Path, diff_out: list[str] | None = None) -> list[Finding]:
-    """Every finding for the checkout at ``root`` against the store at ``store``, sorted."""
+def run_check(
+    root: Path,
+    store: Path,
+    diff_out: list[str] | None = None,
+    *,
+    policy: Iterable[Threshold] | None = None,
+    gates: Iterable[Gate] | None = None,
+) -> list[Finding]:
+    """Every finding for the checkout at ``root`` against the store at ``store``, sorted.
+
+    ``policy`` and ``gates`` default to ``tether.kernels.arch_caps``; tests pass their own.
+    """
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
     if loaded is not None:
-        from tether.kernels.arch_caps import GATES, POLICY
+        from tether.kernels import arch_caps
         from tether.render import render_all
         from tether.store import harness_fingerprint
 
         findings += check_rendered(root, render_all(root, loaded), diffs)
         runs = _all_runs(loaded)
         current = harness_fingerprint()
-        findings += check_thresholds(root, POLICY, runs, current)
-        findings += check_gates(root, GATES, runs, current)
+        findings += check_thresholds(
+            root, arch_caps.POLICY if policy is None else policy, runs, current
+        )
+        findings += check_gates(root, arch_caps.GATES if gates is None else gates, runs, current)
     findings += scan_tree(root)
     return sorted(set(findings))
 
