@@ -1,0 +1,333 @@
+"""The timing engine: interleaved, warmed, allocation-checked samples of several arms.
+
+Every arm of a cell is prepared (inputs and outputs allocated) by its caller; the engine warms
+all of them before timing any, then takes samples in a seeded shuffled or ABBA order per
+repetition so that drift hits every arm alike, and stops on a noise target or a time cap.
+On CUDA a sample is one replay of a captured graph of ``calls`` calls (or ``calls`` eager calls
+between two events); on the CPU it is ``calls`` calls under ``time.perf_counter``. The same code
+path runs in both places so the whole pipeline is exercised without a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.errors import TetherError, UsageError
+
+ORDERS = ("shuffle", "abba")
+SAMPLERS = ("auto", "graph", "events", "wall")
+
+
+class TimingError(TetherError):
+    """A sample could not be taken or is not a duration (NaN, zero, negative)."""
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    """How a cell is timed; serialised verbatim into a run's ``config.timing``."""
+
+    sampler: str = "auto"  # auto: graph replay on CUDA, wall clock on the CPU
+    min_sample_s: float = 1e-3  # calls per sample chosen so one sample lasts at least this
+    calls_per_sample: int | None = None  # None: calibrated per cell from min_sample_s
+    max_calls_per_sample: int = 1000
+    warmup_calls: int = 3
+    min_reps: int = 5
+    max_reps: int = 40
+    noise_target: float = 0.02  # stop once IQR/median of every arm is under this
+    cell_cap_s: float = 3.0  # ... or once a cell has been sampled this long
+    order: str = "shuffle"
+    seed: int = 0
+    flush_l2: bool = False  # cold: overwrite a buffer larger than L2 before every sample
+    throttle_ratio: float = 0.85  # an SM clock below ratio x max clock flags the sample
+    # Deliberately wrong, for demonstrations only: release the allocator cache between arms
+    # so an arm pays device malloc inside its own measurement (the seeds' failure).
+    release_between_arms: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise UsageError(f"timing policy: sampler {self.sampler!r} not in {SAMPLERS}")
+        if self.order not in ORDERS:
+            raise UsageError(f"timing policy: order {self.order!r} not in {ORDERS}")
+        if self.release_between_arms and self.sampler == "graph":
+            # A replayed graph never allocates, so releasing the cache could not show anything.
+            raise UsageError("timing policy: release_between_arms needs sampler events or wall")
+        if self.min_reps < 1 or self.max_reps < self.min_reps:
+            raise UsageError("timing policy: need 1 <= min_reps <= max_reps")
+        if self.calls_per_sample is not None and self.calls_per_sample < 1:
+            raise UsageError("timing policy: calls_per_sample must be >= 1")
+        if not (self.noise_target > 0 and self.cell_cap_s > 0 and self.min_sample_s > 0):
+            raise UsageError("timing policy: noise_target, cell_cap_s, min_sample_s must be > 0")
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def resolved_sampler(self, device: str) -> str:
+        if self.sampler != "auto":
+            return self.sampler
+        if device != "cuda":
+            return "wall"
+        return "events" if self.release_between_arms else "graph"
+
+
+@dataclass
+class Probes:
+    """Injectable hooks around samples; the defaults read the real device (see ``for_device``).
+
+    ``alloc_count``: a counter that grows when device memory is newly reserved (a new cudaMalloc
+    shows as a new allocator segment). ``clock_mhz``: the SM clock now and its maximum.
+    ``release``: what release_between_arms calls. ``sync``: waits for queued device work.
+    """
+
+    alloc_count: Callable[[], int] | None = None
+    clock_mhz: Callable[[], tuple[float, float] | None] | None = None
+    release: Callable[[], None] | None = None
+    sync: Callable[[], None] = lambda: None
+    flush: Callable[[], None] | None = None
+
+    @staticmethod
+    def for_device(device: str, policy: TimingPolicy) -> Probes:
+        if device != "cuda":
+            return Probes()
+        import torch
+
+        def alloc_count() -> int:
+            # segment.all.allocated counts cudaMalloc calls the caching allocator made; block
+            # allocations served from the cache do not move it.
+            return int(torch.cuda.memory_stats().get("segment.all.allocated", 0))
+
+        flush: Callable[[], None] | None = None
+        if policy.flush_l2:
+            scratch = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+
+            def flush() -> None:
+                scratch.zero_()
+
+        return Probes(
+            alloc_count=alloc_count,
+            clock_mhz=_nvml_clock(),
+            release=torch.cuda.empty_cache,
+            sync=torch.cuda.synchronize,
+            flush=flush,
+        )
+
+
+def _nvml_clock() -> Callable[[], tuple[float, float] | None] | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        import torch
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        top = float(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
+    except Exception:  # NVML absent or refused: the clock is unknown, never assumed fine
+        return None
+
+    def read() -> tuple[float, float] | None:
+        try:
+            return float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)), top
+        except Exception:
+            return None
+
+    return read
+
+
+@dataclass
+class CellTiming:
+    """What the engine measured for one cell: per-role seconds per call, flags and detail."""
+
+    samples: dict[str, list[float]]
+    flags: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def spread(xs: list[float]) -> float:
+    """IQR over median; the noise measure the stop rule uses (0 for fewer than 2 samples)."""
+    if len(xs) < 2:
+        return 0.0 if xs else math.inf
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return (q[2] - q[0]) / statistics.median(xs)
+
+
+def _check_sample(role: str, value: float) -> float:
+    if not (isinstance(value, float) and math.isfinite(value) and value > 0):
+        raise TimingError(f"arm {role}: sample {value!r} is not a positive finite duration")
+    return value
+
+
+class _Sampler:
+    """Turns a no-argument call into a ``() -> seconds per call`` sampler of ``calls`` calls."""
+
+    def __init__(self, kind: str, fn: Callable[[], object], calls: int, sync: Callable[[], None]):
+        self.kind, self.fn, self.calls, self.sync = kind, fn, calls, sync
+        if kind == "graph":
+            import torch
+
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                fn()  # capture needs the call's lazy setup done on a side stream first
+            torch.cuda.current_stream().wait_stream(stream)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                for _ in range(calls):
+                    fn()
+            torch.cuda.synchronize()
+
+    def __call__(self) -> float:
+        if self.kind == "wall":
+            self.sync()
+            t0 = time.perf_counter()
+            for _ in range(self.calls):
+                self.fn()
+            self.sync()
+            return (time.perf_counter() - t0) / self.calls
+        import torch
+
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        if self.kind == "graph":
+            self.graph.replay()
+        else:
+            for _ in range(self.calls):
+                self.fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / self.calls
+
+
+def _calibrate(
+    fns: Mapping[str, Callable[[], object]], policy: TimingPolicy, sync: Callable[[], None]
+) -> int:
+    if policy.calls_per_sample is not None:
+        return policy.calls_per_sample
+    fastest = math.inf
+    for fn in fns.values():
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        fastest = min(fastest, time.perf_counter() - t0)
+    need = math.ceil(policy.min_sample_s / max(fastest, 1e-9))
+    return max(1, min(policy.max_calls_per_sample, need))
+
+
+def _orders(roles: list[str], policy: TimingPolicy, rng: random.Random) -> Callable[[int], list]:
+    def order(rep: int) -> list[str]:
+        if policy.order == "abba":
+            return list(roles) if rep % 2 == 0 else list(reversed(roles))
+        shuffled = list(roles)
+        rng.shuffle(shuffled)
+        return shuffled
+
+    return order
+
+
+def measure(
+    fns: Mapping[str, Callable[[], object]],
+    policy: TimingPolicy,
+    *,
+    device: str = "cpu",
+    probes: Probes | None = None,
+    seed: int | None = None,
+) -> CellTiming:
+    """Time every role in ``fns`` (e.g. A, A2, B) interleaved; returns seconds per call.
+
+    ``fns`` maps a role to a prepared no-argument call; nothing is allocated here except the
+    captured graphs. ``seed`` overrides ``policy.seed`` (a sweep derives one per cell).
+    """
+    if not fns:
+        raise UsageError("measure: no arms given")
+    probes = probes or Probes.for_device(device, policy)
+    kind = policy.resolved_sampler(device)
+    if kind in ("graph", "events") and device != "cuda":
+        raise UsageError(f"timing policy: sampler {kind} needs a CUDA device, not {device}")
+    roles = list(fns)
+    rng = random.Random(policy.seed if seed is None else seed)
+
+    # Warm every arm before timing any, so no arm pays first-call costs in its samples.
+    for _ in range(policy.warmup_calls):
+        for role in roles:
+            fns[role]()
+    probes.sync()
+    calls = _calibrate(fns, policy, probes.sync)
+    graph_error = None
+    try:
+        samplers = {r: _Sampler(kind, fns[r], calls, probes.sync) for r in roles}
+    except RuntimeError as exc:
+        if not (kind == "graph" and policy.sampler == "auto"):
+            raise TimingError(f"cannot build a {kind} sampler: {exc}") from exc
+        # Some arms refuse capture; timing them with events is recorded, never hidden.
+        graph_error = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        probes.sync()
+        kind = "events"
+        samplers = {r: _Sampler(kind, fns[r], calls, probes.sync) for r in roles}
+
+    samples: dict[str, list[float]] = {r: [] for r in roles}
+    allocs: dict[str, int] = {r: 0 for r in roles}
+    clocks: list[float] = []
+    throttled = 0
+    order_of = _orders(roles, policy, rng)
+    orders: list[str] = []
+    stop = "max_reps"
+    t_start = time.perf_counter()
+    for rep in range(policy.max_reps):
+        order = order_of(rep)
+        orders.append(" ".join(order))
+        for role in order:
+            if policy.release_between_arms and probes.release is not None:
+                probes.release()
+            if probes.flush is not None:
+                probes.flush()
+            probes.sync()
+            c0 = probes.clock_mhz() if probes.clock_mhz else None
+            a0 = probes.alloc_count() if probes.alloc_count else 0
+            value = samplers[role]()
+            a1 = probes.alloc_count() if probes.alloc_count else 0
+            c1 = probes.clock_mhz() if probes.clock_mhz else None
+            samples[role].append(_check_sample(role, float(value)))
+            allocs[role] += max(0, a1 - a0)
+            for reading in (c0, c1):
+                if reading is not None:
+                    clocks.append(reading[0])
+            if any(r is not None and r[0] < policy.throttle_ratio * r[1] for r in (c0, c1)):
+                throttled += 1
+        if rep + 1 >= policy.min_reps:
+            if all(spread(s) < policy.noise_target for s in samples.values()):
+                stop = "noise"
+                break
+            if time.perf_counter() - t_start > policy.cell_cap_s:
+                stop = "cap"
+                break
+
+    flags: list[str] = []
+    if any(allocs.values()):
+        flags.append("alloc_in_timed_region")
+    if throttled:
+        flags.append("clock_throttled")
+    extra: dict[str, Any] = {
+        "sampler": kind,
+        "calls_per_sample": calls,
+        "reps": len(orders),
+        "stop": stop,
+        "seed": policy.seed if seed is None else seed,
+        "order": orders,
+        "spread": {r: round(spread(s), 6) for r, s in samples.items()},
+        "alloc_events": allocs,
+        "alloc_counter": "none" if probes.alloc_count is None else "present",
+    }
+    if graph_error is not None:
+        extra["graph_capture_failed"] = graph_error
+    if clocks:
+        extra["clock_mhz"] = {"min": min(clocks), "max": max(clocks), "throttled": throttled}
+    return CellTiming(samples=samples, flags=flags, extra=extra)

@@ -1,0 +1,81 @@
+"""Arm fidelity: which kernels an arm really ran, and whether they are the ones it declares.
+
+An arm that silently fell back to another backend, or built a mask inside its call (the cuDNN
+arm with a lower-right causal bias launches triu_tril and fill kernels on torch 2.11), is not
+measuring what its name says. Each cell profiles every arm once, outside timing, and is
+flagged ``kernel_mismatch`` when a name outside the arm's ``expected_kernels`` appears.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+# Profiler rows that are bookkeeping, not work an arm chose to launch.
+_IGNORED = re.compile(r"^(cudaDeviceSynchronize|cudaStreamSynchronize|ProfilerStep.*)$")
+
+Profile = Callable[[Callable[[], object], str], list[str]]
+
+
+def profile_kernels(fn: Callable[[], object], device: str) -> list[str]:
+    """Distinct names (first-seen order) of what one call of ``fn`` ran.
+
+    CUDA: the device-side activities (kernels, memsets, memcpys). CPU: the operators called
+    directly by the top-level operator (or the top-level ones when they have no children),
+    which is where a backend choice or a mask construction shows.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+        torch.cuda.synchronize()
+    # The profiler prints start/stop lines on some builds; they are not ours to show.
+    with contextlib.redirect_stdout(io.StringIO()), profile(activities=activities) as prof:
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+    names: list[str] = []
+    events = list(prof.events())
+    if device == "cuda":
+        picked = [e.name for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    else:
+        tops = [e for e in events if e.cpu_parent is None]
+        picked = []
+        for top in tops:
+            kids = [c.name for c in top.cpu_children]
+            picked.extend(kids or [top.name])
+    for name in picked:
+        if name not in names and not _IGNORED.match(name):
+            names.append(name)
+    return names
+
+
+def unexpected(names: Iterable[str], expected: Sequence[str]) -> list[str]:
+    """Names that match none of the ``expected`` regexes (searched, not anchored)."""
+    patterns = [re.compile(p) for p in expected]
+    return [n for n in names if not any(p.search(n) for p in patterns)]
+
+
+def check_arms(
+    fns: Mapping[str, Callable[[], object]],
+    expected: Mapping[str, Sequence[str]],
+    device: str,
+    profiler: Profile | None = None,
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Profile every role once; returns (kernels per role, unexpected names per role).
+
+    ``profiler`` is injectable so tests can hand in a fake profile.
+    """
+    run = profiler or profile_kernels
+    kernels: dict[str, list[str]] = {}
+    strays: dict[str, list[str]] = {}
+    for role, fn in fns.items():
+        kernels[role] = run(fn, device)
+        bad = unexpected(kernels[role], expected.get(role, ()))
+        if bad:
+            strays[role] = bad
+    return kernels, strays

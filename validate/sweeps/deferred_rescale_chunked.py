@@ -1,0 +1,14 @@
+"""Deferred rescale on the chunked-prefill grid: triton_eager (A) against triton (B)."""
+
+from tether.bench.engine import TimingPolicy
+from tether.bench.sweep import SweepDef
+
+SWEEP = SweepDef(
+    name="deferred-rescale-chunked",
+    axes={"kv_len": (2048, 4096, 8192, 16384), "dtype": ("f16", "bf16")},
+    fixed={"batch": 1, "qo_len": 2048, "hq": 32, "hkv": 8, "head_dim": 128, "causal": True},
+    arms={"A": "triton_eager", "B": "triton"},
+    entry_points=("single_prefill", "batch_prefill"),
+    timing=TimingPolicy(noise_target=0.01, cell_cap_s=3.0, min_reps=5, max_reps=30),
+    description="margin 0 (rescale every block) against the deferred rescale, chunked grid",
+)
