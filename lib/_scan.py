@@ -143,14 +143,14 @@ def scan_markdown(text: str, path: str) -> list[Finding]:
 
 
 def _prose_lines(text: str) -> Iterator[int]:
-    """1-based numbers of lines holding a comment or part of a docstring."""
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                yield tok.start[0]
-    except (tokenize.TokenError, SyntaxError):
-        return
+    """1-based numbers of lines holding a comment or part of a docstring.
+
+    Parses first so that a broken file raises SyntaxError instead of yielding nothing.
+    """
     tree = ast.parse(text)
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0]
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -174,8 +174,9 @@ def scan_python(text: str, path: str) -> list[Finding]:
     skip, findings = generated_lines(lines, path)
     try:
         prose = sorted(set(_prose_lines(text)))
-    except SyntaxError as exc:
-        return [*findings, Finding(path, exc.lineno or 1, f"does not parse: {exc.msg}")]
+    except (SyntaxError, tokenize.TokenError) as exc:
+        line = getattr(exc, "lineno", None) or 1
+        return [*findings, Finding(path, line, f"does not parse: {exc}")]
     for number in prose:
         if number in skip or number > len(lines):
             continue

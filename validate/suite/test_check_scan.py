@@ -1,0 +1,144 @@
+"""The stray-figure scanner on its own: what it flags, what it leaves alone, and where.
+
+Every text below is a FIXTURE typed to exercise the scanner; the figures in it are made up.
+Lines that hold a figure on purpose carry the allow marker so ``tether check`` on this
+repository does not flag its own tests (validate/ is not scanned, but the marker documents it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tether._scan import ALLOW_MARKER, Finding, scan_line, scan_markdown, scan_python, scan_tree
+
+FLAGGED = [
+    pytest.param("Triton is 1.21x over cuDNN", id="ratio-x"),  # tether: allow-figure
+    pytest.param("Triton is 1.21× over cuDNN", id="ratio-times"),  # tether: allow-figure
+    pytest.param("a x1.2 win", id="ratio-prefix"),  # tether: allow-figure
+    pytest.param("reaches 390 TFLOP/s", id="tflop-s"),  # tether: allow-figure
+    pytest.param("reaches 390 TFLOPS", id="tflops"),  # tether: allow-figure
+    pytest.param("copies at 4.2 GB/s", id="gb-s"),  # tether: allow-figure
+    pytest.param("takes 0.31 ms/call", id="ms-call"),  # tether: allow-figure
+    pytest.param("takes 31 us/call", id="us-call"),  # tether: allow-figure
+    pytest.param("12% faster than flash", id="pct-faster"),  # tether: allow-figure
+    pytest.param("throughput up 3.5 %", id="pct-throughput"),  # tether: allow-figure
+    pytest.param("a 7% regression", id="pct-regress"),  # tether: allow-figure
+    pytest.param("rises monotonically with kv_len", id="monotonically"),  # tether: allow-figure
+    pytest.param("the curve is monotonic", id="monotonic"),  # tether: allow-figure
+    pytest.param("no regressions anywhere", id="no-regressions"),  # tether: allow-figure
+    pytest.param("nothing regresses", id="nothing-regresses"),  # tether: allow-figure
+    pytest.param("every cell wins", id="every-cell"),  # tether: allow-figure
+    pytest.param("all cells win", id="all-cells"),  # tether: allow-figure
+]
+
+CLEAN = [
+    pytest.param("2048 × 2048 tokens", id="shape-product"),
+    pytest.param("tile 2x2 of warps", id="tile-2x2"),
+    pytest.param("runs on x86 hosts", id="x86"),
+    pytest.param("mask 0x1F", id="hex"),
+    pytest.param("results['threshold_tflops'] is read", id="field-name"),
+    pytest.param("100% of the samples are kept", id="pct-without-perf-word"),
+    pytest.param("batch x4 is not reachable", id="batch-x4"),
+]
+
+
+@pytest.mark.parametrize("text", FLAGGED)
+def test_figures_and_claim_words_are_flagged(text: str) -> None:
+    assert scan_line(text), f"scanner missed {text!r}"
+
+
+@pytest.mark.parametrize("text", FLAGGED)
+def test_allow_marker_silences_a_line(text: str) -> None:
+    assert scan_line(f"{text}  <!-- {ALLOW_MARKER} -->") == []
+
+
+@pytest.mark.parametrize("text", CLEAN)
+def test_ordinary_text_is_not_flagged(text: str) -> None:
+    assert scan_line(text) == []
+
+
+def test_markdown_skips_generated_regions_but_not_the_rest() -> None:
+    text = (
+        "# Notes\n"
+        "<!-- BEGIN GENERATED: headline (tether render) -->\n"
+        "geomean 1.21x\n"  # tether: allow-figure
+        "<!-- END GENERATED: headline -->\n"
+        "we measured 1.21x by hand\n"  # tether: allow-figure
+    )
+    assert [(f.path, f.line) for f in scan_markdown(text, "NOTES.md")] == [("NOTES.md", 5)]
+
+
+def test_unclosed_region_is_a_finding_not_a_hiding_place() -> None:
+    text = "<!-- BEGIN GENERATED: headline (tether render) -->\nrises monotonically\n"  # tether: allow-figure
+    findings = scan_markdown(text, "NOTES.md")
+    assert any("never closed" in f.what for f in findings)
+
+
+def test_mismatched_end_marker_is_a_finding() -> None:
+    text = "# BEGIN GENERATED: a (tether render)\n# END GENERATED: b\n"
+    assert any("closes region" in f.what for f in scan_markdown(text, "x.md"))
+
+
+def test_python_comments_and_docstrings_are_scanned_code_is_not() -> None:
+    text = (
+        '"""Module doc: 1.21x over cuDNN."""\n'  # tether: allow-figure
+        "\n"
+        "LABEL = 'a 1.21x string literal is data, not prose'\n"  # tether: allow-figure
+        "\n"
+        "\n"
+        "def f() -> None:\n"
+        '    """Returns nothing.\n'
+        "\n"
+        "    The curve is monotonic.\n"  # tether: allow-figure
+        '    """\n'
+        "    x = 1  # 390 TFLOP/s on sm90\n"  # tether: allow-figure
+    )
+    lines = [f.line for f in scan_python(text, "lib/x.py")]
+    assert lines == [1, 9, 11]
+
+
+def test_python_generated_region_is_skipped() -> None:
+    text = (
+        "# BEGIN GENERATED: policy-x (tether render)\n"
+        "# geomean 1.21x over 12 cells\n"  # tether: allow-figure
+        "# END GENERATED: policy-x\n"
+        "X = None  # was 1.21x\n"  # tether: allow-figure
+    )
+    assert [f.line for f in scan_python(text, "kernels/a.py")] == [4]
+
+
+def test_unparsable_python_is_reported() -> None:
+    findings = scan_python("def broken(:\n", "lib/broken.py")
+    assert findings and findings[0].what.startswith("does not parse")
+
+
+def test_tree_walk_covers_markdown_kernels_and_lib_only(tmp_path: Path) -> None:
+    # FIXTURE tree: one stray figure in each scanned place, and copies in places never scanned.
+    stray = "# 1.21x over cuDNN\n"  # tether: allow-figure
+    for rel in (
+        "NOTES.md",
+        "kernels/k.py",
+        "lib/l.py",
+        "README.md",
+        "docs/backends.md",
+        "results/sm90/x.md",
+        ".venv/lib/site.md",
+        "validate/t.py",
+    ):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(stray, encoding="utf-8")
+    found = sorted({f.path for f in scan_tree(tmp_path)})
+    assert found == ["NOTES.md", "kernels/k.py", "lib/l.py"]
+
+
+def test_finding_prints_as_path_line_what() -> None:
+    assert str(Finding("a.md", 3, "claim word")) == "a.md:3: claim word"
+
+
+def test_this_repository_has_no_stray_figures_in_the_checks_own_modules() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    own = [repo / "lib" / "_scan.py", repo / "lib" / "check.py"]
+    findings = [f for p in own for f in scan_python(p.read_text(encoding="utf-8"), p.name)]
+    assert findings == []
