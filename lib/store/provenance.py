@@ -1,0 +1,227 @@
+"""Where a run came from: git state, host, versions, source fingerprints, and its unique id.
+
+The harness fingerprint is what makes a run *superseded*: when any measurement module
+changes meaning, every run recorded with the old fingerprint is marked until re-measured.
+Fingerprints hash the parsed AST with docstrings removed, so comments, formatting and the
+generated policy-comment regions do not change them, while any change to code does.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import secrets
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tether.errors import UnknownArchError
+from tether.store.model import ARCHES, Cell, Run
+
+# Modules of lib/bench whose code decides what a sample means (allocation, warm-up, timing,
+# interleaving, A/A, fidelity). A change to any of them supersedes earlier runs.
+MEASUREMENT_SOURCES: tuple[str, ...] = (
+    "__init__",
+    "aa",
+    "arms",
+    "engine",
+    "fidelity",
+    "gate",
+    "memory",
+    "probe",
+    "sweep",
+    "timing",
+)
+# Modules of lib/bench that only present results; editing them must not supersede runs.
+# A lib/bench module in neither tuple counts as measurement: a spurious supersede is a
+# re-measure, a missed one is a published number from a harness that no longer exists.
+PRESENTATION_SOURCES: tuple[str, ...] = ("cli", "progress", "report")
+KERNEL_SOURCES: tuple[str, ...] = ("kernels/arms.py", "kernels/prefill.py")
+GIT_TIMEOUT_S = 5.0
+UNKNOWN = "unknown"
+
+
+def default_root() -> Path:
+    """The source tree this package was loaded from (lib/store/provenance.py -> root)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def harness_files(root: Path | None = None) -> list[Path]:
+    """The measurement modules present under ``root/lib/bench`` (missing ones skipped)."""
+    bench = (root or default_root()) / "lib" / "bench"
+    found = sorted(bench.glob("*.py")) if bench.is_dir() else []
+    return [p for p in found if p.stem not in PRESENTATION_SOURCES]
+
+
+def kernel_files(root: Path | None = None) -> list[Path]:
+    """The kernel sources present: kernels/triton/*.py, kernels/arms.py, kernels/prefill.py."""
+    base = root or default_root()
+    triton = base / "kernels" / "triton"
+    files = sorted(triton.glob("*.py")) if triton.is_dir() else []
+    files += [base / rel for rel in KERNEL_SOURCES if (base / rel).is_file()]
+    return files
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def source_digest(text: str) -> str:
+    """A stable text for hashing: the AST dump without docstrings, or the raw text if unparsable."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        # A file mid-edit still gets a fingerprint; any change to it changes the hash.
+        return "unparsable:" + text
+    return ast.dump(_strip_docstrings(tree), include_attributes=False)
+
+
+def fingerprint(files: Iterable[Path], root: Path) -> str:
+    """``sha256:<hex>`` over (relative path, AST digest) of each file, in path order."""
+    h = hashlib.sha256()
+    for path in sorted(files):
+        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+        h.update(rel.encode() + b"\0")
+        h.update(source_digest(path.read_text(encoding="utf-8")).encode() + b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+def harness_fingerprint(root: Path | None = None) -> str:
+    """Fingerprint of the measurement harness (see MEASUREMENT_SOURCES)."""
+    base = (root or default_root()).resolve()
+    return fingerprint(harness_files(base), base)
+
+
+def kernels_fingerprint(root: Path | None = None) -> str:
+    """Fingerprint of the kernel sources."""
+    base = (root or default_root()).resolve()
+    return fingerprint(kernel_files(base), base)
+
+
+def git_state(root: Path | None = None) -> tuple[str, bool | None]:
+    """(HEAD sha, dirty) of the checkout at ``root``; ("unknown", None) outside one."""
+    base = root or default_root()
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(base), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=GIT_TIMEOUT_S,
+        ).stdout
+
+    try:
+        sha = git("rev-parse", "HEAD").strip()
+        # Untracked files (results/, scratch) do not change what was measured.
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    except (OSError, subprocess.SubprocessError):
+        return UNKNOWN, None
+    if len(sha) != 40:
+        return UNKNOWN, None
+    return sha, dirty
+
+
+def runtime_versions(extra: Mapping[str, str | None] | None = None) -> dict[str, str | None]:
+    """python always; torch/triton only if already imported (the store never imports torch)."""
+    out: dict[str, str | None] = {"python": ".".join(map(str, sys.version_info[:3]))}
+    for mod in ("torch", "triton"):
+        loaded = sys.modules.get(mod)
+        version = getattr(loaded, "__version__", None) if loaded is not None else None
+        out[mod] = str(version) if version is not None else None
+    for key, value in (extra or {}).items():
+        out[key] = None if value is None else str(value)
+    return out
+
+
+def utc_stamp(when: datetime | str | None = None) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ`` for ``when`` (now if None); strings are checked and kept."""
+    if isinstance(when, str):
+        datetime.strptime(when, "%Y-%m-%dT%H:%M:%SZ")
+        return when
+    moment = when or datetime.now(timezone.utc)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_id(kind: str, name: str, arch: str, started: str) -> str:
+    """``<yyyymmddTHHMMSSZ>-<kind>-<name>-<arch>-<8 hex>``; the random tail avoids collisions."""
+    compact = started.replace("-", "").replace(":", "")
+    return f"{compact}-{kind}-{name}-{arch}-{secrets.token_hex(4)}"
+
+
+def new_run(
+    kind: str,
+    name: str,
+    *,
+    arch: str,
+    device: str,
+    config: dict[str, Any],
+    status: str = "ok",
+    reason: str | None = None,
+    guard: dict[str, Any] | None = None,
+    cells: Iterable[Cell] = (),
+    results: dict[str, Any] | None = None,
+    started: datetime | str | None = None,
+    ended: datetime | str | None = None,
+    root: Path | None = None,
+    runtime: Mapping[str, str | None] | None = None,
+    driver: str | None = None,
+    host: str | None = None,
+) -> Run:
+    """A validated new run with full provenance and a fresh unique id.
+
+    ``runtime`` carries what only the caller knows (cuda, hip, cudnn versions).
+    Raises UnknownArchError for an unknown arch, RunFileError for any other bad field.
+    """
+    from tether.store.schema import validate_run  # schema imports model only; no cycle
+
+    if arch not in ARCHES:
+        raise UnknownArchError(f"arch {arch!r} is not one of {', '.join(ARCHES)}")
+    base = (root or default_root()).resolve()
+    start = utc_stamp(started)
+    end = utc_stamp(ended) if ended is not None else (start if started is not None else utc_stamp())
+    sha, dirty = git_state(base)
+    provenance: dict[str, Any] = {
+        "git_sha": sha,
+        "git_dirty": dirty,
+        "harness_fingerprint": harness_fingerprint(base),
+        "kernels_fingerprint": kernels_fingerprint(base),
+        "host": host if host is not None else (socket.gethostname() or os.uname().nodename),
+        "arch": arch,
+        "device": device,
+        "driver": driver,
+        "runtime": runtime_versions(runtime),
+        "started": start,
+        "ended": end,
+    }
+    run = Run(
+        id=make_id(kind, name, arch, start),
+        kind=kind,
+        name=name,
+        status=status,
+        reason=reason,
+        provenance=provenance,
+        guard=dict(guard or {}),
+        config=config,
+        cells=tuple(cells),
+        results=dict(results or {}),
+    )
+    validate_run(run, source="<new_run>")
+    return run

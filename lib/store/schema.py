@@ -1,0 +1,396 @@
+"""Validation of ``tether.run/1``: every failure names the file and the field path.
+
+``run_from_json`` is the only way a dict becomes a ``Run``; ``write_run`` and ``new_run``
+round-trip through it, so a run that could not be loaded back is never written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from tether.errors import RunFileError, UnsafeTextError
+from tether.store.model import (
+    ARCHES,
+    CELL_KEYS,
+    KINDS,
+    PROVENANCE_KEYS,
+    SCHEMA,
+    STATUSES,
+    TOP_KEYS,
+    Cell,
+    Run,
+)
+from tether.store.safe import check_id, check_name, check_safe_text
+
+SHA_RE = re.compile(r"[0-9a-f]{40}")
+FINGERPRINT_RE = re.compile(r"sha256:[0-9a-f]{64}")
+STAMP_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+AXIS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+VENDORS = ("cuda", "rocm", "cpu")
+# kind -> {field: (types, description)} of ``results`` when a run is ok.
+NUM = (int, float)
+RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
+    "gate": {
+        "threshold_tflops": (NUM, "number"),
+        "measured_tflops": (NUM, "number"),
+        "passed": ((bool,), "bool"),
+        "shape": ((str,), "string"),
+        "policy": ((str,), "string"),
+    },
+    "probe": {"bound_tflops": (NUM, "number"), "bound": ((str,), "string")},
+    "verify": {
+        "passed": ((int,), "int"),
+        "failed": ((int,), "int"),
+        "skipped": ((int,), "int"),
+        "errors": ((int,), "int"),
+        "duration_s": (NUM, "number"),
+        "suite": ((str,), "string"),
+        "vendor": ((str,), "string"),
+        "workers": ((int,), "int"),
+    },
+    "sweep": {},
+}
+# Roles each ok cell must carry samples for.
+REQUIRED_ROLES = {"sweep": ("A", "A2", "B"), "gate": ("B",), "probe": ("B",), "verify": ()}
+
+
+class _Checker:
+    def __init__(self, source: object) -> None:
+        self.source = source
+
+    def fail(self, field: str, problem: str) -> NoReturn:
+        raise RunFileError(self.source, field, problem)
+
+    def obj(self, value: object, field: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(field, f"expected an object, got {type(value).__name__}")
+        return value
+
+    def keys(self, value: Mapping[str, Any], field: str, expected: tuple[str, ...]) -> None:
+        prefix = f"{field}." if field else ""
+        for k in value:
+            if k not in expected:
+                self.fail(f"{prefix}{k}", "unknown key")
+        for k in expected:
+            if k not in value:
+                self.fail(f"{prefix}{k}", "missing key")
+
+    def text(self, value: object, field: str, *, kernel: bool = False) -> str:
+        try:
+            return check_safe_text(value, field, kernel=kernel)
+        except UnsafeTextError as exc:
+            self.fail(field, str(exc).split(": ", 1)[-1])
+
+    def number(self, value: object, field: str, *, positive: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, NUM):
+            self.fail(field, f"expected a number, got {type(value).__name__}")
+        if not math.isfinite(value):
+            self.fail(field, f"not finite ({value})")
+        if positive and value <= 0:
+            self.fail(field, f"must be > 0, got {value}")
+        return float(value)
+
+    def finite_tree(self, value: object, field: str) -> None:
+        """Free-form JSON must still be JSON: no NaN or infinity hiding in floats."""
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(field, f"not finite ({value})")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    self.fail(field, "object keys must be strings")
+                self.finite_tree(v, f"{field}.{k}")
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                self.finite_tree(v, f"{field}[{i}]")
+        elif value is not None and not isinstance(value, (str, int, float, bool)):
+            self.fail(field, f"not JSON data ({type(value).__name__})")
+
+    def scalar(self, value: object, field: str) -> object:
+        if isinstance(value, str):
+            return self.text(value, field)
+        if isinstance(value, bool) or value is None:
+            return value
+        if isinstance(value, NUM):
+            return self.number(value, field)
+        self.fail(field, f"expected a string, number or bool, got {type(value).__name__}")
+
+    def text_list(self, value: object, field: str, *, kernel: bool = False) -> tuple[str, ...]:
+        if not isinstance(value, (list, tuple)):
+            self.fail(field, f"expected a list, got {type(value).__name__}")
+        return tuple(self.text(v, f"{field}[{i}]", kernel=kernel) for i, v in enumerate(value))
+
+
+def _canon(value: object) -> tuple[str, object]:
+    # 1, 1.0 and True compare equal in Python; a key must match its axis value's JSON type.
+    return (type(value).__name__, value)
+
+
+def parse_json_text(text: str, source: object) -> dict[str, Any]:
+    """Parse a run file's text, refusing NaN/Infinity tokens and duplicated object keys."""
+
+    def reject_constant(token: str) -> NoReturn:
+        raise RunFileError(source, "json", f"{token} is not allowed (JSON has no {token})")
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:
+                raise RunFileError(source, "json", f"duplicated key {k!r}")
+            out[k] = v
+        return out
+
+    try:
+        data = json.loads(text, parse_constant=reject_constant, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise RunFileError(
+            source, "json", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    if not isinstance(data, dict):
+        raise RunFileError(source, "json", "the top level must be an object")
+    return data
+
+
+def _provenance(c: _Checker, value: object) -> dict[str, Any]:
+    prov = c.obj(value, "provenance")
+    c.keys(prov, "provenance", PROVENANCE_KEYS)
+    sha = prov["git_sha"]
+    if not (sha == "unknown" or (isinstance(sha, str) and SHA_RE.fullmatch(sha))):
+        c.fail("provenance.git_sha", f"expected 40 lowercase hex or 'unknown', got {sha!r}")
+    if prov["git_dirty"] is not None and not isinstance(prov["git_dirty"], bool):
+        c.fail("provenance.git_dirty", "expected true, false or null")
+    for fp in ("harness_fingerprint", "kernels_fingerprint"):
+        if not (isinstance(prov[fp], str) and FINGERPRINT_RE.fullmatch(prov[fp])):
+            c.fail(f"provenance.{fp}", f"expected sha256:<64 hex>, got {prov[fp]!r}")
+    c.text(prov["host"], "provenance.host")
+    c.text(prov["device"], "provenance.device")
+    if prov["arch"] not in ARCHES:
+        c.fail("provenance.arch", f"unknown arch {prov['arch']!r} (known: {', '.join(ARCHES)})")
+    if prov["driver"] is not None:
+        c.text(prov["driver"], "provenance.driver")
+    runtime = c.obj(prov["runtime"], "provenance.runtime")
+    for k, v in runtime.items():
+        if not AXIS_RE.fullmatch(k):
+            c.fail(f"provenance.runtime.{k}", "bad key")
+        if v is not None:
+            c.text(v, f"provenance.runtime.{k}")
+    for stamp in ("started", "ended"):
+        if not (isinstance(prov[stamp], str) and STAMP_RE.fullmatch(prov[stamp])):
+            c.fail(f"provenance.{stamp}", f"expected YYYY-MM-DDTHH:MM:SSZ, got {prov[stamp]!r}")
+    if prov["ended"] < prov["started"]:
+        c.fail("provenance.ended", "earlier than provenance.started")
+    return prov
+
+
+def _grid(c: _Checker, config: dict[str, Any]) -> dict[str, list[Any]] | None:
+    if "grid" not in config:
+        return None
+    grid = c.obj(config["grid"], "config.grid")
+    c.keys(grid, "config.grid", ("axes", "fixed"))
+    axes = c.obj(grid["axes"], "config.grid.axes")
+    for name, values in axes.items():
+        field = f"config.grid.axes.{name}"
+        if not AXIS_RE.fullmatch(name):
+            c.fail(field, "axis names must be identifiers")
+        if not isinstance(values, list) or not values:
+            c.fail(field, "expected a non-empty list")
+        seen = set()
+        for i, v in enumerate(values):
+            c.scalar(v, f"{field}[{i}]")
+            if _canon(v) in seen:
+                c.fail(f"{field}[{i}]", f"duplicated value {v!r}")
+            seen.add(_canon(v))
+    for name, v in c.obj(grid["fixed"], "config.grid.fixed").items():
+        c.scalar(v, f"config.grid.fixed.{name}")
+    return axes
+
+
+def _config(c: _Checker, value: object, kind: str, ok: bool) -> dict[str, Any]:
+    config = c.obj(value, "config")
+    if "arms" in config:
+        for role, arm in c.obj(config["arms"], "config.arms").items():
+            if not AXIS_RE.fullmatch(role):
+                c.fail(f"config.arms.{role}", "role names must be identifiers")
+            c.text(arm, f"config.arms.{role}")
+    if "entry_points" in config:
+        c.text_list(config["entry_points"], "config.entry_points")
+    for k in ("timing",):
+        if k in config:
+            c.obj(config[k], f"config.{k}")
+    c.finite_tree(config, "config")
+    if kind == "sweep" and ok:
+        arms = config.get("arms")
+        if not isinstance(arms, dict) or not {"A", "B"} <= set(arms):
+            c.fail("config.arms", "a sweep names arms for roles A and B")
+        if "grid" not in config:
+            c.fail("config.grid", "missing key")
+    return config
+
+
+def _cell(c: _Checker, value: object, i: int, axes: dict[str, list[Any]] | None) -> Cell:
+    at = f"cells[{i}]"
+    raw = c.obj(value, at)
+    c.keys(raw, at, CELL_KEYS)
+    key = c.obj(raw["key"], f"{at}.key")
+    for k, v in key.items():
+        c.scalar(v, f"{at}.key.{k}")
+    if axes:
+        if set(key) != set(axes):
+            c.fail(f"{at}.key", f"axes {sorted(key)} differ from the grid's {sorted(axes)}")
+        for k, v in key.items():
+            if _canon(v) not in {_canon(a) for a in axes[k]}:
+                c.fail(f"{at}.key.{k}", f"{v!r} is not a value of the grid axis")
+    flops = c.number(raw["flops"], f"{at}.flops", positive=True)
+    samples: dict[str, tuple[float, ...]] = {}
+    for role, vals in c.obj(raw["samples"], f"{at}.samples").items():
+        field = f"{at}.samples.{role}"
+        if not AXIS_RE.fullmatch(role):
+            c.fail(field, "role names must be identifiers")
+        if not isinstance(vals, (list, tuple)) or not vals:
+            c.fail(field, "expected a non-empty list of seconds")
+        samples[role] = tuple(
+            c.number(v, f"{field}[{j}]", positive=True) for j, v in enumerate(vals)
+        )
+    kernels = {
+        role: c.text_list(names, f"{at}.kernels.{role}", kernel=True)
+        for role, names in c.obj(raw["kernels"], f"{at}.kernels").items()
+    }
+    reach = c.obj(raw["reach"], f"{at}.reach")
+    for k in reach:
+        if k not in ("entry_points", "routes"):
+            c.fail(f"{at}.reach.{k}", "unknown key")
+    if "entry_points" in reach:
+        c.text_list(reach["entry_points"], f"{at}.reach.entry_points")
+    for ep, arm in c.obj(reach.get("routes", {}), f"{at}.reach.routes").items():
+        c.text(ep, f"{at}.reach.routes")
+        c.text(arm, f"{at}.reach.routes.{ep}")
+    flags = c.text_list(raw["flags"], f"{at}.flags")
+    extra = c.obj(raw["extra"], f"{at}.extra")
+    c.finite_tree(extra, f"{at}.extra")
+    return Cell(key, flops, samples, kernels, reach, flags, extra)
+
+
+def _results(c: _Checker, value: object, kind: str, ok: bool) -> dict[str, Any]:
+    results = c.obj(value, "results")
+    spec = RESULTS[kind]
+    # A run that is not ok may have no summary at all; if it has one, it is a whole one.
+    if spec and (ok or results):
+        c.keys(results, "results", tuple(spec))
+        for k, (types, desc) in spec.items():
+            v = results[k]
+            if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+                c.fail(f"results.{k}", f"expected {desc}, got {type(v).__name__}")
+            if isinstance(v, str):
+                c.text(v, f"results.{k}")
+            elif not isinstance(v, bool) and c.number(v, f"results.{k}") < 0:
+                c.fail(f"results.{k}", "must not be negative")
+        if kind == "verify" and results["vendor"] not in VENDORS:
+            c.fail("results.vendor", f"expected one of {', '.join(VENDORS)}")
+    c.finite_tree(results, "results")
+    return results
+
+
+def run_from_json(
+    data: object,
+    source: object,
+    *,
+    stem: str | None = None,
+    arch_dir: str | None = None,
+    path: Path | None = None,
+) -> Run:
+    """Validate ``data`` (a parsed run file) and build the Run; RunFileError names the field.
+
+    ``stem``/``arch_dir`` are the file's name and folder when it comes from a store.
+    """
+    c = _Checker(source)
+    top = c.obj(data, "json")
+    if top.get("schema") != SCHEMA:
+        c.fail("schema", f"expected {SCHEMA!r}, got {top.get('schema')!r}")
+    c.keys(top, "", TOP_KEYS)
+    try:
+        run_id = check_id(top["id"])
+        name = check_name(top["name"])
+    except UnsafeTextError as exc:
+        c.fail(str(exc).split(":", 1)[0], str(exc).split(": ", 1)[-1])
+    if stem is not None and run_id != stem:
+        c.fail("id", f"{run_id!r} differs from the file name {stem!r}")
+    kind, status = top["kind"], top["status"]
+    if kind not in KINDS:
+        c.fail("kind", f"{kind!r} is not one of {', '.join(KINDS)}")
+    if status not in STATUSES:
+        c.fail("status", f"{status!r} is not one of {', '.join(STATUSES)}")
+    ok = status == "ok"
+    reason = top["reason"]
+    if ok and reason is not None:
+        c.fail("reason", "must be null when status is ok")
+    if not ok and (not isinstance(reason, str) or not reason.strip()):
+        c.fail("reason", f"a {status} run says why (non-empty string)")
+    if reason is not None:
+        c.text(reason, "reason")
+    prov = _provenance(c, top["provenance"])
+    if arch_dir is not None and prov["arch"] != arch_dir:
+        c.fail("provenance.arch", f"{prov['arch']!r} differs from its folder {arch_dir!r}")
+    guard = c.obj(top["guard"], "guard")
+    c.finite_tree(guard, "guard")
+    config = _config(c, top["config"], kind, ok)
+    axes = _grid(c, config)
+    if not isinstance(top["cells"], list):
+        c.fail("cells", "expected a list")
+    cells = tuple(_cell(c, raw, i, axes) for i, raw in enumerate(top["cells"]))
+    _check_cells(c, cells, kind, ok, axes, config)
+    results = _results(c, top["results"], kind, ok)
+    return Run(run_id, kind, name, status, reason, prov, guard, config, cells, results, path)
+
+
+def _check_cells(
+    c: _Checker,
+    cells: tuple[Cell, ...],
+    kind: str,
+    ok: bool,
+    axes: dict[str, list[Any]] | None,
+    config: dict[str, Any],
+) -> None:
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, cell in enumerate(cells):
+        ident = tuple(sorted((k, _canon(v)) for k, v in cell.key.items()))
+        if ident in seen:
+            c.fail(f"cells[{i}].key", f"duplicates cells[{seen[ident]}]")
+        seen[ident] = i
+        if ok:
+            for role in REQUIRED_ROLES[kind]:
+                if role not in cell.samples:
+                    what = "missing A/A control" if role == "A2" else f"missing role {role}"
+                    c.fail(f"cells[{i}].samples.{role}", what)
+        arms = config.get("arms")
+        if isinstance(arms, dict) and arms:
+            for role in cell.samples:
+                base = "A" if role == "A2" else role
+                if base not in arms:
+                    c.fail(f"cells[{i}].samples.{role}", "role not named in config.arms")
+    if axes and ok:
+        names = list(axes)
+        want = {
+            tuple(sorted((n, _canon(v)) for n, v in zip(names, values, strict=True)))
+            for values in itertools.product(*(axes[n] for n in names))
+        }
+        missing = want - set(seen)
+        if missing:
+            example = dict((k, v[1]) for k, v in sorted(missing)[0])
+            c.fail("cells", f"{len(missing)} grid cell(s) missing, e.g. {example}")
+    if ok and kind in ("gate", "probe") and not cells:
+        c.fail("cells", f"an ok {kind} run has at least one cell")
+
+
+def validate_run(run: Run, source: object = "<run>") -> None:
+    """Validate an in-memory Run by the same rules as a file (a JSON round trip)."""
+    try:
+        # NaN is let through here so that the field check below names the exact field.
+        data = json.loads(json.dumps(run.to_json(), allow_nan=True))
+    except (TypeError, ValueError) as exc:
+        raise RunFileError(source, "json", f"not JSON data: {exc}") from None
+    run_from_json(data, source)

@@ -1,0 +1,309 @@
+"""FIXTURE builders for tests: schema-valid runs with synthetic samples. Never results.
+
+Everything here is made up on purpose (deterministic pseudo-random samples, a device called
+``FIXTURE-GPU``, host ``fixture-host``) so that tests of the store, the renderer and the check
+have realistic run files to work on. Write them only into ``tmp_path`` stores; nothing built
+here may ever be committed under ``results/``.
+
+    from validate.suite.runfactory import make_sweep_run, make_fixture_store
+    run = make_sweep_run(store=tmp_path / "results")      # written, run.path set
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tether.store import Cell, Run, new_run, write_run
+
+FIXTURE_DEVICE = "FIXTURE-GPU"
+FIXTURE_HOST = "fixture-host"
+FIXTURE_STARTED = "2026-01-01T00:00:00Z"
+DEFAULT_AXES: dict[str, list[Any]] = {"batch": [1, 4], "hq": [16, 32], "seqlen": [256, 512]}
+DEFAULT_FIXED: dict[str, Any] = {"hkv": 8, "head_dim": 128, "dtype": "f16", "causal": True}
+
+
+def fixture_flops(key: Mapping[str, Any], fixed: Mapping[str, Any]) -> float:
+    """Causal attention FLOPs for the key (synthetic inputs only; the real formula is kernels')."""
+    batch = int(key.get("batch", 1))
+    hq = int(key.get("hq", fixed.get("hq", 16)))
+    seqlen = int(key.get("seqlen", fixed.get("seqlen", 256)))
+    head_dim = int(fixed.get("head_dim", 128))
+    causal = 0.5 if fixed.get("causal", True) else 1.0
+    return 4.0 * batch * hq * seqlen * seqlen * head_dim * causal
+
+
+def fixture_reach(key: Mapping[str, Any], arm: str = "triton") -> dict[str, Any]:
+    """Synthetic reachability: batch 1 is reachable from both entry points, else batch only."""
+    eps = ["batch_prefill", "single_prefill"] if key.get("batch", 1) == 1 else ["batch_prefill"]
+    return {"entry_points": eps, "routes": {ep: arm for ep in eps}}
+
+
+def _samples(rng: random.Random, mean: float, noise: float, n: int) -> tuple[float, ...]:
+    return tuple(mean * (1.0 + rng.uniform(-noise, noise)) for _ in range(n))
+
+
+def make_cell(
+    key: Mapping[str, Any],
+    *,
+    flops: float = 1.0e9,
+    means: Mapping[str, float] | None = None,
+    noise: float = 0.01,
+    n: int = 5,
+    seed: int = 0,
+    flags: Sequence[str] = (),
+    reach: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Cell:
+    """One cell; ``means`` maps role -> mean seconds per call (default A, A2, B)."""
+    rng = random.Random(f"{seed}:{sorted(key.items())}")
+    roles = dict(means or {"A": 1.0e-4, "A2": 1.0e-4, "B": 0.9e-4})
+    kernel_names = {"A": "fixture_kernel_a", "A2": "fixture_kernel_a", "B": "_attn_fwd"}
+    return Cell(
+        key=dict(key),
+        flops=float(flops),
+        samples={role: _samples(rng, mean, noise, n) for role, mean in roles.items()},
+        kernels={role: (kernel_names.get(role, f"fixture_{role.lower()}"),) for role in roles},
+        reach=dict(reach) if reach is not None else fixture_reach(key),
+        flags=tuple(flags),
+        extra=dict(extra or {}),
+    )
+
+
+def grid_cells(
+    axes: Mapping[str, Sequence[Any]],
+    fixed: Mapping[str, Any],
+    *,
+    ratio: float = 0.9,
+    noise: float = 0.01,
+    n: int = 5,
+    seed: int = 0,
+    roles: Iterable[str] = ("A", "A2", "B"),
+    per_cell_ratio: Mapping[tuple[Any, ...], float] | None = None,
+) -> tuple[Cell, ...]:
+    """Cells for the full product of ``axes``; B's time is A's times ``ratio`` (per cell override)."""
+    names = list(axes)
+    cells = []
+    for values in itertools.product(*(axes[a] for a in names)):
+        key = dict(zip(names, values, strict=True))
+        flops = fixture_flops(key, fixed)
+        a_mean = flops / 2.0e14  # a plausible time scale so throughput-like values are sane
+        r = (per_cell_ratio or {}).get(tuple(values), ratio)
+        means = {"A": a_mean, "A2": a_mean, "B": a_mean * r}
+        cells.append(
+            make_cell(
+                key,
+                flops=flops,
+                means={role: means[role] for role in roles},
+                noise=noise,
+                n=n,
+                seed=seed,
+            )
+        )
+    return tuple(cells)
+
+
+def _finish(run: Run, store: Path | None) -> Run:
+    if store is None:
+        return run
+    return replace(run, path=write_run(run, store))
+
+
+def make_sweep_run(
+    *,
+    name: str = "prefill-triton-vs-sdpa",
+    arch: str = "sm90",
+    axes: Mapping[str, Sequence[Any]] | None = None,
+    fixed: Mapping[str, Any] | None = None,
+    ratio: float = 0.9,
+    noise: float = 0.01,
+    n: int = 5,
+    seed: int = 0,
+    cells: Sequence[Cell] | None = None,
+    status: str = "ok",
+    reason: str | None = None,
+    started: str = FIXTURE_STARTED,
+    device: str = FIXTURE_DEVICE,
+    arms: Mapping[str, str] | None = None,
+    store: Path | None = None,
+    root: Path | None = None,
+) -> Run:
+    """A sweep FIXTURE over the product of ``axes`` with A, A2 (A/A control) and B samples."""
+    ax = {k: list(v) for k, v in (axes if axes is not None else DEFAULT_AXES).items()}
+    fx = dict(fixed if fixed is not None else DEFAULT_FIXED)
+    if cells is None:
+        cells = (
+            () if status != "ok" else grid_cells(ax, fx, ratio=ratio, noise=noise, n=n, seed=seed)
+        )
+    run = new_run(
+        "sweep",
+        name,
+        arch=arch,
+        device=device,
+        host=FIXTURE_HOST,
+        config={
+            "grid": {"axes": ax, "fixed": fx},
+            "arms": dict(arms or {"A": "sdpa_flash", "B": "triton"}),
+            "entry_points": ["single_prefill", "batch_prefill"],
+            "timing": {"warmup": 3, "reps": n},
+        },
+        status=status,
+        reason=reason,
+        cells=cells,
+        started=started,
+        root=root,
+    )
+    return _finish(run, store)
+
+
+def make_gate_run(
+    *,
+    name: str = "gate-prefill",
+    arch: str = "sm90",
+    threshold_tflops: float = 100.0,
+    measured_tflops: float = 120.0,
+    shape: str = "b1-hq32-hkv8-s4096-d128-f16-causal",
+    policy: str = "kernels.policy",
+    started: str = FIXTURE_STARTED,
+    n: int = 5,
+    seed: int = 0,
+    store: Path | None = None,
+    root: Path | None = None,
+) -> Run:
+    """A gate FIXTURE: one B cell whose samples match ``measured_tflops``."""
+    key = {"shape": shape}
+    flops = 1.0e12
+    cell = make_cell(
+        key, flops=flops, means={"B": flops / (measured_tflops * 1e12)}, noise=0.0, n=n, seed=seed
+    )
+    run = new_run(
+        "gate",
+        name,
+        arch=arch,
+        device=FIXTURE_DEVICE,
+        host=FIXTURE_HOST,
+        config={"arms": {"B": "triton"}},
+        cells=(cell,),
+        results={
+            "threshold_tflops": float(threshold_tflops),
+            "measured_tflops": float(measured_tflops),
+            "passed": measured_tflops >= threshold_tflops,
+            "shape": shape,
+            "policy": policy,
+        },
+        started=started,
+        root=root,
+    )
+    return _finish(run, store)
+
+
+def make_probe_run(
+    *,
+    name: str = "probe-prefill",
+    arch: str = "sm90",
+    bound_tflops: float = 700.0,
+    bound: str = "dense-matmul-f16-8192",
+    started: str = FIXTURE_STARTED,
+    store: Path | None = None,
+    root: Path | None = None,
+) -> Run:
+    """A probe FIXTURE: B samples for a call plus the dense-matmul bound measured alongside."""
+    cell = make_cell({"seqlen": 4096}, flops=1.0e12, means={"B": 5.0e-3})
+    run = new_run(
+        "probe",
+        name,
+        arch=arch,
+        device=FIXTURE_DEVICE,
+        host=FIXTURE_HOST,
+        config={"arms": {"B": "triton"}},
+        cells=(cell,),
+        results={"bound_tflops": float(bound_tflops), "bound": bound},
+        started=started,
+        root=root,
+    )
+    return _finish(run, store)
+
+
+def make_verify_run(
+    *,
+    name: str = "verify-kernels",
+    arch: str = "cpu",
+    passed: int = 10,
+    failed: int = 0,
+    skipped: int = 0,
+    errors: int = 0,
+    vendor: str = "cpu",
+    started: str = FIXTURE_STARTED,
+    store: Path | None = None,
+    root: Path | None = None,
+) -> Run:
+    """A verify FIXTURE: pytest outcome counts, no cells."""
+    run = new_run(
+        "verify",
+        name,
+        arch=arch,
+        device="cpu: fixture" if arch == "cpu" else FIXTURE_DEVICE,
+        host=FIXTURE_HOST,
+        config={},
+        results={
+            "passed": passed,
+            "failed": failed,
+            "skipped": skipped,
+            "errors": errors,
+            "duration_s": 1.5,
+            "suite": "validate/kernels",
+            "vendor": vendor,
+            "workers": 2,
+        },
+        started=started,
+        root=root,
+    )
+    return _finish(run, store)
+
+
+def make_not_measured_run(
+    *,
+    kind: str = "sweep",
+    name: str = "prefill-triton-vs-sdpa",
+    arch: str = "sm90",
+    reason: str = "host busy: guard lock held by another session",
+    started: str = FIXTURE_STARTED,
+    store: Path | None = None,
+    root: Path | None = None,
+) -> Run:
+    """A not_measured FIXTURE: status, reason, no cells, no results."""
+    config: dict[str, Any] = {}
+    if kind == "sweep":
+        config = {"grid": {"axes": {}, "fixed": {}}, "arms": {"A": "sdpa_flash", "B": "triton"}}
+    run = new_run(
+        kind,
+        name,
+        arch=arch,
+        device=FIXTURE_DEVICE,
+        host=FIXTURE_HOST,
+        config=config,
+        status="not_measured",
+        reason=reason,
+        started=started,
+        root=root,
+    )
+    return _finish(run, store)
+
+
+def make_fixture_store(store: Path, *, root: Path | None = None) -> list[Run]:
+    """A small mixed FIXTURE store: two sweeps (older, newer), a gate, a probe, a verify, a
+    not_measured sweep. Returns the written runs in write order."""
+    return [
+        make_sweep_run(started="2026-01-01T00:00:00Z", ratio=0.95, store=store, root=root),
+        make_sweep_run(started="2026-01-02T00:00:00Z", ratio=0.9, store=store, root=root),
+        make_gate_run(started="2026-01-02T01:00:00Z", store=store, root=root),
+        make_probe_run(started="2026-01-02T02:00:00Z", store=store, root=root),
+        make_verify_run(started="2026-01-02T03:00:00Z", store=store, root=root),
+        make_not_measured_run(
+            arch="gfx942", started="2026-01-03T00:00:00Z", store=store, root=root
+        ),
+    ]
