@@ -95,10 +95,20 @@ def list_sweeps(root: Path) -> list[str]:
     return sorted(p.stem.replace("_", "-") for p in folder.glob("*.py") if p.stem[0] != "_")
 
 
-def resolve_arms(sweep: SweepDef, shapes: list[Any], arch: str) -> dict[str, str]:
-    """Role -> arm name; for candidates, the first arm that serves every cell on ``arch``."""
+ArmLookup = Callable[[str], Any]  # arm name -> arm (tether.kernels.arms.get_arm, or a fake)
+
+
+def _default_lookup() -> ArmLookup:
     from tether.kernels.arms import get_arm
 
+    return get_arm
+
+
+def resolve_arms(
+    sweep: SweepDef, shapes: list[Any], arch: str, get_arm: ArmLookup | None = None
+) -> dict[str, str]:
+    """Role -> arm name; for candidates, the first arm that serves every cell on ``arch``."""
+    get_arm = get_arm or _default_lookup()
     chosen: dict[str, str] = {}
     for role, choice in sweep.arms.items():
         candidates = (choice,) if isinstance(choice, str) else tuple(choice)
@@ -197,11 +207,13 @@ def measure_cell(
     probes: Probes | None = None,
     profiler: Profile | None = None,
     holding: Any = None,
+    get_arm: ArmLookup | None = None,
 ) -> Any:
     """Prepare, time and profile one cell; returns a ``tether.store`` Cell."""
     from tether.kernels import flops
-    from tether.kernels.arms import get_arm
     from tether.store.model import Cell
+
+    get_arm = get_arm or _default_lookup()
 
     shape = shape_of(key, sweep.fixed)
     role_arm = {"A": arms["A"], "A2": arms["A"], "B": arms["B"]}
@@ -244,6 +256,7 @@ def run_sweep(
     profiler: Profile | None = None,
     kind: str = "sweep",
     write: bool = True,
+    get_arm: ArmLookup | None = None,
 ) -> Any:
     """Measure every cell of ``sweep`` and write one run; returns the ``tether.store`` Run."""
     from tether.store import new_run, write_run
@@ -258,12 +271,12 @@ def run_sweep(
     arms: dict[str, str] = {}
     interrupted = False
     try:
-        arms = resolve_arms(sweep, shapes, target.arch)
+        arms = resolve_arms(sweep, shapes, target.arch, get_arm)
         with SweepProgress(len(keys), sweep.name, err) as bar:
             for index, key in enumerate(keys):
                 cell = measure_cell(
                     sweep, key, arms, target, index=index, probes=probes,
-                    profiler=profiler, holding=holding,
+                    profiler=profiler, holding=holding, get_arm=get_arm,
                 )  # fmt: skip
                 cells.append(cell)
                 bar.advance({r: list(s) for r, s in cell.samples.items()})
