@@ -1,1 +1,24 @@
-"""(to be written)"""
+"""tether.kernels: Triton flash-attention prefill, the arms it is compared with, and routing.
+
+Importing this package imports neither torch nor triton; the entry points import them when
+called.
+"""
+
+from __future__ import annotations
+
+from tether.kernels.arch_caps import ARCHES
+from tether.kernels.prefill import batch_prefill, single_prefill
+from tether.kernels.routing import ENTRY_POINTS, reachable_entry_points, route
+from tether.kernels.shapes import Shape, attended_pairs, flops
+
+__all__ = [
+    "ARCHES",
+    "ENTRY_POINTS",
+    "Shape",
+    "attended_pairs",
+    "batch_prefill",
+    "flops",
+    "reachable_entry_points",
+    "route",
+    "single_prefill",
+]

@@ -24,7 +24,6 @@ import triton.language as tl
 
 if TYPE_CHECKING:
     import torch
-
     from tether.kernels.arch_caps import LaunchConfig
 
 LOG2E = 1.4426950408889634
