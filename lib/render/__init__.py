@@ -1,1 +1,88 @@
-"""(to be written)"""
+"""Render tether's documents from the results store: README.md, docs/, figures, policy regions.
+
+``render_all`` is pure and in memory (``tether check`` diffs it against the files on disk);
+``write_all`` writes what changed. Neither imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tether.render.context import build_context, load_runs
+from tether.render.env import TemplateError, make_env
+from tether.render.regions import RegionError
+from tether.render.targets import render_figures, render_files, render_regions
+
+__all__ = [
+    "FIGURES_DIR",
+    "RegionError",
+    "TemplateError",
+    "render_all",
+    "write_all",
+]
+
+FIGURES_DIR = Path("docs/figures")
+
+
+def render_all(root: Path, store: Path | Any) -> dict[Path, bytes]:
+    """Every target's full expected content, keyed by path relative to ``root``.
+
+    ``store`` is a results folder (loaded and validated here) or an already loaded store.
+    """
+    root = Path(root)
+    runs = load_runs(store)
+    context = build_context(root, runs)
+    env = make_env(root / "docs_src")
+    out: dict[Path, bytes] = {}
+    out.update(render_files(env, context))
+    out.update(render_figures(context))
+    out.update(render_regions(root, env, context))
+    return dict(sorted(out.items()))
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_all(root: Path, store: Path | Any, out_root: Path | None = None) -> list[Path]:
+    """Write every target whose content changed under ``out_root`` (default ``root``).
+
+    Everything is rendered before anything is written, so a failing template leaves every
+    file as it was. Figures under docs/figures/ that no target produces any more are removed.
+    Returns the paths written or removed, relative to the output root.
+    """
+    root = Path(root)
+    dest = Path(out_root) if out_root is not None else root
+    rendered = render_all(root, store)
+    changed: list[Path] = []
+    for rel, data in rendered.items():
+        path = dest / rel
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        _write_atomic(path, data)
+        changed.append(rel)
+    figures = dest / FIGURES_DIR
+    if figures.is_dir():
+        for svg in sorted(figures.glob("*.svg")):
+            rel = svg.relative_to(dest)
+            if rel not in rendered:
+                svg.unlink()
+                changed.append(rel)
+    return changed

@@ -1,0 +1,337 @@
+"""The template context: which runs each document cites, and everything computed from them.
+
+A document cites, for each ``(kind, name, arch)``, the newest run by ``provenance.started``
+whose status is ``ok`` (SCHEMA.md). A cited run whose harness fingerprint is not the current
+one is marked superseded. When the newest attempt is ``not_measured`` its reason and the lock
+holder are shown beside whatever is cited. All numbers come from tether.stats over raw samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.kernels.policy import WHOLE_MAP, Gate, Population, Threshold
+from tether.stats import (
+    Aggregate,
+    CellStat,
+    CurvePoint,
+    MonotonicClaim,
+    aggregate,
+    cell_stats,
+    curve,
+    field_of,
+    monotonic,
+    predicate_results,
+)
+
+# The arches every document covers; cpu joins only when the store holds cpu runs (the demo).
+DOC_ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151")
+SWEEPS: tuple[str, ...] = ("prefill-triton-vs-sdpa", "chunked-prefill", "deferred-rescale")
+HEADLINE_SWEEP = "prefill-triton-vs-sdpa"
+DEFAULT_GATE_QO_LEN = 2048
+SUPERSEDED = "superseded (harness changed since; re-measure)"
+
+
+def all_runs(store: Any) -> list[Any]:
+    """Runs of a loaded store (an object with ``runs``, a mapping, or an iterable of runs)."""
+    runs = field_of(store, "runs", None)
+    if runs is None and isinstance(store, Iterable) and not isinstance(store, (str, bytes)):
+        runs = store
+    if isinstance(runs, Mapping):
+        runs = runs.values()
+    return sorted(runs or (), key=lambda r: str(field_of(r, "id")))
+
+
+def load_runs(store: Any) -> list[Any]:
+    """``store`` as runs: a Path is loaded (and validated) by tether.store; a missing folder is
+    an empty store, because a fresh checkout ships without results/."""
+    if isinstance(store, Path):
+        if not store.exists():
+            return []
+        from tether.store import load_store
+
+        return all_runs(load_store(store))
+    return all_runs(store)
+
+
+def _prov(run: Any, name: str) -> Any:
+    return field_of(field_of(run, "provenance", {}), name)
+
+
+def newest(runs: Iterable[Any], kind: str, name: str | None, arch: str, ok: bool = True) -> Any:
+    """The newest run of ``kind``/``name`` (None: any name) on ``arch``; ``ok``: status ok only."""
+    best = None
+    for run in runs:
+        if field_of(run, "kind") != kind or _prov(run, "arch") != arch:
+            continue
+        if name is not None and field_of(run, "name") != name:
+            continue
+        if ok and field_of(run, "status") != "ok":
+            continue
+        rank = (str(_prov(run, "started")), str(field_of(run, "id")))
+        if best is None or rank > best[0]:
+            best = (rank, run)
+    return best[1] if best else None
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """How a document names a run."""
+
+    id: str
+    kind: str
+    name: str
+    arch: str
+    date: str  # YYYY-MM-DD of provenance.started
+    started: str
+    git_sha: str  # first 12 characters
+    git_dirty: bool
+    device: str
+    superseded: bool
+    status: str
+    reason: str | None
+    holder: str | None  # who held the host, for a not_measured run
+
+
+def _holder(run: Any) -> str | None:
+    holder = field_of(field_of(run, "guard", {}) or {}, "holder")
+    if holder is None:
+        return None
+    if isinstance(holder, Mapping):
+        parts = [f"{k} {holder[k]}" for k in ("user", "host", "pid") if holder.get(k) is not None]
+        return ", ".join(parts) or None
+    return str(holder)
+
+
+def run_ref(run: Any, current: str) -> RunRef:
+    started = str(_prov(run, "started"))
+    return RunRef(
+        id=str(field_of(run, "id")),
+        kind=str(field_of(run, "kind")),
+        name=str(field_of(run, "name")),
+        arch=str(_prov(run, "arch")),
+        date=started[:10],
+        started=started,
+        git_sha=str(_prov(run, "git_sha"))[:12],
+        git_dirty=bool(_prov(run, "git_dirty")),
+        device=str(_prov(run, "device")),
+        superseded=_prov(run, "harness_fingerprint") != current,
+        status=str(field_of(run, "status")),
+        reason=field_of(run, "reason"),
+        holder=_holder(run),
+    )
+
+
+def _attempt(runs: list[Any], kind: str, name: str | None, arch: str, cited: Any, current: str):
+    """The newest attempt when it is not_measured and newer than the cited run, else None."""
+    last = newest(runs, kind, name, arch, ok=False)
+    if last is None or field_of(last, "status") != "not_measured" or last is cited:
+        return None
+    return run_ref(last, current)
+
+
+def gate_population(arch: str, threshold: Threshold | None) -> Population:
+    qo = threshold.min_qo_len if threshold and threshold.min_qo_len else DEFAULT_GATE_QO_LEN
+    return Population(
+        name="single-prefill-gate", entry="single_prefill", where=(("qo_len", ">=", qo),)
+    )
+
+
+@dataclass(frozen=True)
+class SweepDoc:
+    name: str
+    arch: str
+    run: RunRef | None
+    attempt: RunRef | None
+    whole: Aggregate | None
+    gate: Aggregate | None
+    curve: tuple[CurvePoint, ...]
+    claim: MonotonicClaim | None
+    cells: tuple[CellStat, ...]
+    arms: Mapping[str, str]  # role -> arm name from the run's config
+    kernels: Mapping[str, tuple[str, ...]]  # role -> distinct kernel names, sorted
+    figure: str | None  # path relative to the repository root
+
+
+def figure_path(arch: str, sweep: str) -> str:
+    return f"docs/figures/{arch}-{sweep}.svg"
+
+
+def sweep_doc(runs: list[Any], arch: str, name: str, population: Population, current: str):
+    run = newest(runs, "sweep", name, arch)
+    attempt = _attempt(runs, "sweep", name, arch, run, current)
+    if run is None:
+        return SweepDoc(name, arch, None, attempt, None, None, (), None, (), {}, {}, None)
+    stats = cell_stats(run)
+    points = curve(stats)
+    kernels: dict[str, set[str]] = {}
+    for cell in field_of(run, "cells", ()):
+        for role, names in (field_of(cell, "kernels", {}) or {}).items():
+            kernels.setdefault(role, set()).update(names)
+    arms = field_of(field_of(run, "config", {}), "arms", {}) or {}
+    return SweepDoc(
+        name=name,
+        arch=arch,
+        run=run_ref(run, current),
+        attempt=attempt,
+        whole=aggregate(stats, WHOLE_MAP),
+        gate=aggregate(stats, population),
+        curve=points,
+        claim=monotonic(points) if points else None,
+        cells=stats,
+        arms={k: str(arms[k]) for k in sorted(arms)},
+        kernels={k: tuple(sorted(kernels[k])) for k in sorted(kernels)},
+        figure=figure_path(arch, name) if points else None,
+    )
+
+
+@dataclass(frozen=True)
+class ProbePoint:
+    label: str
+    tflops: float
+    fraction: float  # of the dense matmul bound from the same run
+
+
+@dataclass(frozen=True)
+class ProbeDoc:
+    run: RunRef
+    bound: str
+    bound_tflops: float
+    points: tuple[ProbePoint, ...]
+
+
+def probe_doc(runs: list[Any], arch: str, current: str) -> ProbeDoc | None:
+    from tether.stats import _median, key_label
+
+    run = newest(runs, "probe", None, arch)
+    if run is None:
+        return None
+    results = field_of(run, "results", {}) or {}
+    bound = float(results["bound_tflops"])
+    points = []
+    for cell in field_of(run, "cells", ()):
+        tf = float(field_of(cell, "flops")) / _median(field_of(cell, "samples")["B"]) / 1e12
+        points.append(ProbePoint(key_label(field_of(cell, "key")), tf, tf / bound))
+    points.sort(key=lambda p: p.label)
+    return ProbeDoc(run_ref(run, current), str(results["bound"]), bound, tuple(points))
+
+
+@dataclass(frozen=True)
+class GateDoc:
+    gate: Gate
+    shape: str
+    before: RunRef | None
+    before_tflops: float | None
+    after: RunRef | None
+    after_tflops: float | None
+    latest: RunRef | None  # the newest ok gate run named after the gate
+    latest_tflops: float | None
+    latest_passed: bool | None
+
+
+def _by_id(runs: list[Any], run_id: str | None) -> Any:
+    return next((r for r in runs if field_of(r, "id") == run_id), None) if run_id else None
+
+
+def _measured(run: Any) -> float | None:
+    value = field_of(field_of(run, "results", {}) or {}, "measured_tflops")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def gate_doc(runs: list[Any], gate: Gate, current: str) -> GateDoc:
+    before, after = _by_id(runs, gate.before_run), _by_id(runs, gate.after_run)
+    latest = newest(runs, "gate", gate.id, gate.arch)
+    passed = field_of(field_of(latest, "results", {}) or {}, "passed") if latest else None
+    return GateDoc(
+        gate=gate,
+        shape=" ".join(f"{k}={gate.shape[k]}" for k in sorted(gate.shape)),
+        before=run_ref(before, current) if before else None,
+        before_tflops=_measured(before) if before else None,
+        after=run_ref(after, current) if after else None,
+        after_tflops=_measured(after) if after else None,
+        latest=run_ref(latest, current) if latest else None,
+        latest_tflops=_measured(latest) if latest else None,
+        latest_passed=bool(passed) if passed is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class ThresholdDoc:
+    threshold: Threshold
+    sweep: SweepDoc
+    evidence: Aggregate | None
+    predicates: Mapping[str, bool]
+
+
+def threshold_doc(runs: list[Any], th: Threshold, current: str) -> ThresholdDoc:
+    doc = sweep_doc(runs, th.arch, th.evidence.sweep, th.evidence.population, current)
+    preds = predicate_results(th.evidence, doc.gate) if doc.gate is not None else {}
+    return ThresholdDoc(th, doc, doc.gate, preds)
+
+
+@dataclass(frozen=True)
+class ArchDoc:
+    arch: str
+    threshold: Threshold | None
+    population: Population
+    sweeps: tuple[SweepDoc, ...]
+    probe: ProbeDoc | None
+    gates: tuple[GateDoc, ...]
+
+    @property
+    def headline(self) -> SweepDoc:
+        return next(s for s in self.sweeps if s.name == HEADLINE_SWEEP)
+
+
+def policy() -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
+    """POLICY and GATES from tether.kernels.arch_caps; None while that module does not exist."""
+    try:
+        from tether.kernels import arch_caps
+    except ModuleNotFoundError as exc:
+        if exc.name != "tether.kernels.arch_caps":
+            raise
+        return None
+    return tuple(arch_caps.POLICY), tuple(arch_caps.GATES)
+
+
+def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
+    """Everything the templates see, computed once per render."""
+    from tether.store.provenance import harness_fingerprint
+
+    current = harness_fingerprint(root)
+    pol = policy()
+    thresholds, gates = pol if pol is not None else ((), ())
+    arches = list(DOC_ARCHES)
+    if any(_prov(r, "arch") == "cpu" for r in runs):
+        arches.append("cpu")
+    docs = []
+    for arch in arches:
+        th = next((t for t in thresholds if t.arch == arch), None)
+        pop = gate_population(arch, th)
+        docs.append(
+            ArchDoc(
+                arch=arch,
+                threshold=th,
+                population=pop,
+                sweeps=tuple(sweep_doc(runs, arch, s, pop, current) for s in SWEEPS),
+                probe=probe_doc(runs, arch, current),
+                gates=tuple(gate_doc(runs, g, current) for g in gates if g.arch == arch),
+            )
+        )
+    verify = [newest(runs, "verify", None, a) for a in (*DOC_ARCHES, "cpu")]
+    verify_run = max(
+        (v for v in verify if v is not None),
+        key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))),
+        default=None,
+    )
+    return {
+        "arches": docs,
+        "superseded_mark": SUPERSEDED,
+        "verify": run_ref(verify_run, current) if verify_run is not None else None,
+        "verify_results": dict(field_of(verify_run, "results", {})) if verify_run else None,
+        "thresholds": {t.region: threshold_doc(runs, t, current) for t in thresholds},
+        "gates": {g.region: gate_doc(runs, g, current) for g in gates},
+    }

@@ -1,0 +1,120 @@
+"""The jinja2 environment every tether document is rendered with, and its formatting filters.
+
+Templates only format: numbers arrive computed, claims arrive as booleans with their evidence.
+The environment is strict (an undefined name or a missing template is an error) and has no
+clock or randomness, so the same store always renders to the same bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import jinja2
+from tether.errors import TetherError, UnsafeTextError
+
+# Characters that would change Markdown structure or inject markup, and their escapes.
+_MD_ESCAPES = {
+    "\\": "\\\\",
+    "<": "&lt;",
+    ">": "&gt;",
+    "[": "\\[",
+    "]": "\\]",
+    "`": "\\`",
+    "*": "\\*",
+    "_": "\\_",
+}
+_MD_FORBIDDEN = ("|", "\n", "\r")
+
+
+class TemplateError(TetherError):
+    """A template is missing, refers to an undefined name, or fails to render."""
+
+
+def md_cell(value: object) -> str:
+    """A value made safe for a Markdown table cell; a pipe or a line break is refused."""
+    text = str(value)
+    for bad in _MD_FORBIDDEN:
+        if bad in text:
+            raise UnsafeTextError(f"value {text!r} contains {bad!r}; refused in a Markdown table")
+    if any(ord(ch) < 32 for ch in text):
+        raise UnsafeTextError(f"value {text!r} contains a control character")
+    return "".join(_MD_ESCAPES.get(ch, ch) for ch in text)
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TemplateError(f"filter {what}: expected a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise TemplateError(f"filter {what}: non-finite value {value!r}")
+    return x
+
+
+def ratio(value: object) -> str:
+    """A speedup ratio, three decimals."""
+    return f"{_number(value, 'ratio'):.3f}"
+
+
+def tflops(value: object) -> str:
+    """A throughput in units of 1e12 FLOP per second, one decimal; the template writes the unit."""
+    return f"{_number(value, 'tflops'):.1f}"
+
+
+def ms(value: object) -> str:
+    """Seconds rendered as milliseconds, four significant figures."""
+    return f"{_number(value, 'ms') * 1e3:.4g}"
+
+
+def pct(value: object) -> str:
+    """A fraction rendered as a percentage, one decimal."""
+    return f"{_number(value, 'pct') * 100:.1f}"
+
+
+def floor_range(value: object) -> str:
+    """An A/A floor ``(lo, hi)`` as ``lo-hi``."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TemplateError(f"filter floor_range: expected (lo, hi), got {value!r}")
+    return f"{ratio(value[0])}-{ratio(value[1])}"
+
+
+FILTERS = {
+    "md_cell": md_cell,
+    "ratio": ratio,
+    "tflops": tflops,
+    "ms": ms,
+    "pct": pct,
+    "floor_range": floor_range,
+}
+
+
+def make_env(templates: Path) -> jinja2.Environment:
+    """The strict environment over the folder ``templates`` (``docs_src/``)."""
+    if not templates.is_dir():
+        raise TemplateError(f"{templates}: template folder not found")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates), encoding="utf-8"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        newline_sequence="\n",
+        auto_reload=False,
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+def render_template(env: jinja2.Environment, name: str, context: dict[str, object]) -> str:
+    """Render ``name``; every jinja failure becomes a TemplateError naming the template."""
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.TemplateNotFound as exc:
+        raise TemplateError(f"docs_src/{name}: template not found ({exc.name})") from exc
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"docs_src/{name}: undefined value: {exc.message}") from exc
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(
+            f"docs_src/{exc.name or name}:{exc.lineno}: template syntax: {exc.message}"
+        ) from exc

@@ -1,0 +1,106 @@
+"""What gets rendered where: whole files, SVG figures, and named regions inside source files.
+
+Every target is produced in memory as bytes keyed by its path relative to the repository
+root; writing is a separate step (``tether.render.write_all``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from tether.render.env import TemplateError, render_template
+from tether.render.plots import curve_svg
+from tether.render.regions import replace_regions
+
+# Whole files: output path -> template under docs_src/.
+FILES: dict[str, str] = {
+    "README.md": "README.md.j2",
+    "docs/backends.md": "backends.md.j2",
+}
+POLICY_FILE = "kernels/arch_caps.py"
+THRESHOLD_TEMPLATE = "policy_threshold.py.j2"
+GATE_TEMPLATE = "policy_gate.py.j2"
+PY_REGION_WIDTH = 100
+
+
+@dataclass(frozen=True)
+class RegionTarget:
+    """One generated region: which file, which marker id, which template and its context."""
+
+    path: str
+    region: str
+    template: str
+    context: dict[str, Any]
+
+
+def render_files(env: jinja2.Environment, context: dict[str, Any]) -> dict[Path, bytes]:
+    return {
+        Path(out): render_template(env, tpl, context).encode("utf-8")
+        for out, tpl in sorted(FILES.items())
+    }
+
+
+def render_figures(context: dict[str, Any]) -> dict[Path, bytes]:
+    """One SVG per cited sweep that has a curve."""
+    out: dict[Path, bytes] = {}
+    for arch_doc in context["arches"]:
+        for sweep in arch_doc.sweeps:
+            if sweep.figure is None or sweep.run is None:
+                continue
+            arms = (sweep.arms.get("A", "A"), sweep.arms.get("B", "B"))
+            title = f"{arch_doc.arch} {sweep.name} ({sweep.run.id})"
+            out[Path(sweep.figure)] = curve_svg(sweep.curve, title, arms, sweep.run.superseded)
+    return out
+
+
+def region_targets(context: dict[str, Any]) -> list[RegionTarget]:
+    """Regions from the policy: one per Threshold and one per Gate in kernels/arch_caps.py."""
+    targets = [
+        RegionTarget(POLICY_FILE, region, THRESHOLD_TEMPLATE, {"doc": doc})
+        for region, doc in sorted(context["thresholds"].items())
+    ]
+    targets += [
+        RegionTarget(POLICY_FILE, region, GATE_TEMPLATE, {"doc": doc})
+        for region, doc in sorted(context["gates"].items())
+    ]
+    return targets
+
+
+def _check_python_region(path: str, region: str, body: str) -> None:
+    """A Python region is comments only and short lines, so ``ruff format`` leaves it alone."""
+    for n, line in enumerate(body.split("\n")[:-1], 1):
+        if not line.startswith("#"):
+            raise TemplateError(f"{path}: region {region!r} line {n}: not a comment: {line!r}")
+        if len(line) > PY_REGION_WIDTH:
+            raise TemplateError(
+                f"{path}: region {region!r} line {n}: {len(line)} characters, over "
+                f"{PY_REGION_WIDTH}"
+            )
+        if line != line.rstrip():
+            raise TemplateError(f"{path}: region {region!r} line {n}: trailing whitespace")
+
+
+def render_regions(
+    root: Path, env: jinja2.Environment, context: dict[str, Any]
+) -> dict[Path, bytes]:
+    """Each file holding regions, as it reads with every region re-rendered."""
+    by_file: dict[str, dict[str, str]] = {}
+    for target in region_targets(context):
+        body = render_template(env, target.template, {**context, **target.context})
+        if not body.endswith("\n"):
+            body += "\n"
+        if target.path.endswith(".py"):
+            _check_python_region(target.path, target.region, body)
+        by_file.setdefault(target.path, {})[target.region] = body
+    out: dict[Path, bytes] = {}
+    for rel, bodies in sorted(by_file.items()):
+        source = root / rel
+        try:
+            text = source.read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise TemplateError(f"{rel}: file with generated regions not found") from exc
+        out[Path(rel)] = replace_regions(text, Path(rel), bodies).encode("utf-8")
+    return out

@@ -1,0 +1,307 @@
+"""Statistics recomputed from raw samples: ratios, A/A floors, verdicts, aggregates, claims.
+
+Conventions, fixed here and nowhere else:
+
+- A cell's *ratio* is ``median(A) / median(B)`` over seconds-per-call samples: the speedup of
+  arm B over arm A. Above 1 means B is faster.
+- A cell's *A/A floor* is the range of the same statistic taken between the A arm and its own
+  A/A control (``A2``). Samples are split by repetition index into even and odd halves, and the
+  floor is ``[min, max]`` of ``median(A_h) / median(A2_g)`` over the full sets and the four
+  half pairings, widened to include 1.0 (two instances of one arm are level by definition).
+  Medians of halves converge as samples accrue, so the floor tightens with more samples; a
+  pairwise range by index would only widen.
+- A cell's *verdict* is ``level`` when its ratio lies inside its floor, ``win`` above it and
+  ``loss`` below it.
+- An aggregate's floor applies the same construction to the geomean: for each of the five
+  A/A statistics, the geomean over the population's cells; ``[min, max]`` widened to 1.0.
+
+Runs and cells are read by attribute or by key, so this module works on tether.store's
+dataclasses and on plain run-file dictionaries alike. Pure numpy and Python, no torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tether.kernels.policy import WHOLE_MAP, Evidence, Population, shape_fields
+
+# The axes a curve may be drawn over, in order of preference.
+CURVE_AXES = ("seqlen", "kv_len", "qo_len")
+
+
+def field_of(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj.name`` or ``obj[name]``: the store's dataclasses and raw JSON both work."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _median(xs: Sequence[float]) -> float:
+    return float(np.median(np.asarray(xs, dtype=np.float64)))
+
+
+def _halves(xs: Sequence[float]) -> tuple[Sequence[float], Sequence[float]]:
+    """Even and odd repetitions; a single sample stands for both halves."""
+    if len(xs) < 2:
+        return xs, xs
+    return xs[0::2], xs[1::2]
+
+
+def aa_statistics(a: Sequence[float], a2: Sequence[float]) -> tuple[float, ...]:
+    """The five A/A ratios a floor is built from: full sets, then the four half pairings."""
+    if not a or not a2:
+        raise ValueError("A/A statistics need at least one A and one A2 sample")
+    a_halves, a2_halves = _halves(a), _halves(a2)
+    out = [_median(a) / _median(a2)]
+    out += [_median(x) / _median(y) for x in a_halves for y in a2_halves]
+    return tuple(out)
+
+
+def floor_of(stats: Iterable[float]) -> tuple[float, float]:
+    vals = list(stats)
+    return (min(*vals, 1.0), max(*vals, 1.0))
+
+
+def verdict(ratio: float, floor: tuple[float, float]) -> str:
+    if ratio > floor[1]:
+        return "win"
+    if ratio < floor[0]:
+        return "loss"
+    return "level"
+
+
+@dataclass(frozen=True)
+class CellStat:
+    """One cell judged against its own A/A control."""
+
+    key: Mapping[str, object]
+    label: str  # the key as ``axis=value`` pairs, sorted by axis
+    a_median: float  # seconds per call
+    b_median: float
+    ratio: float  # median(A) / median(B): above 1 means B is faster
+    aa: tuple[float, ...]
+    floor: tuple[float, float]
+    verdict: str  # win | loss | level
+    flags: tuple[str, ...]
+    shape: Mapping[str, object]  # shape_fields(key, grid.fixed)
+    entry_points: tuple[str, ...]
+
+
+def key_label(key: Mapping[str, object]) -> str:
+    return " ".join(f"{k}={key[k]}" for k in sorted(key))
+
+
+def _grid_fixed(run: Any) -> Mapping[str, object]:
+    grid = field_of(field_of(run, "config", {}), "grid", {})
+    return field_of(grid, "fixed", {}) or {}
+
+
+def cell_stat(cell: Any, fixed: Mapping[str, object]) -> CellStat:
+    samples = field_of(cell, "samples")
+    a, a2, b = samples["A"], samples["A2"], samples["B"]
+    aa = aa_statistics(a, a2)
+    floor = floor_of(aa)
+    a_med, b_med = _median(a), _median(b)
+    ratio = a_med / b_med
+    key = dict(field_of(cell, "key"))
+    reach = field_of(cell, "reach", {}) or {}
+    return CellStat(
+        key=key,
+        label=key_label(key),
+        a_median=a_med,
+        b_median=b_med,
+        ratio=ratio,
+        aa=aa,
+        floor=floor,
+        verdict=verdict(ratio, floor),
+        flags=tuple(sorted(field_of(cell, "flags", ()) or ())),
+        shape=shape_fields(key, fixed),
+        entry_points=tuple(field_of(reach, "entry_points", ()) or ()),
+    )
+
+
+def cell_stats(run: Any) -> tuple[CellStat, ...]:
+    """The cells of a sweep run, judged and sorted by key so file order never matters."""
+    fixed = _grid_fixed(run)
+    stats = [cell_stat(c, fixed) for c in field_of(run, "cells", ())]
+    return tuple(sorted(stats, key=lambda s: tuple(sorted(s.key.items()))))
+
+
+def geomean(xs: Iterable[float]) -> float:
+    arr = np.asarray(list(xs), dtype=np.float64)
+    if arr.size == 0:
+        raise ValueError("geomean of no values")
+    return float(np.exp(np.mean(np.log(arr))))
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Cells of one population summarised; ``count == 0`` means nothing to summarise."""
+
+    population: str
+    description: str
+    count: int
+    geomean: float | None
+    floor: tuple[float, float] | None
+    worst: CellStat | None
+    below_one: int  # cells with ratio < 1.00
+    losses: int  # cells below their own floor
+    wins: int
+    levels: int
+    cells: tuple[CellStat, ...]
+
+
+def aggregate(
+    stats: Sequence[CellStat], population: Population = WHOLE_MAP, label: str | None = None
+) -> Aggregate:
+    """Summarise the cells ``population`` admits; ``label`` overrides the population's name."""
+    cells = tuple(s for s in stats if population.admits(s.shape, s.entry_points))
+    name, desc = label or population.name, population.describe()
+    if not cells:
+        return Aggregate(name, desc, 0, None, None, None, 0, 0, 0, 0, ())
+    gm = geomean(s.ratio for s in cells)
+    floor = floor_of(geomean(s.aa[j] for s in cells) for j in range(len(cells[0].aa)))
+    return Aggregate(
+        population=name,
+        description=desc,
+        count=len(cells),
+        geomean=gm,
+        floor=floor,
+        worst=min(cells, key=lambda s: (s.ratio, s.label)),
+        below_one=sum(s.ratio < 1.0 for s in cells),
+        losses=sum(s.verdict == "loss" for s in cells),
+        wins=sum(s.verdict == "win" for s in cells),
+        levels=sum(s.verdict == "level" for s in cells),
+        cells=cells,
+    )
+
+
+def curve_axis(stats: Sequence[CellStat]) -> str | None:
+    """The first of CURVE_AXES that varies across the cells' keys (a swept axis)."""
+    for axis in CURVE_AXES:
+        values = {s.key.get(axis) for s in stats if axis in s.key}
+        if len(values) > 1:
+            return axis
+    return None
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    axis: str
+    value: object
+    aggregate: Aggregate
+
+
+def curve(
+    stats: Sequence[CellStat], axis: str | None = None, population: Population = WHOLE_MAP
+) -> tuple[CurvePoint, ...]:
+    """Geomean per value of ``axis`` (default: curve_axis), each group with its own floor."""
+    axis = axis or curve_axis(stats)
+    if axis is None:
+        return ()
+    values = sorted({s.key[axis] for s in stats if axis in s.key})  # type: ignore[type-var]
+    points = []
+    for value in values:
+        group = [s for s in stats if s.key.get(axis) == value]
+        agg = aggregate(group, population, label=f"{axis}={value}")
+        if agg.count:
+            points.append(CurvePoint(axis, value, agg))
+    return tuple(points)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step along a curve, judged against the floor of the group it lands in."""
+
+    before: object
+    after: object
+    change: float  # geomean(after) / geomean(before)
+    floor: tuple[float, float]
+    verdict: str  # up | level | break
+
+
+@dataclass(frozen=True)
+class MonotonicClaim:
+    """Whether a curve rises (never falls by more than its noise), and the steps that break it."""
+
+    axis: str | None
+    holds: bool
+    steps: tuple[Step, ...]
+    breaks: tuple[Step, ...]
+
+
+def monotonic(points: Sequence[CurvePoint]) -> MonotonicClaim:
+    """A fall inside the landing group's floor is ``level``; only a fall below it breaks."""
+    steps = []
+    for prev, nxt in itertools.pairwise(points):
+        pa, na = prev.aggregate, nxt.aggregate
+        assert pa.geomean is not None and na.geomean is not None and na.floor is not None
+        change = na.geomean / pa.geomean
+        if change >= 1.0:
+            v = "up"
+        elif change >= na.floor[0]:
+            v = "level"
+        else:
+            v = "break"
+        steps.append(Step(prev.value, nxt.value, change, na.floor, v))
+    breaks = tuple(s for s in steps if s.verdict == "break")
+    axis = points[0].axis if points else None
+    return MonotonicClaim(axis, bool(points) and not breaks, tuple(steps), breaks)
+
+
+def _geomean_win(agg: Aggregate) -> bool:
+    return (
+        agg.count > 0
+        and agg.geomean is not None
+        and agg.floor is not None
+        and agg.geomean > 1.0
+        and agg.geomean > agg.floor[1]
+    )
+
+
+def _no_loss_outside_floor(agg: Aggregate) -> bool:
+    return agg.count > 0 and agg.losses == 0
+
+
+def _geomean_loss_or_level(agg: Aggregate) -> bool:
+    return agg.count > 0 and not _geomean_win(agg)
+
+
+# Keyed by tether.kernels.policy.PREDICATE_NAMES; an empty population satisfies none of them.
+PREDICATES: dict[str, Callable[[Aggregate], bool]] = {
+    "geomean_win": _geomean_win,
+    "no_loss_outside_floor": _no_loss_outside_floor,
+    "geomean_loss_or_level": _geomean_loss_or_level,
+}
+
+
+def predicate_results(evidence: Evidence, agg: Aggregate) -> dict[str, bool]:
+    unknown = [p for p in evidence.predicates if p not in PREDICATES]
+    if unknown:
+        from tether.errors import UsageError
+
+        raise UsageError(f"unknown evidence predicate(s) {unknown}; known: {sorted(PREDICATES)}")
+    return {p: PREDICATES[p](agg) for p in evidence.predicates}
+
+
+def evaluate(evidence: Evidence, run: Any) -> tuple[bool, str]:
+    """Whether every predicate of ``evidence`` holds on ``run``, and a one-line reason."""
+    if run is None or field_of(run, "status") != "ok":
+        return False, f"sweep {evidence.sweep}: not measured"
+    agg = aggregate(cell_stats(run), evidence.population)
+    results = predicate_results(evidence, agg)
+    if agg.count == 0:
+        return False, (
+            f"run {field_of(run, 'id')}: population {agg.population} ({agg.description}) is empty"
+        )
+    assert agg.geomean is not None and agg.floor is not None
+    verdicts = ", ".join(f"{p} {'holds' if ok else 'fails'}" for p, ok in results.items())
+    why = (
+        f"run {field_of(run, 'id')}: {agg.population} ({agg.description}), {agg.count} cells, "
+        f"geomean {agg.geomean:.3f}, A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}: {verdicts}"
+    )
+    return all(results.values()), why
