@@ -3,9 +3,12 @@
 # Usage: ci/collect.sh ARTIFACTS_DIR [ARCH,ARCH,...]
 # ARTIFACTS_DIR holds one folder per host job; the arch list names the hosts the nightly
 # expected, so one that sent nothing is recorded as not measured rather than left out.
+# TETHER_ROOT / TETHER_STORE override the checkout and the store (tests point them at tmp).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-PY=${PY:-.venv/bin/python}
+HERE="$(cd "$(dirname "$0")/.." && pwd)"
+PY=${PY:-$HERE/.venv/bin/python}
 ARTIFACTS=${1:?usage: ci/collect.sh ARTIFACTS_DIR [ARCH,...]}
 EXPECT=${2:-${NIGHTLY_ARCHES:-}}
-exec "$PY" ci/collect.py "$ARTIFACTS" --root . --expect "$EXPECT"
+ROOT=${TETHER_ROOT:-$HERE}
+STORE=${TETHER_STORE:-$ROOT/results}
+exec "$PY" "$HERE/ci/collect.py" "$ARTIFACTS" --root "$ROOT" --store "$STORE" --expect "$EXPECT" ${COLLECT_FLAGS:-}

@@ -20,18 +20,23 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import RunFileError, StoreError, UsageError
 
+if TYPE_CHECKING:
+    from tether.store.model import Run as StoreRun
+
 SHARD_SCHEMA = "tether.shard/1"
 RUN_SCHEMA = "tether.run/1"
-Run = dict[str, Any]
+Run = dict[str, Any]  # a run file's JSON form
 Key = dict[str, Any]
 ROLES = ("A", "A2", "B")
 
-# Fields every shard of one sweep must agree on; anything else may differ per GPU.
-_SAME = ("schema", "id", "kind", "name", "config")
+# Fields every shard of one sweep must agree on; anything else may differ per GPU. A shard's
+# own run declares ``axes: {}`` (its cells are not the product), the full axes ride in the
+# shard record, so config is compared with the axes put back.
+_SAME = ("schema", "kind", "name")
 _SAME_PROVENANCE = (
     "git_sha",
     "git_dirty",
@@ -91,22 +96,37 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def write_shard(
-    run: Run, shard_dir: Path | str, index: int, count: int, gpu: Mapping[str, Any]
+    run: Run | StoreRun,
+    shard_dir: Path | str,
+    index: int,
+    count: int,
+    gpu: Mapping[str, Any],
+    axes: Mapping[str, Sequence[Any]] | None = None,
 ) -> Path:
     """Write the partial run of shard ``index`` of ``count`` (measured on ``gpu``) to ``shard_dir``.
 
     ``run`` is a run dict whose cells are this shard's cells only; ``gpu`` is
-    ``{"index": int, "uuid": str|None, "name": str|None}`` (see ``tether.gpus.Gpu.as_extra``).
+    ``{"index": int, "uuid": str|None, "name": str|None}`` (see ``tether.gpus.Gpu.as_extra``);
+    ``axes`` are the whole sweep's grid axes (default: the run's own ``config.grid.axes``).
     """
+    if not isinstance(run, dict):
+        run = run.to_json()
     if not 0 <= index < count:
         raise UsageError(f"shard index: {index} is not in 0..{count - 1}")
     if run.get("schema") != RUN_SCHEMA:
         raise UsageError(f"shard {index}: schema: expected {RUN_SCHEMA}, got {run.get('schema')!r}")
     shard_dir = Path(shard_dir)
     shard_dir.mkdir(parents=True, exist_ok=True)
+    if axes is None:
+        axes = run["config"]["grid"]["axes"]
     doc = {
         "schema": SHARD_SCHEMA,
-        "shard": {"index": index, "count": count, "gpu": dict(gpu)},
+        "shard": {
+            "index": index,
+            "count": count,
+            "gpu": dict(gpu),
+            "axes": {k: list(v) for k, v in axes.items()},
+        },
         "run": run,
     }
     path = shard_dir / f"{run['id']}.shard{index}.json"
@@ -128,14 +148,22 @@ def load_shard(path: Path | str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("schema") != SHARD_SCHEMA:
         raise RunFileError(path, "schema", f"expected {SHARD_SCHEMA}")
     shard = doc.get("shard")
-    if not isinstance(shard, dict) or not {"index", "count", "gpu"} <= set(shard):
-        raise RunFileError(path, "shard", "needs index, count and gpu")
+    if not isinstance(shard, dict) or not {"index", "count", "gpu", "axes"} <= set(shard):
+        raise RunFileError(path, "shard", "needs index, count, gpu and axes")
     if not isinstance(doc.get("run"), dict):
         raise RunFileError(path, "run", "missing the partial run")
     return doc
 
 
-def merge_shards(paths: Sequence[Path | str]) -> Run:
+def _full_config(doc: Mapping[str, Any]) -> dict[str, Any]:
+    config = copy.deepcopy(doc["run"]["config"])
+    config.setdefault("grid", {"axes": {}, "fixed": {}})["axes"] = copy.deepcopy(
+        doc["shard"]["axes"]
+    )
+    return config
+
+
+def merge_shards(paths: Sequence[Path | str]) -> StoreRun:
     """One run from the shards of one sweep: every grid cell once, each with ``extra.gpu``.
 
     Refuses shards of different sweeps (id, config, harness, host), a missing or repeated
@@ -148,9 +176,12 @@ def merge_shards(paths: Sequence[Path | str]) -> Run:
     first_path, first = docs[0]
     base = first["run"]
     count = first["shard"]["count"]
+    axes = first["shard"]["axes"]
     seen: dict[int, Path] = {}
     for path, doc in docs:
         run = doc["run"]
+        if doc["shard"]["axes"] != axes or _full_config(doc) != _full_config(first):
+            raise StoreError(f"{path}: config: differs from {first_path}; not one sweep")
         for field in _SAME:
             if run.get(field) != base.get(field):
                 raise StoreError(f"{path}: {field}: differs from {first_path}; not one sweep")
@@ -169,7 +200,9 @@ def merge_shards(paths: Sequence[Path | str]) -> Run:
     if missing:
         raise StoreError(f"{first_path}: shards {missing} of {count} missing; not merging")
 
-    merged = copy.deepcopy(base)
+    # The merged run takes shard 0's id: unique already, and it names the sweep's start.
+    merged = copy.deepcopy(next(d for _, d in docs if d["shard"]["index"] == 0)["run"])
+    merged["config"] = _full_config(first)
     cells: dict[str, dict[str, Any]] = {}
     devices: list[dict[str, Any]] = []
     worst = ("ok", None)
@@ -210,10 +243,70 @@ def merge_shards(paths: Sequence[Path | str]) -> Run:
     prov = merged["provenance"]
     prov["started"] = min(d["run"]["provenance"]["started"] for _, d in docs)
     prov["ended"] = max(d["run"]["provenance"]["ended"] for _, d in docs)
-    names = sorted({d["device"] for d in devices if d.get("device")})
-    if len(names) == 1:
-        prov["device"] = names[0] if len(devices) == 1 else f"{len(devices)}x {names[0]}"
-    else:
-        prov["device"] = ", ".join(names)
-    prov["devices"] = devices
-    return merged
+    # The schema's provenance has one device string; it lists every GPU the shards ran on,
+    # and each cell's extra.gpu says which one measured it.
+    prov["device"] = ", ".join(f"gpu{d.get('index')}: {d.get('device')}" for d in devices)
+    from tether.store.schema import run_from_json
+
+    return run_from_json(merged, f"merge of {len(docs)} shards starting {first_path}")
+
+
+def run_shard(
+    sweep: Any,
+    index: int,
+    count: int,
+    shard_dir: Path | str,
+    *,
+    root: Path,
+    gpu: Mapping[str, Any],
+    target: Any = None,
+    holding: Any = None,
+) -> Path:
+    """Measure shard ``index`` of ``count`` of ``sweep`` (a ``SweepDef``) and write it.
+
+    The process must already be pinned to its GPU (``tether.gpus.pin_worker``), so the bench
+    sees that GPU as device 0. Arms are resolved over the whole grid, as the unsharded sweep
+    does, so every shard times the same arms.
+    """
+    from tether.bench.sweep import Target, measure_cell, resolve_arms, shape_of
+    from tether.store import new_run
+
+    target = target or Target.detect()
+    keys = sweep.keys()
+    arms = resolve_arms(sweep, [shape_of(k, sweep.fixed) for k in keys], target.arch)
+    mine = shard_keys(keys, count)[index]
+    started = _now()
+    # The index passed to measure_cell is the cell's place in the whole grid, so its seeds
+    # match the unsharded sweep's and the two can be compared cell by cell.
+    position = {_key_id(k): i for i, k in enumerate(keys)}
+    cells = [
+        measure_cell(sweep, key, arms, target, index=position[_key_id(key)], holding=holding)
+        for key in mine
+    ]
+    config = {
+        "grid": {"axes": {}, "fixed": dict(sweep.fixed)},
+        "arms": dict(arms),
+        "entry_points": list(sweep.entry_points),
+        "timing": sweep.timing.to_json(),
+    }
+    run = new_run(
+        "sweep",
+        sweep.name,
+        arch=target.arch,
+        device=target.device_name,
+        config=config,
+        guard=holding.evidence() if holding is not None else {},
+        cells=cells,
+        started=started,
+        ended=_now(),
+        root=root,
+        runtime=target.runtime,
+        driver=target.driver,
+    )
+    return write_shard(run, shard_dir, index, count, gpu, axes=dict(sweep.axes))
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
