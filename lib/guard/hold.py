@@ -1,0 +1,141 @@
+"""``tether guard --hold -- CMD``: run a command while holding the host.
+
+CMD runs in its own process group with the lock descriptor inherited (pass_fds), so a guard
+killed with SIGKILL leaves the host locked until CMD and its children are gone. SIGINT and
+SIGTERM sent to the guard are forwarded to CMD's group; the guard then waits for CMD and exits
+with its status. When the host cannot be had in time a ``not_measured`` verify run is written
+(so the docs can say "not measured" instead of going quiet) and HostBusyError -> exit 75.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from tether.errors import UsageError
+from tether.guard import devinfo
+from tether.guard.api import Holding, HostUnavailable, acquire
+from tether.guard.lock import ENV_HELD, held_env
+
+_UNSAFE = re.compile(r"[|\n\r<>\[\]`\x00-\x1f\x7f]")
+
+
+def safe_reason(text: str, limit: int = 480) -> str:
+    """A reason the store accepts (no Markdown structure characters), keeping its meaning."""
+    cleaned = _UNSAFE.sub(" ", text).strip() or "host not available"
+    return cleaned[:limit]
+
+
+def write_not_measured(
+    exc: HostUnavailable, store: Path, root: Path | None, name: str = "guard-hold"
+) -> Path:
+    """Record that nothing was measured and why; returns the run file's path."""
+    from tether.store import new_run, write_run  # the store is only needed on this path
+
+    arch, device, driver = devinfo.device_info(exc.target)
+    run = new_run(
+        "verify",
+        name,
+        arch=arch,
+        device=device,
+        driver=driver,
+        config={},
+        status="not_measured",
+        reason=safe_reason(str(exc)),
+        guard=exc.evidence(),
+        root=root,
+    )
+    return write_run(run, store)
+
+
+def summarize(held: Holding) -> list[str]:
+    """Short human lines for ctx.err: the lock, the verdict before and after, each probe."""
+    lines = [
+        f"guard: lock {held.lock.path}" + (" (nested under an outer guard)" if held.nested else ""),
+        f"guard: before: {held.before.verdict}; load {held.before.loadavg}",
+    ]
+    for p in held.before.probes:
+        lines.append(f"guard:   {p.name}: {p.state} ({p.evidence.get('note', '')})")
+    if held.after is not None:
+        lines.append(f"guard: after: {held.after.verdict} ({held.after.reason()})")
+    return lines
+
+
+def _exit_status(rc: int) -> int:
+    return 128 - rc if rc < 0 else rc  # killed by signal N -> 128 + N, like a shell
+
+
+def run_held(
+    cmd: Sequence[str],
+    *,
+    target: str = "auto",
+    wait_s: float = 0.0,
+    idle_secs: float = 0.0,
+    lock_path: Path | str | None = None,
+    err: TextIO | None = None,
+    store: Path | None = None,
+    root: Path | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """Run ``cmd`` under the guard; (CMD's exit status, guard evidence).
+
+    Raises HostUnavailable after writing the not_measured run when ``store`` is given.
+    """
+    if not cmd:
+        raise UsageError("guard --hold: no command given after --")
+    err = err or sys.stderr
+    try:
+        ctx = acquire(
+            target=target,
+            wait_s=wait_s,
+            idle_secs=idle_secs,
+            lock_path=lock_path,
+            purpose=" ".join(cmd),
+            err=err,
+        )
+        held = ctx.__enter__()
+    except HostUnavailable as exc:
+        if store is not None:
+            path = write_not_measured(exc, store, root)
+            print(f"guard: not measured; recorded {path}", file=err)
+        raise
+    try:
+        env = dict(os.environ)
+        fds: tuple[int, ...] = ()
+        if not held.nested and held.lock.fd is not None:
+            env.update(held_env(held.lock))
+            fds = (held.lock.fd,)
+        else:
+            env[ENV_HELD] = os.environ.get(ENV_HELD, "")
+        try:
+            child = subprocess.Popen(list(cmd), env=env, pass_fds=fds, start_new_session=True)
+        except OSError as exc:
+            raise UsageError(f"guard --hold: cannot run {cmd[0]!r}: {exc.strerror}") from exc
+
+        def forward(signum: int, _frame: FrameType | None) -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signum)
+
+        # signal handlers can only be installed from the main thread
+        main = threading.current_thread() is threading.main_thread()
+        sigs = (signal.SIGINT, signal.SIGTERM) if main else ()
+        old = {s: signal.signal(s, forward) for s in sigs}
+        try:
+            rc = child.wait()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+        held.recheck()
+        for line in summarize(held):
+            print(line, file=err)
+        return _exit_status(rc), held.evidence()
+    finally:
+        ctx.__exit__(None, None, None)
