@@ -27,15 +27,12 @@ from tether.store.model import ARCHES, Cell, Run
 # interleaving, A/A, fidelity). A change to any of them supersedes earlier runs.
 MEASUREMENT_SOURCES: tuple[str, ...] = (
     "__init__",
-    "aa",
-    "arms",
-    "engine",
-    "fidelity",
+    "engine",  # allocation, warm-up, interleaving, timed regions
+    "fidelity",  # which kernels an arm really launched
     "gate",
-    "memory",
     "probe",
-    "sweep",
-    "timing",
+    "shard",  # which worker times which cell
+    "sweep",  # grid, A/A control, per-cell flags
 )
 # Modules of lib/bench that only present results; editing them must not supersede runs.
 # A lib/bench module in neither tuple counts as measurement: a spurious supersede is a

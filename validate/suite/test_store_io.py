@@ -1,0 +1,111 @@
+"""Atomic writes, loads, ordering and the citing rule, on FIXTURE stores in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tether.errors import RunFileError, StoreError
+from tether.store import (
+    is_superseded,
+    latest,
+    load_run,
+    load_store,
+    run_from_json,
+    write_run,
+)
+
+from validate.suite.runfactory import (
+    make_fixture_store,
+    make_not_measured_run,
+    make_sweep_run,
+)
+
+WRITERS = 8
+RUNS_PER_WRITER = 50
+
+
+def test_write_then_load_round_trips(tmp_path: Path) -> None:
+    run = make_sweep_run()
+    path = write_run(run, tmp_path)
+    assert path == tmp_path / "sm90" / f"{run.id}.json"
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("}\n")
+    assert text == json.dumps(json.loads(text), sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    loaded = load_run(path)
+    assert loaded.to_json() == run.to_json()
+    assert loaded.path == path
+    assert [p.name for p in (tmp_path / "sm90").iterdir()] == [path.name]  # no temp left
+
+
+def test_never_overwrites(tmp_path: Path) -> None:
+    run = make_sweep_run()
+    path = write_run(run, tmp_path)
+    before = path.read_bytes()
+    changed = replace(run, provenance={**run.provenance, "host": "another-host"})
+    with pytest.raises(StoreError, match="already exists"):
+        write_run(changed, tmp_path)
+    assert path.read_bytes() == before
+    assert len(list((tmp_path / "sm90").iterdir())) == 1
+
+
+def test_invalid_run_is_not_written(tmp_path: Path) -> None:
+    run = make_sweep_run()
+    bad_cell = replace(run.cells[0], samples={"A": (1e-4,), "B": (1e-4,)})
+    with pytest.raises(RunFileError, match=r"cells\[0\]\.samples\.A2"):
+        write_run(replace(run, cells=(bad_cell, *run.cells[1:])), tmp_path)
+    assert not (tmp_path / "sm90").exists() or not any((tmp_path / "sm90").iterdir())
+
+
+def _writer(store: str, data: dict[str, Any], worker: int) -> None:
+    base = run_from_json(data, "fixture")
+    for i in range(RUNS_PER_WRITER):
+        write_run(replace(base, id=f"{base.id}-w{worker}-{i}"), Path(store))
+
+
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    data = make_sweep_run(axes={"seqlen": [256]}, n=2).to_json()
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), data, w)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * WRITERS
+    runs = load_store(tmp_path)
+    assert len(runs) == WRITERS * RUNS_PER_WRITER
+    assert len({r.id for r in runs}) == WRITERS * RUNS_PER_WRITER
+
+
+def test_load_store_orders_and_refuses_bad_files(tmp_path: Path) -> None:
+    assert load_store(tmp_path / "missing") == []
+    written = make_fixture_store(tmp_path)
+    runs = load_store(tmp_path)
+    assert [r.id for r in runs] == [r.id for r in sorted(written, key=lambda r: (r.started, r.id))]
+    (tmp_path / "sm90" / ".half-written.tmp").write_text("{", encoding="utf-8")  # ignored
+    assert len(load_store(tmp_path)) == len(written)
+    broken = tmp_path / "sm90" / "broken.json"
+    broken.write_text("{", encoding="utf-8")
+    with pytest.raises(RunFileError, match=r"broken\.json: json"):
+        load_store(tmp_path)
+
+
+def test_latest_is_newest_ok_by_started(tmp_path: Path) -> None:
+    old = make_sweep_run(started="2026-01-01T00:00:00Z")
+    new = make_sweep_run(started="2026-01-05T00:00:00Z")
+    failed = make_not_measured_run(started="2026-01-09T00:00:00Z")
+    runs = [new, failed, old]
+    assert latest(runs, "sweep", new.name, "sm90") == new
+    assert latest(runs, "sweep", new.name, "sm90", status="not_measured") == failed
+    assert latest(runs, "sweep", new.name, "gfx942") is None
+    assert latest(runs, "gate", new.name, "sm90") is None
+
+
+def test_is_superseded() -> None:
+    run = make_sweep_run()
+    assert not is_superseded(run, run.harness_fingerprint)
+    assert is_superseded(run, "sha256:" + "0" * 64)

@@ -1,0 +1,203 @@
+"""Validation of run files: each malformed FIXTURE is refused, naming the file and the field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tether.errors import RunFileError, UnsafeTextError
+from tether.store import check_safe_text, load_run, run_from_json
+
+from validate.suite.runfactory import (
+    make_gate_run,
+    make_not_measured_run,
+    make_probe_run,
+    make_sweep_run,
+    make_verify_run,
+)
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+@pytest.fixture(scope="module")
+def sweep_json() -> dict[str, Any]:
+    return make_sweep_run().to_json()
+
+
+def _set(path: str, value: object) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        *parents, last = path.split("/")
+        node: Any = data
+        for p in parents:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return mutate
+
+
+def _delete(path: str) -> Mutation:
+    def mutate(data: dict[str, Any]) -> None:
+        *parents, last = path.split("/")
+        node: Any = data
+        for p in parents:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        del node[last]
+
+    return mutate
+
+
+def _duplicate_cell(data: dict[str, Any]) -> None:
+    data["cells"].append(copy.deepcopy(data["cells"][0]))
+
+
+def _drop_cell(data: dict[str, Any]) -> None:
+    data["cells"].pop()
+
+
+BAD = [
+    pytest.param(_set("schema", "tether.run/2"), "schema", id="unknown-schema"),
+    pytest.param(_set("surprise", 1), "surprise: unknown key", id="unknown-top-key"),
+    pytest.param(_delete("guard"), "guard: missing key", id="missing-top-key"),
+    pytest.param(_set("kind", "bench"), "kind", id="bad-kind"),
+    pytest.param(_set("status", "fine"), "status", id="bad-status"),
+    pytest.param(_set("status", "rejected"), "reason", id="missing-reason"),
+    pytest.param(_set("reason", "why not"), "reason: must be null", id="reason-when-ok"),
+    pytest.param(
+        _set("cells/3/samples/A2", [1e-4, float("nan")]), "cells[3].samples.A2[1]", id="nan-sample"
+    ),
+    pytest.param(
+        _set("cells/3/samples/A2", [float("inf")]), "cells[3].samples.A2[0]", id="inf-sample"
+    ),
+    pytest.param(_set("cells/2/samples/B", [-1e-4]), "cells[2].samples.B[0]", id="negative-sample"),
+    pytest.param(_set("cells/2/samples/B", [0.0]), "cells[2].samples.B[0]", id="zero-sample"),
+    pytest.param(_set("cells/2/samples/B", []), "cells[2].samples.B", id="empty-samples"),
+    pytest.param(
+        _delete("cells/3/samples/A2"),
+        "cells[3].samples.A2: missing A/A control",
+        id="no-aa-control",
+    ),
+    pytest.param(_set("cells/0/flops", 0), "cells[0].flops", id="zero-flops"),
+    pytest.param(
+        _set("cells/0/surprise", {}), "cells[0].surprise: unknown key", id="unknown-cell-key"
+    ),
+    pytest.param(_delete("cells/0/reach"), "cells[0].reach: missing key", id="missing-cell-key"),
+    pytest.param(_duplicate_cell, "duplicates cells[0]", id="duplicated-cell"),
+    pytest.param(_drop_cell, "grid cell(s) missing", id="grid-mismatch"),
+    pytest.param(_set("cells/0/key/hq", 48), "cells[0].key.hq", id="key-off-grid"),
+    pytest.param(_set("cells/0/key/hq", 16.0), "cells[0].key.hq", id="key-wrong-type"),
+    pytest.param(_set("provenance/arch", "sm100"), "provenance.arch", id="unknown-arch"),
+    pytest.param(_set("provenance/device", "H200 | 9999 |"), "provenance.device", id="pipe-device"),
+    pytest.param(_set("provenance/device", "<script>"), "provenance.device", id="html-device"),
+    pytest.param(_set("provenance/host", "[x](http://evil)"), "provenance.host", id="link-host"),
+    pytest.param(_set("provenance/started", "yesterday"), "provenance.started", id="bad-stamp"),
+    pytest.param(_set("provenance/git_sha", "abc"), "provenance.git_sha", id="bad-sha"),
+    pytest.param(_set("cells/1/flags", ["ok\nfake row"]), "cells[1].flags[0]", id="newline-flag"),
+    pytest.param(
+        _set("cells/1/kernels/B", ["void k<int>|x"]), "cells[1].kernels.B[0]", id="pipe-kernel"
+    ),
+    pytest.param(_set("cells/1/extra", {"t": float("nan")}), "cells[1].extra.t", id="nan-extra"),
+    pytest.param(_set("name", "Bad Name"), "name", id="bad-name"),
+    pytest.param(_set("config/arms", {"B": "triton"}), "config.arms", id="sweep-without-A"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "field"), BAD)
+def test_bad_run_is_refused_naming_the_field(
+    sweep_json: dict[str, Any], mutate: Mutation, field: str
+) -> None:
+    data = copy.deepcopy(sweep_json)
+    mutate(data)
+    with pytest.raises(RunFileError) as info:
+        run_from_json(data, "fixture.json")
+    assert field in str(info.value)
+    assert str(info.value).startswith("fixture.json: ")
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(make_sweep_run, id="sweep"),
+        pytest.param(make_gate_run, id="gate"),
+        pytest.param(make_probe_run, id="probe"),
+        pytest.param(make_verify_run, id="verify"),
+        pytest.param(make_not_measured_run, id="not-measured"),
+    ],
+)
+def test_valid_fixtures_round_trip(build: Callable[[], Any]) -> None:
+    run = build()
+    again = run_from_json(json.loads(json.dumps(run.to_json())), "fixture")
+    assert again.to_json() == run.to_json()
+
+
+def test_long_cpp_kernel_names_stay_loadable(sweep_json: dict[str, Any]) -> None:
+    data = copy.deepcopy(sweep_json)
+    name = "void cutlass::Kernel<Sm90<float, 128>>(Params<Arr[4]> const&)"
+    data["cells"][0]["kernels"]["A"] = [name]
+    assert run_from_json(data, "fixture").cells[0].kernels["A"] == (name,)
+
+
+def test_gate_results_are_checked() -> None:
+    data = make_gate_run().to_json()
+    data["results"]["passed"] = "yes"
+    with pytest.raises(RunFileError, match=r"results\.passed"):
+        run_from_json(data, "fixture")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_file_level_failures_name_the_file(tmp_path: Path, sweep_json: dict[str, Any]) -> None:
+    good = json.dumps(sweep_json, indent=1)
+    stem = sweep_json["id"]
+    truncated = _write(tmp_path / "sm90" / f"{stem}.json", good[: len(good) // 2])
+    with pytest.raises(RunFileError, match="invalid JSON") as info:
+        load_run(truncated)
+    assert str(truncated) in str(info.value)
+
+    nan_text = good.replace('"flops": ', '"flops": NaN, "x": ', 1)
+    nan = _write(tmp_path / "a" / "sm90" / f"{stem}.json", nan_text)
+    with pytest.raises(RunFileError, match="NaN is not allowed"):
+        load_run(nan)
+
+    renamed = _write(tmp_path / "b" / "sm90" / "other-name.json", good)
+    with pytest.raises(RunFileError, match=r"id: .*differs from the file name"):
+        load_run(renamed)
+
+    moved = _write(tmp_path / "c" / "gfx942" / f"{stem}.json", good)
+    with pytest.raises(RunFileError, match=r"provenance\.arch: .*differs from its folder"):
+        load_run(moved)
+
+    dup = _write(tmp_path / "d" / "sm90" / f"{stem}.json", good.replace("{", '{"id": "x",', 1))
+    with pytest.raises(RunFileError, match="duplicated key"):
+        load_run(dup)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("H200 | 9999 |", id="pipe"),
+        pytest.param("<script>", id="html"),
+        pytest.param("[x](http://evil)", id="link"),
+        pytest.param("a\u202eb", id="bidi-override"),
+        pytest.param("`code`", id="backtick"),
+    ],
+)
+def test_check_safe_text_refuses_markdown_structure(text: str) -> None:
+    with pytest.raises(UnsafeTextError, match="device"):
+        check_safe_text(text, "device")
+
+
+def test_check_safe_text_kernel_rule() -> None:
+    assert check_safe_text("f<int>[2]", "k", kernel=True) == "f<int>[2]"
+    with pytest.raises(UnsafeTextError):
+        check_safe_text("f\n", "k", kernel=True)
