@@ -18,6 +18,7 @@ import importlib.util
 import itertools
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -220,16 +221,22 @@ def measure_cell(
     fns: dict[str, Callable[[], object]] = {}
     for n, (role, name) in enumerate(role_arm.items()):
         q, k, v, out = make_inputs(shape, target.device, seed=1000 * index + n)
-        fns[role] = get_arm(name).prepare(q, k, v, shape, out=out)
+        fns[role] = get_arm(name).prepare(q, k, v, shape, out=out, arch=target.arch)
     seed = sweep.timing.seed + index
-    check = holding.arm(f"{sweep.name}[{index}]") if holding is not None else None
-    timing = measure(fns, sweep.timing, device=target.device, probes=probes, seed=seed)
+    around = holding.arm(f"{sweep.name}[{index}]") if holding is not None else nullcontext()
+    with around as check:
+        timing = measure(fns, sweep.timing, device=target.device, probes=probes, seed=seed)
     flags = list(timing.flags)
     extra = dict(timing.extra)
     if check is not None and getattr(check, "contaminated", False):
         flags.append("contaminated")
-    expected = {role: get_arm(name).expected_kernels for role, name in role_arm.items()}
+    expected = {role: _expected(get_arm(name), target.arch) for role, name in role_arm.items()}
     kernels, strays = check_arms(fns, expected, target.device, profiler)
+    unchecked = sorted(r for r, pats in expected.items() if not pats)
+    for role in unchecked:  # the arm declares nothing here: recorded, not judged
+        strays.pop(role, None)
+    if unchecked:
+        extra["kernels_unchecked"] = unchecked
     if strays:
         flags.append("kernel_mismatch")
         extra["unexpected_kernels"] = strays
@@ -242,6 +249,15 @@ def measure_cell(
         flags=tuple(flags),
         extra=extra,
     )
+
+
+def _expected(arm: Any, arch: str) -> tuple[str, ...]:
+    """Regexes an arm may run on ``arch``: its kernels there plus what it allows everywhere."""
+    on = getattr(arm, "expected_kernels_on", None)
+    pats = tuple(on(arch)) if callable(on) else tuple(arm.expected_kernels)
+    if not pats:
+        return ()
+    return pats + tuple(getattr(arm, "allowed_kernels", ()))
 
 
 def run_sweep(
