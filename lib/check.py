@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether._scan import Finding, scan_tree
-from tether.errors import RunFileError, StoreError
+from tether.errors import RunFileError, StoreError, TetherError
 
 if TYPE_CHECKING:
     from tether.cli import Context
@@ -150,7 +150,9 @@ def _run_by_id(runs: Iterable[Any], run_id: str | None) -> Any:
 
 
 def _superseded(run: Any, current: str) -> bool:
-    return _field(_field(run, "provenance", {}), "harness_fingerprint") != current
+    from tether.store import is_superseded
+
+    return is_superseded(run, current)
 
 
 def check_thresholds(
@@ -158,13 +160,14 @@ def check_thresholds(
 ) -> list[Finding]:
     """Each non-None threshold rests on the current, non-superseded run of its sweep."""
     from tether.stats import evaluate
+    from tether.store import latest
 
     findings = []
     for th in policy:
         if th.min_qo_len is None:
             continue
         where = (ARCH_CAPS.as_posix(), _marker_line(root, th.region))
-        run = _cited_run(runs, th.evidence.sweep, th.arch)
+        run = latest(runs, "sweep", th.evidence.sweep, th.arch)
         label = (
             f"policy {th.region} ({th.arch} {th.entry} -> {th.arm} at qo_len >= {th.min_qo_len})"
         )
@@ -186,23 +189,6 @@ def check_thresholds(
         if not ok:
             findings.append(Finding(*where, f"{label}: evidence does not hold: {why}"))
     return findings
-
-
-def _cited_run(runs: list[Any], sweep: str, arch: str) -> Any:
-    """The newest ok sweep run of that name on that arch (SCHEMA.md: which run a doc cites)."""
-    best, best_started = None, ""
-    for run in runs:
-        prov = _field(run, "provenance", {})
-        started = str(_field(prov, "started", ""))
-        if (
-            _field(run, "kind") == "sweep"
-            and _field(run, "name") == sweep
-            and _field(run, "status") == "ok"
-            and _field(prov, "arch") == arch
-            and (best is None or started > best_started)
-        ):
-            best, best_started = run, started
-    return best
 
 
 def measured_tflops(run: Any, shape: Mapping[str, object]) -> float | None:
@@ -297,9 +283,18 @@ def run_check(
         from tether.render import render_all
         from tether.store import harness_fingerprint
 
-        findings += check_rendered(root, render_all(root, loaded), diffs)
+        try:
+            expected = render_all(root, loaded)
+        except TetherError as exc:
+            # A broken marker or template stops the render; report it among the other findings
+            # so the scan and the policy checks below still run.
+            where = _rel(getattr(exc, "path", "docs_src"), root)
+            findings.append(Finding(where, 1, f"cannot render: {exc}"))
+        else:
+            findings += check_rendered(root, expected, diffs)
         runs = _all_runs(loaded)
-        current = harness_fingerprint()
+        # The harness of the checkout being checked, as the renderer judges it.
+        current = harness_fingerprint(root)
         findings += check_thresholds(
             root, arch_caps.POLICY if policy is None else policy, runs, current
         )

@@ -1,0 +1,300 @@
+"""The drift corpus: each way published text can drift from the store, and ``tether check`` on it.
+
+Every test builds a FIXTURE checkout in tmp_path (the real templates and arch_caps.py, a made-up
+store from runfactory, the docs rendered from it), confirms it is clean, applies one drift, and
+asserts that the check fails and names the place. The check runs in-process through the CLI.
+Figures typed below are FIXTURE text that the scanner must catch; their lines carry the allow
+marker so that they read as deliberate.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+from tether.cli import main
+from tether.kernels import arch_caps
+from tether.kernels.policy import Evidence, Gate, Population, Threshold
+from tether.store import Run, write_run
+
+from validate.suite.runfactory import make_gate_run, make_sweep_run
+
+REPO = Path(__file__).resolve().parents[2]
+SWEEP = "prefill-triton-vs-sdpa"
+OLD_HARNESS = "sha256:" + "0" * 64  # FIXTURE: a harness that no longer exists
+AXES = {"seqlen": [2048, 4096]}
+FIXED = {"batch": 1, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "f16", "causal": True}
+POLICY_REGION = "policy-single-prefill-sm90"
+GATE_REGION = "gate-sm90-chunked-prefill-16k"
+
+FIXTURE_POLICY = (
+    Threshold(
+        region=POLICY_REGION,
+        arch="sm90",
+        entry="single_prefill",
+        arm="triton",
+        otherwise="sdpa_cudnn",
+        min_qo_len=2048,
+        evidence=Evidence(
+            sweep=SWEEP,
+            population=Population(
+                name="fixture-pop", entry="single_prefill", where=(("qo_len", ">=", 2048),)
+            ),
+            predicates=("geomean_win", "no_loss_outside_floor"),
+        ),
+    ),
+)
+
+
+def fixture_gates(threshold: float | None, before: str | None, after: str | None) -> tuple[Gate]:
+    return (
+        Gate(
+            id="fixture-gate",
+            region=GATE_REGION,
+            arch="sm90",
+            arm="triton",
+            shape=dict(arch_caps.CHUNKED_PREFILL_16K),
+            threshold_tflops=threshold,
+            before_run=before,
+            after_run=after,
+        ),
+    )
+
+
+@dataclass
+class Checkout:
+    """A FIXTURE checkout: ``root`` with rendered docs, ``store`` with its runs."""
+
+    root: Path
+    store: Path
+    sweep: Run
+    before: Run
+    after: Run
+
+    def check(self) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["--root", str(self.root), "--store", str(self.store), "check"], out, err)
+        return code, out.getvalue(), err.getvalue()
+
+    def write(self, rel: str, text: str) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+
+def _render_into(root: Path, store: Path) -> None:
+    from tether.render import render_all
+
+    for rel, content in render_all(root, store).items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Checkout:
+    root = tmp_path / "repo"
+    store = tmp_path / "store"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("# FIXTURE checkout\n", encoding="utf-8")
+    # Real templates and the real arch_caps.py: the corpus drifts what users would drift.
+    shutil.copytree(REPO / "docs_src", root / "docs_src")
+    (root / "kernels").mkdir()
+    shutil.copy2(REPO / "kernels" / "arch_caps.py", root / "kernels" / "arch_caps.py")
+    sweep = make_sweep_run(name=SWEEP, axes=AXES, fixed=FIXED, ratio=0.5, store=store, root=root)
+    before = make_gate_run(
+        name="fixture-gate",
+        measured_tflops=100.0,
+        started="2026-01-01T00:00:00Z",
+        store=store,
+        root=root,
+    )
+    after = make_gate_run(
+        name="fixture-gate",
+        measured_tflops=200.0,
+        started="2026-01-02T00:00:00Z",
+        store=store,
+        root=root,
+    )
+    # The policy under test is the FIXTURE's: a live threshold and a gate set between two runs.
+    monkeypatch.setattr(arch_caps, "POLICY", FIXTURE_POLICY)
+    monkeypatch.setattr(arch_caps, "GATES", fixture_gates(150.0, before.id, after.id))
+    _render_into(root, store)
+    made = Checkout(root=root, store=store, sweep=sweep, before=before, after=after)
+    code, out, err = made.check()
+    assert code == 0, f"FIXTURE checkout is not clean:\n{out}{err}"
+    return made
+
+
+def test_clean_fixture_passes(checkout: Checkout) -> None:
+    code, out, _ = checkout.check()
+    assert code == 0
+    assert "clean" in out
+
+
+def test_number_edited_inside_generated_region(checkout: Checkout) -> None:
+    readme = checkout.root / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    index = next(i for i, ch in enumerate(text) if ch.isdigit())
+    edited = text[:index] + ("7" if text[index] != "7" else "8") + text[index + 1 :]
+    readme.write_text(edited, encoding="utf-8")
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "--- README.md (on disk)" in out
+    assert "+++ README.md (rendered from results/)" in out
+    line = text[:index].count("\n") + 1
+    assert f"README.md:{line}: differs" in out
+    assert "tether render" in out
+
+
+def test_number_edited_inside_policy_comment_region(checkout: Checkout) -> None:
+    path = checkout.root / "kernels" / "arch_caps.py"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if f"BEGIN GENERATED: {POLICY_REGION}" in line)
+    end = next(i for i, line in enumerate(lines) if f"END GENERATED: {POLICY_REGION}" in line)
+    body = [i for i in range(start + 1, end) if any(ch.isdigit() for ch in lines[i])]
+    assert body, "FIXTURE: the rendered policy comment should carry numbers"
+    i = body[0]
+    lines[i] = "".join("9" if ch.isdigit() else ch for ch in lines[i])
+    path.write_text("".join(lines), encoding="utf-8")
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert f"kernels/arch_caps.py:{i + 1}: differs" in out
+
+
+def test_stale_figure_in_markdown_paragraph(checkout: Checkout) -> None:
+    checkout.write(
+        "NOTES.md", "# Notes\n\nTriton now beats cuDNN by 1.21x here.\n"
+    )  # tether: allow-figure
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "NOTES.md:3: ratio figure" in out
+
+
+def test_stale_figure_in_python_comment(checkout: Checkout) -> None:
+    path = checkout.root / "kernels" / "arch_caps.py"
+    path.write_text(
+        path.read_text(encoding="utf-8")
+        + "# triton clears 390 TFLOP/s here\n",  # tether: allow-figure
+        encoding="utf-8",
+    )
+    lines = path.read_text(encoding="utf-8").count("\n")
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert f"kernels/arch_caps.py:{lines}: throughput figure unit" in out
+
+
+def test_stale_figure_in_docstring(checkout: Checkout) -> None:
+    checkout.write(
+        "lib/notes.py",
+        '"""Helpers.\n\nThe deferred rescale is 12% faster on sm90.\n"""\n',  # tether: allow-figure
+    )
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "lib/notes.py:3: percentage beside a performance word" in out
+
+
+def test_claim_word_typed_by_hand(checkout: Checkout) -> None:
+    checkout.write(
+        "NOTES.md", "Throughput rises monotonically with kv_len.\n"
+    )  # tether: allow-figure
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "NOTES.md:1: claim word" in out
+
+
+def test_raw_sample_edited_in_run_file(checkout: Checkout) -> None:
+    assert checkout.sweep.path is not None
+    data = json.loads(checkout.sweep.path.read_text(encoding="utf-8"))
+    # B slower than A everywhere: the rendered numbers and the policy's evidence both change.
+    for cell in data["cells"]:
+        cell["samples"]["B"] = [s * 4.0 for s in cell["samples"]["B"]]
+    checkout.sweep.path.write_text(json.dumps(data), encoding="utf-8")
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "README.md" in out
+    assert f"{POLICY_REGION}" in out and "evidence does not hold" in out
+
+
+def test_run_deleted(checkout: Checkout) -> None:
+    assert checkout.sweep.path is not None
+    checkout.sweep.path.unlink()
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert f"sweep {SWEEP!r} with no ok run" in out
+
+
+def test_gate_run_deleted(checkout: Checkout) -> None:
+    assert checkout.before.path is not None
+    checkout.before.path.unlink()
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert f"before run {checkout.before.id!r} is not in the store" in out
+
+
+def test_gate_threshold_outside_its_before_and_after(
+    checkout: Checkout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        arch_caps, "GATES", fixture_gates(250.0, checkout.before.id, checkout.after.id)
+    )
+    _render_into(checkout.root, checkout.store)  # the docs agree; only the bracket is wrong
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "gate fixture-gate: threshold 250 is not strictly between" in out
+
+
+def test_superseded_run_cited_as_current_by_policy(checkout: Checkout) -> None:
+    assert checkout.sweep.path is not None
+    checkout.sweep.path.unlink()
+    old = make_sweep_run(name=SWEEP, axes=AXES, fixed=FIXED, ratio=0.5, root=checkout.root)
+    old = replace(old, provenance={**old.provenance, "harness_fingerprint": OLD_HARNESS})
+    write_run(old, checkout.store)
+    _render_into(checkout.root, checkout.store)  # rendered docs mark it; the policy still cites it
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "kernels/arch_caps.py:" in out
+    assert f"rests on run {old.id} from a superseded harness" in out
+
+
+def test_malformed_run_names_the_file(checkout: Checkout) -> None:
+    assert checkout.sweep.path is not None
+    text = checkout.sweep.path.read_text(encoding="utf-8")
+    checkout.sweep.path.write_text(text[: len(text) // 2], encoding="utf-8")
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert checkout.sweep.path.name in out
+    assert "malformed run" in out
+
+
+def test_unknown_option_is_usage_error(checkout: Checkout) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--root", str(checkout.root), "check", "--no-such-flag"], out, err)
+    assert code == 2
+
+
+def test_check_imports_no_gpu_code(checkout: Checkout) -> None:
+    # A fresh interpreter: the test process itself may have torch loaded by other tests.
+    probe = (
+        "import io, sys\n"
+        "from tether.cli import main\n"
+        f"code = main(['--root', {str(checkout.root)!r}, '--store', {str(checkout.store)!r}, 'check'],"
+        " io.StringIO(), io.StringIO())\n"
+        "loaded = sorted(m for m in ('torch', 'triton') if m in sys.modules)\n"
+        "print(code, loaded)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    # The fixture policy is not patched in here, so the exit code may be 1; imports are the point.
+    assert done.stdout.split(" ", 1)[1].strip() == "[]", done.stdout
