@@ -8,7 +8,7 @@ compare two devices and the A/B ratio include the difference between them.
 A shard is a partial run (the cells of one GPU) wrapped with its place in the split; it is
 written to a shard folder, never to the store, because it does not satisfy the run schema
 on its own (its cells are not the grid's product). ``merge_shards`` checks that the shards
-belong to one sweep, cover every cell exactly once, and builds the one run the store takes.
+belong to one sweep, cover each grid cell exactly once, and builds the one run the store takes.
 """
 
 from __future__ import annotations
