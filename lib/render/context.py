@@ -63,6 +63,10 @@ def _prov(run: Any, name: str) -> Any:
 
 def newest(runs: Iterable[Any], kind: str, name: str | None, arch: str, ok: bool = True) -> Any:
     """The newest run of ``kind``/``name`` (None: any name) on ``arch``; ``ok``: status ok only."""
+    if name is not None:
+        from tether.store import latest
+
+        return latest(runs, kind, name, arch, status="ok" if ok else None)
     best = None
     for run in runs:
         if field_of(run, "kind") != kind or _prov(run, "arch") != arch:
@@ -299,7 +303,7 @@ def policy() -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
 
 def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
     """Everything the templates see, computed once per render."""
-    from tether.store.provenance import harness_fingerprint
+    from tether.store import harness_fingerprint
 
     current = harness_fingerprint(root)
     pol = policy()

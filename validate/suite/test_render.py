@@ -1,0 +1,167 @@
+"""tether.render on FIXTURE stores built in tmp_path (never results/): bytes, numbers, marks."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tether.cli import main
+from tether.errors import UnsafeTextError
+from tether.render import TemplateError, render_all, write_all
+from tether.render.env import make_env, md_cell, render_template
+from tether.store import write_run
+
+from validate.suite.runfactory import (
+    make_not_measured_run,
+    make_probe_run,
+    make_sweep_run,
+    make_verify_run,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+README = Path("README.md")
+BACKENDS = Path("docs/backends.md")
+AXES = {"batch": [1, 4], "seqlen": [1024, 2048, 4096]}
+
+
+def _text(out: dict[Path, bytes], path: Path) -> str:
+    return out[path].decode("utf-8")
+
+
+@pytest.fixture
+def sweep_store(tmp_path: Path) -> Path:
+    """FIXTURE store: one sm90 sweep with a gate-region population, a probe and a verify run."""
+    store = tmp_path / "results"
+    make_sweep_run(axes=AXES, ratio=0.8, noise=0.02, n=7, store=store)
+    make_probe_run(store=store, started="2026-01-01T01:00:00Z")
+    make_verify_run(arch="sm90", vendor="cuda", passed=12, skipped=2, store=store)
+    return store
+
+
+def test_empty_store_renders_not_measured(tmp_path: Path) -> None:
+    out = render_all(ROOT, tmp_path / "no-results-here")
+    readme, backends = _text(out, README), _text(out, BACKENDS)
+    for arch in ("sm90", "gfx942", "gfx950", "gfx1151"):
+        assert f"**{arch}**: not measured." in readme
+        assert f"## {arch}" in backends
+    assert "Tested: not measured." in readme
+    assert not re.search(r"geomean \d", readme)
+    assert not any(p.suffix == ".svg" for p in out)
+
+
+def test_render_is_deterministic_including_svg(sweep_store: Path) -> None:
+    first, second = render_all(ROOT, sweep_store), render_all(ROOT, sweep_store)
+    assert first == second
+    svgs = [p for p in first if p.suffix == ".svg"]
+    assert svgs == [Path("docs/figures/sm90-prefill-triton-vs-sdpa.svg")]
+    assert b"<dc:date>" not in first[svgs[0]]
+
+
+def test_headline_matches_independent_numpy(sweep_store: Path) -> None:
+    from tether.store import load_store
+
+    (run,) = [r for r in load_store(sweep_store) if r.kind == "sweep"]
+    gate = [c for c in run.cells if c.key["batch"] == 1 and c.key["seqlen"] >= 2048]
+    ratios = [np.median(c.samples["A"]) / np.median(c.samples["B"]) for c in gate]
+    gm = float(np.exp(np.mean(np.log(ratios))))
+    whole = [np.median(c.samples["A"]) / np.median(c.samples["B"]) for c in run.cells]
+    out = render_all(ROOT, sweep_store)
+    readme, backends = _text(out, README), _text(out, BACKENDS)
+    assert f"geomean {gm:.3f} over {len(gate)} cells of population single-prefill-gate" in readme
+    assert f"`{run.id}`" in readme and "harness current" in readme
+    gm_whole = float(np.exp(np.mean(np.log(whole))))
+    assert f"geomean {gm_whole:.3f} over {len(whole)} cells of population whole-map" in backends
+    assert f"{sum(r < 1 for r in whole)} below 1.00" in backends
+    assert "Tested: 12 passed, 0 failed, 2 skipped" in readme
+    assert "figures/sm90-prefill-triton-vs-sdpa.svg" in backends
+    assert "| seqlen | cells | geomean |" in backends
+    assert "\\_attn\\_fwd" in backends  # kernel names pass through md_cell
+
+
+def test_superseded_run_is_marked(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    run = make_sweep_run(axes=AXES)
+    prov = {**run.provenance, "harness_fingerprint": "sha256:" + "0" * 64}
+    write_run(dataclasses.replace(run, provenance=prov), store)
+    out = render_all(ROOT, store)
+    mark = "superseded (harness changed since; re-measure)"
+    assert mark in _text(out, README)
+    assert "harness current" not in _text(out, README)
+    assert mark in _text(out, BACKENDS)
+    assert b"superseded" in out[Path("docs/figures/sm90-prefill-triton-vs-sdpa.svg")]
+
+
+def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    make_not_measured_run(arch="gfx942", reason="host busy: lock held", store=store)
+    readme = _text(render_all(ROOT, store), README)
+    assert "**gfx942**: not measured (newest attempt" in readme
+    assert "host busy: lock held" in readme
+
+
+def test_policy_regions_render_and_are_ruff_format_fixed_points(sweep_store: Path) -> None:
+    out = render_all(ROOT, sweep_store)
+    text = _text(out, Path("kernels/arch_caps.py"))
+    assert "# population single-prefill-gate" in text
+    assert "# geomean_win: holds" in text or "# geomean_win: does not hold" in text
+    assert "# not measured: the store has no ok run of this sweep on gfx942." in text
+    formatted = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "arch_caps.py", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    assert formatted == text
+
+
+@pytest.mark.parametrize(
+    "bad", [pytest.param("a|b", id="pipe"), pytest.param("a\nb", id="newline")]
+)
+def test_md_cell_rejects_table_breakers(bad: str) -> None:
+    with pytest.raises(UnsafeTextError):
+        md_cell(bad)
+
+
+def test_md_cell_escapes_markup() -> None:
+    assert md_cell("<a>[b]`c`*d*_e_") == "&lt;a&gt;\\[b\\]\\`c\\`\\*d\\*\\_e\\_"
+
+
+def test_undefined_variable_and_missing_template_are_errors(tmp_path: Path) -> None:
+    (tmp_path / "t.md.j2").write_text("{{ nothing_here }}\n", encoding="utf-8")
+    env = make_env(tmp_path)
+    with pytest.raises(TemplateError, match="nothing_here"):
+        render_template(env, "t.md.j2", {})
+    with pytest.raises(TemplateError, match="absent.md.j2"):
+        render_template(env, "absent.md.j2", {})
+
+
+def test_write_all_into_scratch_then_nothing_changes(sweep_store: Path, tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    written = write_all(ROOT, sweep_store, out_root=scratch)
+    assert README in written and BACKENDS in written
+    assert (scratch / README).read_bytes() == render_all(ROOT, sweep_store)[README]
+    assert write_all(ROOT, sweep_store, out_root=scratch) == []
+    stale = scratch / "docs/figures/gone.svg"
+    stale.write_bytes(b"<svg/>")
+    assert write_all(ROOT, sweep_store, out_root=scratch) == [Path("docs/figures/gone.svg")]
+    assert not stale.exists()
+
+
+def test_cli_render_out(sweep_store: Path, tmp_path: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    scratch = tmp_path / "scratch"
+    argv = ["--root", str(ROOT), "--store", str(sweep_store), "render", "--out", str(scratch)]
+    assert main(argv, out=out, err=err) == 0, err.getvalue()
+    assert "rendered" in out.getvalue()
+    assert (scratch / "docs/backends.md").is_file()
+    out = io.StringIO()
+    assert main(argv, out=out, err=err) == 0
+    assert "up to date" in out.getvalue()

@@ -1,0 +1,160 @@
+"""tether.stats against independent numpy computations on FIXTURE samples (never results)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tether.kernels.policy import WHOLE_MAP, Evidence, Population
+from tether.stats import (
+    PREDICATES,
+    aa_statistics,
+    aggregate,
+    cell_stats,
+    curve,
+    evaluate,
+    monotonic,
+)
+
+from validate.suite.runfactory import make_cell, make_sweep_run
+
+GATE = Population(name="gate", entry="single_prefill", where=(("qo_len", ">=", 2048),))
+
+
+def _cell(key: dict, a: list[float], a2: list[float], b: list[float], batch1: bool = True) -> dict:
+    """A FIXTURE cell as plain run-file JSON, with exact samples."""
+    eps = ["batch_prefill", "single_prefill"] if batch1 else ["batch_prefill"]
+    return {
+        "key": key,
+        "samples": {"A": a, "A2": a2, "B": b},
+        "reach": {"entry_points": eps},
+        "flags": [],
+    }
+
+
+def _run(cells: list[dict], fixed: dict | None = None) -> dict:
+    return {
+        "id": "fixture",
+        "status": "ok",
+        "config": {"grid": {"fixed": fixed or {}}},
+        "cells": cells,
+    }
+
+
+def test_ratio_is_speedup_of_b_over_a() -> None:
+    run = _run([_cell({"seqlen": 256}, [2.0, 2.0, 2.0], [2.0, 2.0, 2.0], [1.0, 1.0, 1.0])])
+    (stat,) = cell_stats(run)
+    assert stat.ratio == pytest.approx(2.0)
+    assert stat.verdict == "win"
+    assert stat.floor == (1.0, 1.0)
+
+
+def test_floor_is_range_of_half_medians_and_includes_one() -> None:
+    a, a2 = [1.0, 1.2, 1.1, 1.3], [1.0, 1.0, 1.0, 1.0]
+    stats = aa_statistics(a, a2)
+    expect = [np.median(a) / 1.0] + [
+        np.median(x) / np.median(y) for x in (a[0::2], a[1::2]) for y in (a2[0::2], a2[1::2])
+    ]
+    assert stats == pytest.approx(expect)
+    (stat,) = cell_stats(_run([_cell({"seqlen": 1}, a, a2, [1.1] * 4)]))
+    assert stat.floor == pytest.approx((1.0, max(expect)))
+
+
+def test_floor_tightens_with_more_samples() -> None:
+    rng = np.random.default_rng(7)
+
+    def width(n: int) -> float:
+        a = list(1.0 + rng.uniform(-0.05, 0.05, n))
+        a2 = list(1.0 + rng.uniform(-0.05, 0.05, n))
+        (stat,) = cell_stats(_run([_cell({"seqlen": 1}, a, a2, a)]))
+        return stat.floor[1] - stat.floor[0]
+
+    assert width(2000) < width(6) / 3
+
+
+@pytest.mark.parametrize(
+    ("b", "verdict"),
+    [
+        pytest.param(0.5, "win", id="above-floor"),
+        pytest.param(1.0, "level", id="inside-floor"),
+        pytest.param(2.0, "loss", id="below-floor"),
+    ],
+)
+def test_verdict_against_own_floor(b: float, verdict: str) -> None:
+    a, a2 = [1.0, 1.02, 0.98, 1.0], [1.0, 0.99, 1.01, 1.0]
+    (stat,) = cell_stats(_run([_cell({"seqlen": 1}, a, a2, [b] * 4)]))
+    assert stat.verdict == verdict
+
+
+def test_aggregate_matches_numpy_and_names_population() -> None:
+    run = make_sweep_run(
+        axes={"batch": [1, 4], "seqlen": [1024, 2048, 4096]},
+        ratio=0.8,
+        noise=0.02,
+        n=7,
+    )
+    stats = cell_stats(run)
+    agg = aggregate(stats, GATE)
+    cells = [
+        c for c in run.cells if c.key["batch"] == 1 and c.key["seqlen"] >= 2048
+    ]  # the gate population, computed independently
+    ratios = [np.median(c.samples["A"]) / np.median(c.samples["B"]) for c in cells]
+    assert agg.count == len(cells) == 2
+    assert agg.population == "gate"
+    assert "single_prefill" in agg.description
+    assert agg.geomean == pytest.approx(float(np.exp(np.mean(np.log(ratios)))))
+    assert agg.worst is not None and agg.worst.ratio == pytest.approx(min(ratios))
+    assert agg.below_one == sum(r < 1 for r in ratios)
+    whole = aggregate(stats, WHOLE_MAP)
+    assert whole.count == 6
+
+
+def test_empty_population_has_no_geomean_and_fails_predicates() -> None:
+    run = make_sweep_run(axes={"batch": [4], "seqlen": [256]})
+    agg = aggregate(cell_stats(run), GATE)
+    assert agg.count == 0 and agg.geomean is None
+    assert not any(pred(agg) for pred in PREDICATES.values())
+
+
+def _curve_run(group_ratios: dict[int, float], noise: float) -> dict:
+    """Per-group B/A time ratios with A/A noise of +-``noise`` alternating by repetition."""
+    cells = []
+    for seqlen, r in group_ratios.items():
+        a = [1.0 + noise, 1.0 - noise] * 4
+        a2 = [1.0 - noise, 1.0 + noise] * 4
+        cells.append(_cell({"seqlen": seqlen}, a, a2, [x / r for x in a]))
+    return _run(cells)
+
+
+def test_monotonic_holds_when_a_dip_is_inside_the_floor() -> None:
+    # A/A halves differ by about 2*noise, so a dip of 1% lands inside a floor of about 4%.
+    run = _curve_run({256: 1.0, 512: 1.2, 1024: 1.188}, noise=0.02)
+    claim = monotonic(curve(cell_stats(run)))
+    assert claim.axis == "seqlen"
+    assert [s.verdict for s in claim.steps] == ["up", "level"]
+    assert claim.holds and not claim.breaks
+
+
+def test_monotonic_breaks_when_a_dip_is_outside_the_floor() -> None:
+    run = _curve_run({256: 1.0, 512: 1.2, 1024: 1.0}, noise=0.02)
+    claim = monotonic(curve(cell_stats(run)))
+    assert not claim.holds
+    assert [(b.before, b.after) for b in claim.breaks] == [(512, 1024)]
+    assert claim.breaks[0].change == pytest.approx(1.0 / 1.2)
+
+
+def test_evaluate_reports_each_predicate() -> None:
+    run = make_sweep_run(axes={"batch": [1], "seqlen": [2048, 4096]}, ratio=0.5, noise=0.01)
+    ev = Evidence(sweep="x", population=GATE, predicates=("geomean_win", "no_loss_outside_floor"))
+    ok, why = evaluate(ev, run)
+    assert ok, why
+    assert "geomean_win holds" in why and "2 cells" in why
+    slow = make_sweep_run(axes={"batch": [1], "seqlen": [2048, 4096]}, ratio=2.0, noise=0.01)
+    ok, why = evaluate(ev, slow)
+    assert not ok and "fails" in why
+    assert evaluate(ev, None) == (False, "sweep x: not measured")
+
+
+def test_cells_come_back_sorted_by_key() -> None:
+    cells = [make_cell({"seqlen": s}) for s in (512, 256)]
+    run = {"status": "ok", "config": {"grid": {"fixed": {}}}, "cells": cells}
+    assert [s.key["seqlen"] for s in cell_stats(run)] == [256, 512]
