@@ -72,7 +72,7 @@ def test_broken_markers_name_file_and_region(text: str, problem: str) -> None:
 
 
 def test_missing_region_is_an_error() -> None:
-    with pytest.raises(RegionError, match="'three'.*marker not found"):
+    with pytest.raises(RegionError, match=r"'three'.*marker not found"):
         replace_regions(SOURCE, PY, {"three": "# x\n"})
 
 
