@@ -88,13 +88,27 @@ def source_digest(text: str) -> str:
     return ast.dump(_strip_docstrings(tree), include_attributes=False)
 
 
+# raw-bytes sha256 -> AST digest sha256: parsing and dumping dominate new_run's cost, and
+# keying by content (not mtime) can never serve a stale digest.
+_DIGESTS: dict[bytes, bytes] = {}
+
+
+def _file_digest(path: Path) -> bytes:
+    raw = path.read_bytes()
+    key = hashlib.sha256(raw).digest()
+    if key not in _DIGESTS:
+        text = source_digest(raw.decode("utf-8", errors="surrogateescape"))
+        _DIGESTS[key] = hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).digest()
+    return _DIGESTS[key]
+
+
 def fingerprint(files: Iterable[Path], root: Path) -> str:
     """``sha256:<hex>`` over (relative path, AST digest) of each file, in path order."""
     h = hashlib.sha256()
     for path in sorted(files):
         rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
         h.update(rel.encode() + b"\0")
-        h.update(source_digest(path.read_text(encoding="utf-8")).encode() + b"\0")
+        h.update(_file_digest(path))
     return "sha256:" + h.hexdigest()
 
 

@@ -1,0 +1,58 @@
+"""Merging FIXTURE stores: union, identical files skipped, conflicting ids refused whole."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tether.errors import RunFileError, StoreError
+from tether.store import load_store, merge, write_run
+from tether.store.io import store_files
+
+from validate.suite.runfactory import make_gate_run, make_sweep_run, make_verify_run
+
+
+def test_merge_is_a_union_and_idempotent(tmp_path: Path) -> None:
+    a = [make_sweep_run(store=tmp_path / "a"), make_gate_run(store=tmp_path / "a")]
+    b = [make_verify_run(store=tmp_path / "b")]
+    dest = tmp_path / "dest"
+    report = merge([tmp_path / "a", tmp_path / "b"], dest)
+    assert len(report.copied) == 3 and report.skipped == 0
+    assert {r.id for r in load_store(dest)} == {r.id for r in a + b}
+    for run in a + b:
+        assert (dest / run.arch / f"{run.id}.json").read_bytes() == run.path.read_bytes()
+    again = merge([tmp_path / "a", tmp_path / "b"], dest)
+    assert again.copied == () and again.skipped == 3
+
+
+def test_conflicting_id_writes_nothing(tmp_path: Path) -> None:
+    run = make_sweep_run(store=tmp_path / "a")
+    other = replace(run, provenance={**run.provenance, "host": "other-host"})
+    write_run(other, tmp_path / "b")
+    fresh = make_gate_run(store=tmp_path / "b")
+    dest = tmp_path / "dest"
+    with pytest.raises(StoreError, match="different files claim id") as info:
+        merge([tmp_path / "a", tmp_path / "b"], dest)
+    assert str(tmp_path / "a") in str(info.value) and str(tmp_path / "b") in str(info.value)
+    assert store_files(dest) == []  # not even the unrelated gate run
+    assert fresh.path is not None and fresh.path.exists()
+
+
+def test_conflict_with_destination(tmp_path: Path) -> None:
+    run = make_sweep_run(store=tmp_path / "dest")
+    other = replace(run, provenance={**run.provenance, "host": "other-host"})
+    write_run(other, tmp_path / "src")
+    before = run.path.read_bytes() if run.path else b""
+    with pytest.raises(StoreError, match="different files claim id"):
+        merge([tmp_path / "src"], tmp_path / "dest")
+    assert run.path is not None and run.path.read_bytes() == before
+
+
+def test_bad_source_file_is_named_before_copying(tmp_path: Path) -> None:
+    make_sweep_run(store=tmp_path / "a")
+    bad = tmp_path / "a" / "sm90" / "bad.json"
+    bad.write_text("[]", encoding="utf-8")
+    with pytest.raises(RunFileError, match=r"bad\.json"):
+        merge([tmp_path / "a"], tmp_path / "dest")
+    assert store_files(tmp_path / "dest") == []

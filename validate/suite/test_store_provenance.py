@@ -1,0 +1,130 @@
+"""Provenance: AST fingerprints, git state, runtime versions and ids (on FIXTURE trees)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tether.errors import RunFileError, UnknownArchError
+from tether.store import harness_fingerprint, kernels_fingerprint, new_run
+from tether.store.provenance import PRESENTATION_SOURCES, git_state, runtime_versions
+
+ENGINE = '''"""Timing engine."""
+
+def time_it(fn, reps):
+    """Call fn reps times."""
+    return [fn() for _ in range(reps)]
+'''
+
+
+def _tree(root: Path, engine: str = ENGINE) -> Path:
+    bench = root / "lib" / "bench"
+    bench.mkdir(parents=True, exist_ok=True)
+    (bench / "engine.py").write_text(engine, encoding="utf-8")
+    (bench / "progress.py").write_text("BAR = 1\n", encoding="utf-8")
+    triton = root / "kernels" / "triton"
+    triton.mkdir(parents=True, exist_ok=True)
+    (triton / "attn_fwd.py").write_text("BLOCK = 64\n", encoding="utf-8")
+    return root
+
+
+def test_fingerprint_ignores_comments_docstrings_formatting(tmp_path: Path) -> None:
+    base = harness_fingerprint(_tree(tmp_path / "a"))
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", base)
+    cosmetic = ENGINE.replace('"""Call fn reps times."""', "# why: nothing").replace(
+        "reps)]", "reps )]  # trailing comment"
+    )
+    assert harness_fingerprint(_tree(tmp_path / "b", cosmetic)) == base
+
+
+def test_fingerprint_changes_with_code(tmp_path: Path) -> None:
+    base = harness_fingerprint(_tree(tmp_path / "a"))
+    changed = ENGINE.replace("range(reps)", "range(reps + 1)")
+    assert harness_fingerprint(_tree(tmp_path / "b", changed)) != base
+
+
+def test_presentation_modules_do_not_supersede(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    assert "progress" in PRESENTATION_SOURCES
+    base = harness_fingerprint(root)
+    (root / "lib" / "bench" / "progress.py").write_text("BAR = 2\n", encoding="utf-8")
+    assert harness_fingerprint(root) == base
+    (root / "lib" / "bench" / "newmodule.py").write_text("X = 1\n", encoding="utf-8")
+    assert harness_fingerprint(root) != base  # unknown modules count as measurement
+
+
+def test_kernel_fingerprint_and_missing_files(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "a")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert kernels_fingerprint(empty) == harness_fingerprint(empty)  # both hash nothing
+    base = kernels_fingerprint(root)
+    (root / "kernels" / "arms.py").write_text("ARMS = ()\n", encoding="utf-8")
+    assert kernels_fingerprint(root) != base
+
+
+def test_git_state_outside_a_checkout(tmp_path: Path) -> None:
+    assert git_state(tmp_path) == ("unknown", None)
+
+
+def test_git_state_in_a_checkout(tmp_path: Path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "f.py").write_text("A = 1\n", encoding="utf-8")
+    git("add", "f.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "fixture")
+    sha, dirty = git_state(tmp_path)
+    assert re.fullmatch(r"[0-9a-f]{40}", sha) and dirty is False
+    (tmp_path / "f.py").write_text("A = 2\n", encoding="utf-8")
+    assert git_state(tmp_path) == (sha, True)
+
+
+def test_runtime_versions_never_import_torch() -> None:
+    code = (
+        "import sys; from tether.store.provenance import runtime_versions;"
+        "v = runtime_versions({'cuda': '13.0'});"
+        "assert 'torch' not in sys.modules and v['torch'] is None and v['cuda'] == '13.0', v"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert runtime_versions()["python"].count(".") == 2
+
+
+def test_new_run_id_and_provenance(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    run = new_run(
+        "verify",
+        "verify-kernels",
+        arch="cpu",
+        device="cpu: fixture",
+        config={},
+        results={
+            "passed": 1,
+            "failed": 0,
+            "skipped": 0,
+            "errors": 0,
+            "duration_s": 0.5,
+            "suite": "validate",
+            "vendor": "cpu",
+            "workers": 1,
+        },
+        started="2026-11-29T21:30:00Z",
+        root=root,
+        runtime={"cudnn": None},
+    )
+    assert re.fullmatch(r"20261129T213000Z-verify-verify-kernels-cpu-[0-9a-f]{8}", run.id)
+    assert run.provenance["git_sha"] == "unknown"
+    assert run.harness_fingerprint == harness_fingerprint(root)
+    assert run.started == run.provenance["ended"] == "2026-11-29T21:30:00Z"
+
+
+def test_new_run_refuses_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(UnknownArchError, match="sm100"):
+        new_run("verify", "v", arch="sm100", device="x", config={}, root=tmp_path)
+    with pytest.raises(RunFileError, match=r"provenance\.device"):
+        new_run("probe", "p", arch="cpu", device="a | b", config={}, status="not_measured",
+                reason="busy", root=tmp_path)  # fmt: skip
