@@ -6,7 +6,6 @@ import math
 import statistics
 
 import pytest
-
 from tether.bench import engine
 from tether.bench.engine import Probes, TimingError, TimingPolicy, measure
 from tether.errors import TetherError, UsageError

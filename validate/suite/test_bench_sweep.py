@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from tether.bench.engine import TimingPolicy
 from tether.bench.sweep import SweepDef, Target, list_sweeps, load_sweep, run_sweep
 from tether.errors import ArmUnavailableError
@@ -80,7 +79,7 @@ class FakeArm:
     def supports(self, shape: object, arch: str) -> str | None:
         return self.unavailable
 
-    def prepare(self, q, k, v, shape, out=None, arch=None):  # noqa: ANN001 - arm contract
+    def prepare(self, q, k, v, shape, out=None, arch=None):
         self.prepared.append(1)
         cell = (len(self.prepared) - 1) // (2 if self.name == "fake_a" else 1)
         stop = self.interrupt_at is not None and cell >= self.interrupt_at
