@@ -141,9 +141,9 @@ def _attn_fwd(
         m_blk = tl.max(s, 1)
         need = m_blk > f + MARGIN
         f_new = tl.where(need, m_blk, f)
-        alpha = tl.where(need, tl.math.exp2(f - f_new), 1.0)
         # A row that has seen no visible key yet keeps f = -inf; subtract 0 so p is 0, not NaN.
         f_sub = tl.where(f_new == float("-inf"), 0.0, f_new)
+        alpha = tl.where(need, tl.math.exp2(f - f_sub), 1.0)
         p = tl.math.exp2(s - f_sub[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]

@@ -1,0 +1,87 @@
+"""tether's pytest plugin: markers and hardware capabilities, in one place.
+
+Marks (registered here, skipped at collection time with the reason):
+
+- ``gpu`` / ``gpu(reason=...)``: needs a CUDA or ROCm device (the reason says why, e.g. bf16).
+- ``triton``: runs a Triton kernel; needs a GPU or ``TRITON_INTERPRET=1`` (the CPU interpreter).
+- ``arch(*names)``: needs the detected arch to be one of ``names`` (e.g. ``arch("sm90")``).
+- ``gate``, ``slow``: descriptive (see pyproject.toml).
+
+Under xdist each worker is pinned to one GPU (``tether.gpus``) before torch is imported.
+A skip here only ever reflects missing hardware; an error in a test is never turned into one.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import pytest
+
+MARKERS: tuple[str, ...] = (
+    "gpu(reason=...): needs a CUDA or ROCm device",
+    "triton: runs a Triton kernel (a GPU, or TRITON_INTERPRET=1 on the CPU)",
+    "arch(*names): needs the detected arch to be one of names",
+    "gate: throughput gate (measures a named shape and fails below its policy threshold)",
+    "slow: takes more than a few seconds on the CPU",
+)
+
+
+def interpreter_on() -> bool:
+    """True when Triton kernels run in the CPU interpreter."""
+    return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
+
+
+@functools.lru_cache(maxsize=1)
+def has_gpu() -> bool:
+    """A CUDA or ROCm device is visible to torch."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+@functools.lru_cache(maxsize=1)
+def current_arch() -> str:
+    """The arch tests run on: the GPU's, or ``cpu``."""
+    from tether.kernels.arch_caps import detect_arch
+
+    return detect_arch()
+
+
+def device() -> str:
+    """The torch device string tests allocate on."""
+    return "cuda" if has_gpu() else "cpu"
+
+
+def skip_reason(item: Any) -> str | None:
+    """Why ``item`` cannot run on this machine, or None."""
+    gpu_mark = item.get_closest_marker("gpu")
+    if gpu_mark is not None and not has_gpu():
+        why = gpu_mark.kwargs.get("reason")
+        return f"needs a CUDA or ROCm GPU; none is visible{f' ({why})' if why else ''}"
+    if item.get_closest_marker("triton") is not None and not (has_gpu() or interpreter_on()):
+        return "Triton needs a GPU, or TRITON_INTERPRET=1 to run on the CPU interpreter"
+    arch_mark = item.get_closest_marker("arch")
+    if arch_mark is not None and current_arch() not in arch_mark.args:
+        return f"needs arch {'/'.join(arch_mark.args)}; this machine is {current_arch()}"
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    # Pin before anything imports torch: CUDA reads the visibility variables once.
+    from tether.gpus import pytest_configure_pinning
+
+    pytest_configure_pinning(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    hardware = ("gpu", "triton", "arch")
+    for item in items:
+        if not any(item.get_closest_marker(m) is not None for m in hardware):
+            continue  # items without hardware marks never pay for importing torch
+        reason = skip_reason(item)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))

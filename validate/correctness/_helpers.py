@@ -1,0 +1,75 @@
+"""Shared pieces of the correctness suite: fresh inputs, poisoned outputs, the tolerance rule.
+
+The rule (STYLE.md 6): an output's max error against the f32 reference may be at most twice
+the error of PyTorch's math SDPA run in the same dtype on the same inputs, plus ABS_EPS.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from tether.kernels import Shape
+from tether.kernels.arms import attention_ref, get_arm, torch_dtype
+from tether.pytest_plugin import current_arch, device
+
+# Outputs are O(1); in f32 the baseline's own error is a few ulps, so a ratio alone is noise.
+ABS_EPS = 1e-6
+
+BF16_REASON = "bf16 tl.dot is wrong in the Triton interpreter (triton 3.9); checked on GPU only"
+
+# One parametrize axis for dtype; bf16 runs on a GPU only.
+DTYPES = [
+    pytest.param("f16", id="f16"),
+    pytest.param("bf16", id="bf16", marks=pytest.mark.gpu(reason=BF16_REASON)),
+    pytest.param("f32", id="f32"),
+]
+
+
+def fresh_seed() -> int:
+    """A new seed per test (never fixed inputs); reported in failures so a case can be replayed."""
+    return random.SystemRandom().randrange(2**31)
+
+
+def make_qkv(shape: Shape, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random q [b, qo, hq, d], k/v [b, kv, hkv, d] in the shape's dtype, BSHD contiguous."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    dtype = torch_dtype(shape.dtype)
+
+    def rnd(*dims: int) -> torch.Tensor:
+        return torch.randn(*dims, generator=gen).to(device=device(), dtype=dtype)
+
+    q = rnd(shape.batch, shape.qo_len, shape.hq, shape.head_dim)
+    k = rnd(shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
+    v = rnd(shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
+    return q, k, v
+
+
+def poisoned_like(t: torch.Tensor) -> torch.Tensor:
+    """NaN everywhere: an element the arm forgets to write fails the finiteness check."""
+    return torch.full_like(t, float("nan"))
+
+
+def run_arm(name: str, shape: Shape, q, k, v, lse: torch.Tensor | None = None) -> torch.Tensor:
+    """Run arm ``name`` into a poisoned output and return it."""
+    out = poisoned_like(q)
+    get_arm(name).prepare(q, k, v, shape, out=out, lse=lse, arch=current_arch())()
+    return out
+
+
+def max_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return (out.float() - ref).abs().max().item()
+
+
+def assert_within_baseline(name: str, out: torch.Tensor, shape: Shape, q, k, v, seed: int) -> None:
+    """``out`` is finite and within 2x the same-dtype math SDPA's error against the reference."""
+    assert torch.isfinite(out).all(), f"{name}: non-finite or unwritten output (seed {seed})"
+    ref = attention_ref(q, k, v, shape.causal)
+    base = run_arm("sdpa_math", shape, q, k, v)
+    assert torch.isfinite(base).all(), f"sdpa_math baseline is not finite (seed {seed})"
+    err, base_err = max_err(out, ref), max_err(base, ref)
+    tol = 2 * base_err + ABS_EPS
+    assert err <= tol, (
+        f"{name} {shape.key()}: err {err:.3e} > tol {tol:.3e} (math {base_err:.3e}, seed {seed})"
+    )
