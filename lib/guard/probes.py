@@ -246,10 +246,16 @@ def probe_device_holders(proc_root: Path = _proc.PROC) -> ProbeResult:
     """Processes with /dev/kfd, /dev/dri/renderD*, /dev/nvidia* open (readlink on /proc/*/fd)."""
     rows: list[dict[str, Any]] = []
     unreadable = 0
-    for pid in _proc.all_pids():
+    try:
+        pids = sorted(int(p.name) for p in proc_root.iterdir() if p.name.isdigit())
+    except OSError:
+        pids = []
+    for pid in pids:
         fd_dir = proc_root / str(pid) / "fd"
         try:
             names = os.listdir(fd_dir)
+        except FileNotFoundError:
+            continue  # exited while we looked
         except OSError:
             unreadable += 1
             continue
@@ -261,8 +267,12 @@ def probe_device_holders(proc_root: Path = _proc.PROC) -> ProbeResult:
                 continue
             if DEVICE_RE.match(target):
                 devs.add(target)
-        if devs and _proc.comm(pid) not in DAEMONS:
-            rows.append({"pid": pid, "name": _proc.comm(pid), "devices": sorted(devs)})
+        try:
+            name = (proc_root / str(pid) / "comm").read_text(encoding="utf-8").strip()
+        except OSError:
+            name = ""
+        if devs and name not in DAEMONS:
+            rows.append({"pid": pid, "name": name, "devices": sorted(devs)})
     ev: dict[str, Any] = {
         "command": "readlink /proc/*/fd/*",
         "rc": 0,
