@@ -10,20 +10,17 @@ the device nodes. Pinning must happen before torch initialises CUDA or HIP, so i
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import glob
 import os
 import re
 import shutil
-import stat
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.errors import GuardError, HostBusyError, UsageError
+from tether.errors import HostBusyError, UsageError
 
 VISIBILITY_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 _WORKER_RE = re.compile(r"^gw(\d+)$")
@@ -199,40 +196,22 @@ def gpu_lock_path(host_lock: Path | str, index: int) -> Path:
     return Path(f"{host_lock}.gpu{index}")
 
 
-def _open_lock(path: Path) -> int:
-    # Same rules as the host lock: never follow a symlink, never delete the file (a deleted
-    # lock lets two holders each flock a different inode), refuse a file someone else owns.
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise GuardError(f"{path}: lock path is a symlink; refusing to follow it") from exc
-        raise GuardError(f"{path}: cannot open lock file: {exc.strerror}") from exc
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise GuardError(f"{path}: lock path is not a regular file")
-    if st.st_uid != os.getuid() and st.st_mode & 0o022:
-        os.close(fd)
-        raise GuardError(f"{path}: lock file owned by uid {st.st_uid} and writable by others")
-    return fd
-
-
 @contextlib.contextmanager
-def hold_gpu_lock(host_lock: Path | str, index: int, holder: str = "") -> Iterator[Path]:
-    """Hold GPU ``index``'s lock for the block; HostBusyError if another process has it."""
-    path = gpu_lock_path(host_lock, index)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _open_lock(path)
+def hold_gpu_lock(host_lock: Path | str | None, index: int, holder: str = "") -> Iterator[Path]:
+    """Hold GPU ``index``'s lock for the block; HostBusyError if another process has it.
+
+    The lock is the guard's own primitive (``tether.guard.lock.HostLock``) on the per-GPU
+    path, so it keeps the guard's rules: local filesystem only, never follows a symlink,
+    refuses a file another account owns, never deletes the lock file, writes a holder record.
+    ``host_lock`` None means the guard's default host lock path.
+    """
+    from tether.guard.lock import HostLock, default_lock_path
+
+    path = gpu_lock_path(host_lock if host_lock is not None else default_lock_path(), index)
+    lock = HostLock(path)
+    if not lock.try_acquire(purpose=f"gpu {index} {holder}".strip()):
+        raise HostBusyError(f"{path}: GPU {index} is locked by another worker")
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise HostBusyError(f"{path}: GPU {index} is locked by another worker") from exc
-        record = f"pid={os.getpid()} gpu={index} holder={holder}\n".encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, record, 0)
         yield path
     finally:
-        os.close(fd)  # closing releases the flock; the file itself stays
+        lock.release()

@@ -99,7 +99,8 @@ def test_gpu_lock_is_exclusive_and_kept(tmp_path: Path) -> None:
     host_lock = tmp_path / "tether.lock"
     assert gpu_lock_path(host_lock, 1) == tmp_path / "tether.lock.gpu1"
     with hold_gpu_lock(host_lock, 1, holder="gw1") as path:
-        assert b"gpu=1" in path.read_bytes()
+        holder = path.with_name(path.name + ".holder.json").read_text(encoding="utf-8")
+        assert "gpu 1 gw1" in holder
         # flock locks are per open file description: a second open in this process conflicts.
         with pytest.raises(HostBusyError, match="GPU 1"), hold_gpu_lock(host_lock, 1):
             pass
