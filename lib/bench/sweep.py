@@ -126,8 +126,8 @@ def resolve_arms(
                 f"sweep {sweep.name}: no arm for role {role} serves every cell on {arch}: "
                 + "; ".join(reasons)
             )
-    if "A" not in chosen or "B" not in chosen:
-        raise UsageError(f"sweep {sweep.name}: arms must name roles A and B")
+    if "B" not in chosen:
+        raise UsageError(f"sweep {sweep.name}: arms must name role B (and A, except probes)")
     return chosen
 
 
@@ -217,7 +217,7 @@ def measure_cell(
     get_arm = get_arm or _default_lookup()
 
     shape = shape_of(key, sweep.fixed)
-    role_arm = {"A": arms["A"], "A2": arms["A"], "B": arms["B"]}
+    role_arm = {"A": arms["A"], "A2": arms["A"], "B": arms["B"]} if "A" in arms else dict(arms)
     fns: dict[str, Callable[[], object]] = {}
     for n, (role, name) in enumerate(role_arm.items()):
         q, k, v, out = make_inputs(shape, target.device, seed=1000 * index + n)
@@ -273,8 +273,12 @@ def run_sweep(
     kind: str = "sweep",
     write: bool = True,
     get_arm: ArmLookup | None = None,
+    results: dict[str, Any] | Callable[[list[Any]], dict[str, Any]] | None = None,
 ) -> Any:
-    """Measure every cell of ``sweep`` and write one run; returns the ``tether.store`` Run."""
+    """Measure every cell of ``sweep`` and write one run; returns the ``tether.store`` Run.
+
+    ``kind`` and ``results`` let probes and gates reuse the same loop (see SCHEMA.md).
+    """
     from tether.store import new_run, write_run
 
     target = target or Target.detect()
@@ -309,10 +313,12 @@ def run_sweep(
         "timing": sweep.timing.to_json(),
     }
     evidence = holding.evidence() if holding is not None else {}
+    if callable(results):
+        results = results(cells) if status == "ok" else {}
     run = new_run(
         kind, sweep.name, arch=target.arch, device=target.device_name, config=config,
         status=status, reason=_safe_reason(reason), guard=evidence, cells=cells,
-        results={}, started=_stamp(started), ended=_stamp(time.time()), root=root,
+        results=dict(results or {}), started=_stamp(started), ended=_stamp(time.time()), root=root,
         runtime=target.runtime, driver=target.driver,
     )  # fmt: skip
     if write:
