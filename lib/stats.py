@@ -152,6 +152,7 @@ class Aggregate:
     losses: int  # cells below their own floor
     wins: int
     levels: int
+    flagged: int  # cells carrying any flag (allocation in timed region, fallback, ...)
     cells: tuple[CellStat, ...]
 
 
@@ -162,7 +163,7 @@ def aggregate(
     cells = tuple(s for s in stats if population.admits(s.shape, s.entry_points))
     name, desc = label or population.name, population.describe()
     if not cells:
-        return Aggregate(name, desc, 0, None, None, None, 0, 0, 0, 0, ())
+        return Aggregate(name, desc, 0, None, None, None, 0, 0, 0, 0, 0, ())
     gm = geomean(s.ratio for s in cells)
     floor = floor_of(geomean(s.aa[j] for s in cells) for j in range(len(cells[0].aa)))
     return Aggregate(
@@ -176,6 +177,7 @@ def aggregate(
         losses=sum(s.verdict == "loss" for s in cells),
         wins=sum(s.verdict == "win" for s in cells),
         levels=sum(s.verdict == "level" for s in cells),
+        flagged=sum(bool(s.flags) for s in cells),
         cells=cells,
     )
 

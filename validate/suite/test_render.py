@@ -34,10 +34,10 @@ def _text(out: dict[Path, bytes], path: Path) -> str:
     return out[path].decode("utf-8")
 
 
-@pytest.fixture
-def sweep_store(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def sweep_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """FIXTURE store: one sm90 sweep with a gate-region population, a probe and a verify run."""
-    store = tmp_path / "results"
+    store = tmp_path_factory.mktemp("fixture") / "results"
     make_sweep_run(axes=AXES, ratio=0.8, noise=0.02, n=7, store=store)
     make_probe_run(store=store, started="2026-01-01T01:00:00Z")
     make_verify_run(arch="sm90", vendor="cuda", passed=12, skipped=2, store=store)
@@ -74,6 +74,7 @@ def test_headline_matches_independent_numpy(sweep_store: Path) -> None:
     out = render_all(ROOT, sweep_store)
     readme, backends = _text(out, README), _text(out, BACKENDS)
     assert f"geomean {gm:.3f} over {len(gate)} cells of population single-prefill-gate" in readme
+    assert "0 flagged" in readme
     assert f"`{run.id}`" in readme and "harness current" in readme
     gm_whole = float(np.exp(np.mean(np.log(whole))))
     assert f"geomean {gm_whole:.3f} over {len(whole)} cells of population whole-map" in backends
@@ -82,6 +83,17 @@ def test_headline_matches_independent_numpy(sweep_store: Path) -> None:
     assert "figures/sm90-prefill-triton-vs-sdpa.svg" in backends
     assert "| seqlen | cells | geomean |" in backends
     assert "\\_attn\\_fwd" in backends  # kernel names pass through md_cell
+
+
+def test_probe_throughput_against_its_own_bound(sweep_store: Path) -> None:
+    from tether.store import load_store
+
+    (probe,) = [r for r in load_store(sweep_store) if r.kind == "probe"]
+    (cell,) = probe.cells
+    tf = cell.flops / float(np.median(cell.samples["B"])) / 1e12
+    bound = probe.results["bound_tflops"]
+    backends = _text(render_all(ROOT, sweep_store), BACKENDS)
+    assert f"| seqlen=4096 | {tf:.1f} | {tf / bound * 100:.1f} % |" in backends
 
 
 def test_superseded_run_is_marked(tmp_path: Path) -> None:

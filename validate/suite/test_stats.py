@@ -154,6 +154,16 @@ def test_evaluate_reports_each_predicate() -> None:
     assert evaluate(ev, None) == (False, "sweep x: not measured")
 
 
+def test_flagged_cells_are_counted() -> None:
+    cells = [
+        _cell({"seqlen": 1}, [1.0], [1.0], [1.0]),
+        {**_cell({"seqlen": 2}, [1.0], [1.0], [1.0]), "flags": ["alloc_in_timed_region"]},
+    ]
+    agg = aggregate(cell_stats(_run(cells)))
+    assert agg.flagged == 1
+    assert agg.cells[1].flags == ("alloc_in_timed_region",)
+
+
 def test_cells_come_back_sorted_by_key() -> None:
     cells = [make_cell({"seqlen": s}) for s in (512, 256)]
     run = {"status": "ok", "config": {"grid": {"fixed": {}}}, "cells": cells}
