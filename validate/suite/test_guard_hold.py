@@ -1,0 +1,188 @@
+"""`tether guard --hold`, `tether verify` and the bench API, run in-process against tmp stores.
+
+Stores, lock files and the tiny pytest suites verify runs are fixtures built in tmp_path.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+from tether.cli import main
+from tether.errors import RunFileError
+from tether.guard import api, lock, probes, verify
+from tether.guard.lock import HostLock
+from tether.guard.probes import BUSY, IDLE, ProbeResult
+from tether.store import load_store
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = Path(__file__).resolve().parent / "fake_smi"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(lock.ENV_HELD, raising=False)
+    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "1000")
+    monkeypatch.setenv("TETHER_GUARD_LOCK", str(tmp_path / "gpu.lock"))
+
+
+def _cli(*argv: str, store: Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    rc = main(["--root", str(ROOT), "--store", str(store), *argv], out=out, err=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_hold_runs_the_command_and_returns_its_status(tmp_path: Path) -> None:
+    rc, _out, err = _cli(
+        "guard", "--hold", "--target", "cpu", "--", "sh", "-c", "exit 3", store=tmp_path / "s"
+    )
+    assert rc == 3
+    assert "guard: before: idle" in err and "guard: after:" in err
+    assert not (tmp_path / "s").exists(), "a command that ran must not write a not_measured run"
+
+
+def test_busy_host_exits_75_with_a_not_measured_record(tmp_path: Path) -> None:
+    holder = HostLock(tmp_path / "gpu.lock")
+    assert holder.try_acquire("someone else's sweep")
+    try:
+        rc, _out, err = _cli(
+            "guard",
+            "--hold",
+            "--wait",
+            "0.3",
+            "--target",
+            "cpu",
+            "--",
+            "true",
+            store=tmp_path / "s",
+        )
+    finally:
+        holder.release()
+    assert rc == 75, err
+    assert f"pid {os.getpid()}" in err
+    (run,) = load_store(tmp_path / "s")
+    assert (run.kind, run.name, run.status) == ("verify", "guard-hold", "not_measured")
+    assert f"pid {os.getpid()}" in (run.reason or "") and "since" in (run.reason or "")
+    assert run.guard["lock"]["state"] == "held"
+
+
+def test_not_idle_host_exits_75_naming_the_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "-1")  # any load is too much: host busy
+    rc, _out, err = _cli(
+        "guard", "--hold", "--wait", "0.2", "--target", "cpu", "--", "true", store=tmp_path / "s"
+    )
+    assert rc == 75 and "loadavg busy" in err
+    (run,) = load_store(tmp_path / "s")
+    assert run.status == "not_measured" and "loadavg" in (run.reason or "")
+    assert HostLock(tmp_path / "gpu.lock").try_acquire(), (
+        "the lock must be released after giving up"
+    )
+
+
+def test_status_shows_lock_and_probes(tmp_path: Path) -> None:
+    rc, out, _err = _cli("guard", "--target", "cpu", "status", store=tmp_path / "s")
+    assert rc == 0
+    assert "gpu.lock: free" in out and "loadavg: idle" in out
+
+
+def test_arm_check_flags_a_foreign_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_GUARD_NVML", "0")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    (tmp_path / "bin").mkdir()
+    shutil.copy2(FAKE / "nvidia-smi", tmp_path / "bin" / "nvidia-smi")
+    monkeypatch.setattr(
+        probes, "probe_device_holders", lambda: ProbeResult("device-holders", IDLE, {})
+    )
+    monkeypatch.setenv("FAKE_NVIDIA_SMI", "idle")
+    with api.acquire(target="cuda", purpose="test") as held:
+        with held.arm("A") as a:
+            pass
+        with held.arm("B") as b:
+            monkeypatch.setenv("FAKE_NVIDIA_SMI", "busy")  # someone started a job mid-arm
+        monkeypatch.setenv("FAKE_NVIDIA_SMI", "idle")
+        held.recheck(full=False)
+        ev = held.evidence()
+    assert not a.contaminated
+    assert b.contaminated and b.new_pids == [1] and b.after["verdict"] == BUSY
+    assert ev["nested"] is False and [x["label"] for x in ev["arms"]] == ["A", "B"]
+    assert ev["before"]["verdict"] == IDLE and ev["holder"]["purpose"] == "test"
+
+
+def test_wrong_vendor_stops_with_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify, "detect_vendor", lambda: "cuda")
+    rc, _out, err = _cli("verify", "--vendor", "rocm", store=tmp_path / "s")
+    assert rc == 2 and "verify --vendor rocm" in err and "cuda GPU" in err
+    monkeypatch.setattr(verify, "detect_vendor", lambda: "cpu")
+    rc, _out, err = _cli("verify", "--vendor", "cuda", store=tmp_path / "s")
+    assert rc == 2 and "no GPU" in err
+
+
+# FIXTURE: the junit xml pytest writes for 3 passed, 1 failed, 1 skipped, 1 error
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest"
+ errors="1" failures="1" skipped="1" tests="6" time="0.1"></testsuite></testsuites>"""
+
+
+def test_parse_junit(tmp_path: Path) -> None:
+    (tmp_path / "j.xml").write_text(JUNIT)
+    c = verify.parse_junit(tmp_path / "j.xml")
+    assert (c.passed, c.failed, c.skipped, c.errors) == (3, 1, 1, 1)
+    (tmp_path / "bad.xml").write_text("<testsuites")
+    with pytest.raises(RunFileError, match=r"bad\.xml: junitxml"):
+        verify.parse_junit(tmp_path / "bad.xml")
+
+
+def _suite(tmp_path: Path, body: str) -> Path:
+    suite = tmp_path / "tiny_suite"
+    suite.mkdir()
+    (suite / "test_tiny.py").write_text(textwrap.dedent(body))
+    return suite
+
+
+@pytest.mark.parametrize(
+    ("body", "rc", "last", "status"),
+    [
+        pytest.param(
+            """
+            import pytest
+            def test_a(): pass
+            def test_b(): pass
+            @pytest.mark.skip(reason="fixture skip")
+            def test_c(): pass
+            """,
+            0,
+            "[verify-cpu] OK",
+            "ok",
+            id="passing",
+        ),
+        pytest.param(
+            "def test_a(): assert False\n", 1, "[verify-cpu] FAILED", "rejected", id="failing"
+        ),
+        pytest.param(
+            "import pytest\n@pytest.mark.skip(reason='fixture')\ndef test_a(): pass\n",
+            1,
+            "[verify-cpu] FAILED",
+            "rejected",
+            id="nothing-passed",
+        ),
+    ],
+)
+def test_verify_records_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, rc: int, last: str, status: str
+) -> None:
+    monkeypatch.setattr(verify, "detect_vendor", lambda: "cpu")
+    suite = _suite(tmp_path, body)
+    got, out, err = _cli("verify", "--suite", str(suite), "--", "-x", store=tmp_path / "s")
+    assert got == rc, out + err
+    assert out.strip().splitlines()[-1] == last
+    (run,) = load_store(tmp_path / "s")
+    assert (run.kind, run.name, run.status) == ("verify", "verify-cpu", status)
+    assert run.results["vendor"] == "cpu" and run.results["suite"] == str(suite)
+    assert run.guard["before"]["verdict"] == IDLE
+    if status == "ok":
+        assert (run.results["passed"], run.results["skipped"], run.results["failed"]) == (2, 1, 0)
