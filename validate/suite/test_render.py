@@ -120,7 +120,8 @@ def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
 def test_policy_regions_render_and_are_ruff_format_fixed_points(sweep_store: Path) -> None:
     out = render_all(ROOT, sweep_store)
     text = _text(out, Path("kernels/arch_caps.py"))
-    assert "# population single-prefill-gate" in text
+    assert "# sweep prefill-triton-vs-sdpa, population single-prefill-gate" in text
+    assert "outside their floor" in text
     assert "# geomean_win: holds" in text or "# geomean_win: does not hold" in text
     assert "# not measured: the store has no ok run of this sweep on gfx942." in text
     formatted = subprocess.run(
