@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import re
 import tokenize
 from collections.abc import Iterable, Iterator
@@ -55,6 +56,12 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bnothing\s+regresses\b", re.IGNORECASE), "claim word"),
     (re.compile(r"\bno\s+cell\s+regresses\b", re.IGNORECASE), "claim word"),
     (re.compile(r"\b(?:every|all)\s+cells?\b", re.IGNORECASE), "claim word"),
+)
+
+
+# All patterns in one pass, each keeping its own case rule through a scoped inline flag.
+_ANY = re.compile(
+    "|".join(f"(?{'i' if p.flags & re.IGNORECASE else '-i'}:{p.pattern})" for p, _ in _PATTERNS)
 )
 
 
@@ -165,11 +172,19 @@ def _prose_lines(text: str) -> Iterator[int]:
             yield from range(doc.lineno, (doc.end_lineno or doc.lineno) + 1)
 
 
+def _may_hold_findings(text: str) -> bool:
+    # Cheap whole-file test first: most files hold no figure-like text and no region marker,
+    # and tokenizing and parsing them is most of the scan's time.
+    return "GENERATED:" in text or _ANY.search(text) is not None
+
+
 def scan_python(text: str, path: str) -> list[Finding]:
     """Findings in a Python file's comments and docstrings outside generated regions.
 
     A file that does not parse is itself a finding: skipping it would let any figure in it pass.
     """
+    if not _may_hold_findings(text):
+        return []  # nothing to find; a syntax error here is ruff's to report
     lines = text.splitlines()
     skip, findings = generated_lines(lines, path)
     try:
@@ -185,14 +200,17 @@ def scan_python(text: str, path: str) -> list[Finding]:
 
 
 def _walk(root: Path, suffix: str, under: Path) -> Iterator[Path]:
+    """Files ending in ``suffix`` below ``under``, pruning skipped folders before descending.
+
+    Pruning matters: a .venv holds tens of thousands of files that rglob would visit.
+    """
     if not under.is_dir():
         return
-    for path in sorted(under.rglob(f"*{suffix}")):
-        rel = path.relative_to(root).parts
-        if any(part in _SKIP_DIRS or part.startswith(".") for part in rel[:-1]):
-            continue
-        if path.is_file():
-            yield path
+    found = []
+    for folder, dirs, files in os.walk(under):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".")]
+        found += [Path(folder, name) for name in files if name.endswith(suffix)]
+    yield from sorted(found)
 
 
 def hand_written_markdown(root: Path) -> list[Path]:
