@@ -197,8 +197,9 @@ def measured_tflops(run: Any, shape: Mapping[str, object]) -> float | None:
     value = _field(results, "measured_tflops")
     if isinstance(value, (int, float)):
         return float(value)
+    from statistics import median
+
     from tether.kernels.policy import shape_fields
-    from tether.stats import _median
 
     fixed = _field(_field(_field(run, "config", {}), "grid", {}), "fixed", {}) or {}
     for cell in _field(run, "cells", ()) or ():
@@ -206,7 +207,7 @@ def measured_tflops(run: Any, shape: Mapping[str, object]) -> float | None:
         if all(full.get(k) == v for k, v in shape.items()):
             samples = _field(_field(cell, "samples", {}), "B")
             if samples:
-                return float(_field(cell, "flops")) / _median(samples) / 1e12
+                return float(_field(cell, "flops")) / median(samples) / 1e12
     return None
 
 
