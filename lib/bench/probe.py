@@ -44,7 +44,7 @@ TINY_BOUND_N = 256
 def matmul_bound(
     n: int, dtype: str, device: str, policy: TimingPolicy
 ) -> tuple[float, dict[str, Any]]:
-    """TFLOP/s of an n x n x n matmul in ``dtype`` (2 n^3 FLOPs), timed by the engine."""
+    """Throughput (1e12 FLOPs per second) of an n x n x n matmul in ``dtype`` (2 n^3 FLOPs), timed by the engine."""
     import torch
     from tether.bench.sweep import _TORCH_DTYPES
 
@@ -82,7 +82,7 @@ def run_probe(
     for dtype in sweep.axes["dtype"]:
         bounds[dtype], info = matmul_bound(n, dtype, target.device, policy)
         described[dtype] = info["dtype"].replace("torch.", "")
-    # The run's single bound is the first dtype's; every cell also records its own dtype's.
+    # The run's single bound is the first dtype's; each cell also records its own dtype's.
     first = sweep.axes["dtype"][0]
     results = {
         "bound_tflops": bounds[first],

@@ -29,7 +29,9 @@ from tether.bench.progress import SweepProgress
 from tether.errors import ArmUnavailableError, TetherError, UsageError
 
 ROLES = ("A", "A2", "B")
-ArmChoice = str | tuple[str, ...]  # one arm, or candidates: the first serving every cell wins
+ArmChoice = (
+    str | tuple[str, ...]
+)  # one arm, or candidates: the first that serves the whole grid wins
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def _default_lookup() -> ArmLookup:
 def resolve_arms(
     sweep: SweepDef, shapes: list[Any], arch: str, get_arm: ArmLookup | None = None
 ) -> dict[str, str]:
-    """Role -> arm name; for candidates, the first arm that serves every cell on ``arch``."""
+    """Role -> arm name; for candidates, the first arm that serves all the cells on ``arch``."""
     get_arm = get_arm or _default_lookup()
     chosen: dict[str, str] = {}
     for role, choice in sweep.arms.items():
@@ -139,10 +141,11 @@ def make_inputs(shape: Any, device: str, seed: int) -> tuple[Any, Any, Any, Any]
     import torch
 
     dtype = getattr(torch, _TORCH_DTYPES[shape.dtype])
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    # Generated on the device: the largest cells hold about a GiB of inputs per role.
+    gen = torch.Generator(device=device).manual_seed(seed)
 
     def rand(*dims: int) -> Any:
-        return torch.randn(*dims, generator=gen, dtype=torch.float32).to(device, dtype)
+        return torch.randn(*dims, generator=gen, dtype=dtype, device=device)
 
     q = rand(shape.batch, shape.qo_len, shape.hq, shape.head_dim)
     k = rand(shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
@@ -275,7 +278,7 @@ def run_sweep(
     get_arm: ArmLookup | None = None,
     results: dict[str, Any] | Callable[[list[Any]], dict[str, Any]] | None = None,
 ) -> Any:
-    """Measure every cell of ``sweep`` and write one run; returns the ``tether.store`` Run.
+    """Measure the cells of ``sweep`` and write one run; returns the ``tether.store`` Run.
 
     ``kind`` and ``results`` let probes and gates reuse the same loop (see SCHEMA.md).
     """
