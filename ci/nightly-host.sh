@@ -32,8 +32,14 @@ step make setup
 if [ ! -x "$PY" ]; then note "setup did not produce $PY"; exit 1; fi
 TETHER="$PY -m tether --store $STORE"
 step make verify-held TETHER="$TETHER"
+# NIGHTLY_SHARDED=1 splits each sweep across the host's GPUs (ci/sharded_sweep.py); off until
+# a sharded and an unsharded run of the same cells have been compared on the host.
 for sweep in $SWEEPS; do
-  step $TETHER guard --hold -- $TETHER sweep "$sweep"
+  if [ "${NIGHTLY_SHARDED:-0}" = 1 ]; then
+    step $TETHER guard --hold -- "$PY" ci/sharded_sweep.py "$sweep" --store "$STORE" --shard-dir "$OUT/shards/$sweep"
+  else
+    step $TETHER guard --hold -- $TETHER sweep "$sweep"
+  fi
 done
 found=$(find "$STORE" -name '*.json' | wc -l)
 note "recorded $found run file(s) in $STORE"
