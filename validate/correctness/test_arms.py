@@ -1,0 +1,116 @@
+"""Every arm against the f32 reference wherever it serves the shape, and honest refusals."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from tether.errors import ArmUnavailableError
+from tether.kernels import Shape
+from tether.kernels.arms import ARMS, get_arm
+from tether.pytest_plugin import current_arch, has_gpu
+
+from validate.correctness._helpers import (
+    assert_within_baseline,
+    fresh_seed,
+    make_qkv,
+    run_arm,
+)
+
+# bf16 runs on the CPU for the SDPA arms; the Triton arms' own ``supports`` says why they skip.
+DTYPES = [pytest.param(d, id=d) for d in ("f16", "bf16", "f32")]
+
+ARM_NAMES = [pytest.param(name, id=name) for name in sorted(ARMS)]
+
+SHAPES = [
+    pytest.param(Shape(1, 32, 32, 4, 2, 64, "f16", True), id="sq32-gqa4/2"),
+    pytest.param(Shape(1, 17, 68, 4, 2, 64, "f16", True), id="q17-kv68-kv4x"),
+    pytest.param(Shape(1, 24, 40, 4, 4, 64, "f16", False), id="q24-kv40-full-mha"),
+    pytest.param(Shape(2, 16, 48, 2, 1, 64, "f16", True), id="b2-q16-kv48"),
+    pytest.param(
+        Shape(1, 2048, 16384, 32, 8, 128, "f16", True),
+        id="chunk-2k-16k-gqa32/8",
+        marks=pytest.mark.gpu(reason="full-size shape"),
+    ),
+    pytest.param(
+        Shape(4, 1024, 1024, 32, 32, 128, "f16", True),
+        id="b4-sq1024-mha",
+        marks=pytest.mark.gpu(reason="full-size shape"),
+    ),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("base", SHAPES)
+@pytest.mark.parametrize("arm", ARM_NAMES)
+def test_arm_matches_reference(arm: str, base: Shape, dtype: str) -> None:
+    shape = base.with_(dtype=dtype)
+    reason = get_arm(arm).supports(shape, current_arch())
+    if reason is not None:
+        pytest.skip(f"{arm} does not serve this shape on {current_arch()}: {reason}")
+    seed = fresh_seed()
+    q, k, v = make_qkv(shape, seed)
+    out = run_arm(arm, shape, q, k, v)
+    assert_within_baseline(arm, out, shape, q, k, v, seed)
+
+
+def test_unsupported_arm_raises_instead_of_falling_back() -> None:
+    shape = Shape(1, 16, 16, 2, 2, 64, "f16", True)
+    q, k, v = make_qkv(shape, fresh_seed())
+    with pytest.raises(ArmUnavailableError, match="sdpa_cudnn"):
+        get_arm("sdpa_cudnn").prepare(q, k, v, shape, arch="cpu")
+
+
+def test_prepare_checks_shapes_and_dtypes() -> None:
+    shape = Shape(1, 16, 16, 2, 2, 64, "f32", True)
+    q, k, v = make_qkv(shape, fresh_seed())
+    with pytest.raises(ArmUnavailableError, match="q has shape"):
+        get_arm("sdpa_math").prepare(q[:, :8], k, v, shape, arch=current_arch())
+    with pytest.raises(ArmUnavailableError, match=r"k is torch\.float16"):
+        get_arm("sdpa_math").prepare(q, k.half(), v, shape, arch=current_arch())
+
+
+def test_unknown_arm_names_the_known_ones() -> None:
+    with pytest.raises(ArmUnavailableError, match=r"unknown arm .flash3.*sdpa_flash"):
+        get_arm("flash3")
+
+
+def test_sdpa_cpu_arms_serve_cpu_demo_shapes() -> None:
+    # The CPU demo sweep times sdpa_math as A against sdpa_flash as B.
+    for name in ("sdpa_math", "sdpa_flash"):
+        assert get_arm(name).supports(Shape(1, 256, 256, 8, 2, 64, "f32", True), "cpu") is None
+
+
+def _ran_names(launch) -> list[str]:
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if has_gpu() else [])
+    with profile(activities=acts) as prof:
+        launch()
+        if has_gpu():
+            torch.cuda.synchronize()
+    return [e.name for e in prof.events()]
+
+
+@pytest.mark.parametrize("arm", [pytest.param(n, id=n) for n in ("sdpa_flash", "sdpa_math")])
+def test_expected_kernels_appear_in_profile(arm: str) -> None:
+    shape = Shape(1, 32, 64, 4, 2, 64, "f16", True)
+    reason = get_arm(arm).supports(shape, current_arch())
+    if reason is not None:
+        pytest.skip(f"{arm} does not serve this shape on {current_arch()}: {reason}")
+    q, k, v = make_qkv(shape, fresh_seed())
+    launch = get_arm(arm).prepare(q, k, v, shape, arch=current_arch())
+    names = _ran_names(launch)
+    patterns = get_arm(arm).expected_kernels_on(current_arch())
+    assert any(re.search(p, n) for p in patterns for n in names), (
+        patterns,
+        sorted(set(names))[:40],
+    )
+
+
+def test_expected_kernels_cover_every_arch() -> None:
+    for name, arm in ARMS.items():
+        for arch in arm.arches:
+            if arch != "cpu" or not name.startswith("triton"):
+                assert arm.expected_kernels_on(arch), f"{name} declares no kernels on {arch}"

@@ -1,0 +1,151 @@
+"""single_prefill and batch_prefill: results, input checks, and agreement with route()."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tether.errors import ArmUnavailableError, UnknownArchError, UsageError
+from tether.kernels import (
+    ARCHES,
+    ENTRY_POINTS,
+    Shape,
+    arch_caps,
+    batch_prefill,
+    prefill,
+    reachable_entry_points,
+    route,
+    single_prefill,
+)
+from tether.kernels.arms import attention_ref
+from tether.kernels.policy import Threshold
+from tether.pytest_plugin import current_arch, interpreter_on
+
+from validate.correctness._helpers import assert_within_baseline, fresh_seed, make_qkv
+
+CAUSAL = [pytest.param(True, id="causal"), pytest.param(False, id="full")]
+BATCH = [pytest.param(1, id="b1"), pytest.param(4, id="b4")]
+
+
+@pytest.mark.parametrize("causal", CAUSAL)
+def test_single_prefill_matches_reference(causal: bool) -> None:
+    shape = Shape(1, 24, 56, 4, 2, 64, "f32", causal)
+    seed = fresh_seed()
+    q, k, v = make_qkv(shape, seed)
+    out = single_prefill(q[0], k[0], v[0], causal=causal)
+    assert out.shape == q[0].shape
+    assert_within_baseline("single_prefill", out[None], shape, q, k, v, seed)
+
+
+@pytest.mark.parametrize("batch", BATCH)
+@pytest.mark.parametrize("causal", CAUSAL)
+def test_batch_prefill_matches_reference(batch: int, causal: bool) -> None:
+    shape = Shape(batch, 20, 44, 4, 2, 64, "f32", causal)
+    seed = fresh_seed()
+    q, k, v = make_qkv(shape, seed)
+    out = batch_prefill(q, k, v, causal=causal)
+    assert_within_baseline("batch_prefill", out, shape, q, k, v, seed)
+
+
+def test_custom_scale_reaches_the_arm() -> None:
+    shape = Shape(1, 16, 32, 2, 2, 64, "f32", True)
+    q, k, v = make_qkv(shape, fresh_seed())
+    out = single_prefill(q[0], k[0], v[0], sm_scale=0.05)
+    ref = attention_ref(q, k, v, True, sm_scale=0.05)[0]
+    assert (out - ref).abs().max().item() <= 1e-5
+
+
+@pytest.mark.triton
+def test_single_prefill_returns_lse() -> None:
+    shape = Shape(1, 16, 48, 4, 2, 64, "f32", True)
+    q, k, v = make_qkv(shape, fresh_seed())
+    out, lse = single_prefill(q[0], k[0], v[0], return_lse=True)
+    ref, ref_lse = attention_ref(q, k, v, True, return_lse=True)
+    assert lse.shape == (4, 16)
+    assert (lse - ref_lse[0]).abs().max().item() <= 1e-5
+    assert (out - ref[0]).abs().max().item() <= 1e-5
+
+
+def test_single_prefill_rejects_batched_input() -> None:
+    q = torch.randn(2, 8, 2, 64)
+    with pytest.raises(UsageError, match="batch is 1"):
+        single_prefill(q, q, q)
+
+
+def test_mismatched_dtypes_are_a_usage_error() -> None:
+    q = torch.randn(8, 2, 64)
+    with pytest.raises(UsageError, match="dtypes differ"):
+        single_prefill(q, q.half(), q.half())
+
+
+def test_route_rejects_unknown_arch_and_batched_single_prefill() -> None:
+    with pytest.raises(UnknownArchError, match="sm80"):
+        route("single_prefill", Shape(1, 8, 8, 2, 2, 64), "sm80")
+    with pytest.raises(UsageError, match="batch 1 only"):
+        route("single_prefill", Shape(4, 8, 8, 2, 2, 64), "sm90")
+    with pytest.raises(UsageError, match="unknown entry point"):
+        route("decode", Shape(1, 8, 8, 2, 2, 64), "sm90")
+
+
+def test_reachable_entry_points() -> None:
+    assert reachable_entry_points(Shape(1, 8, 8, 2, 2, 64)) == ENTRY_POINTS
+    assert reachable_entry_points(Shape(4, 8, 8, 2, 2, 64)) == ("batch_prefill",)
+
+
+ROUTE_SHAPES = [
+    pytest.param(Shape(1, 2048, 16384, 32, 8, 128, "f16", True), id="chunk-2k-16k-f16"),
+    pytest.param(Shape(1, 256, 256, 32, 32, 64, "bf16", True), id="sq256-mha-bf16"),
+    pytest.param(Shape(1, 64, 64, 8, 2, 64, "f32", False), id="sq64-gqa-f32"),
+]
+
+
+@pytest.mark.parametrize("shape", ROUTE_SHAPES)
+@pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in ARCHES])
+def test_single_prefill_calls_the_routed_arm(arch: str, shape: Shape, monkeypatch) -> None:
+    called: list[str] = []
+
+    def record(arm_name, q, k, v, shape_, arch_, return_lse, sm_scale):
+        called.append(arm_name)
+        return q
+
+    monkeypatch.setattr(prefill, "_run_arm", record)
+    # Meta tensors: the shapes are full size, but nothing is allocated or computed.
+    dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[shape.dtype]
+    q = torch.empty(shape.qo_len, shape.hq, shape.head_dim, dtype=dtype, device="meta")
+    kv = torch.empty(shape.kv_len, shape.hkv, shape.head_dim, dtype=dtype, device="meta")
+    single_prefill(q, kv, kv, causal=shape.causal, arch=arch)
+    assert called == [route("single_prefill", shape, arch)]
+    batch_prefill(q[None], kv[None], kv[None], causal=shape.causal, arch=arch)
+    assert called[1] == route("batch_prefill", shape, arch)
+
+
+def test_conservative_policy_routes_to_the_sdpa_arm() -> None:
+    shape = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
+    assert route("single_prefill", shape, "sm90") == "sdpa_cudnn"
+    for arch in arch_caps.AMD_ARCHES:
+        assert route("single_prefill", shape, arch) == "sdpa_flash"
+    assert route("single_prefill", shape.with_(dtype="f32"), "cpu") == "sdpa_flash"
+
+
+def test_threshold_switches_at_min_qo_len(monkeypatch) -> None:
+    base = arch_caps.threshold_for("sm90")
+    assert base is not None
+    held = Threshold(**{**base.__dict__, "min_qo_len": 2048})
+    monkeypatch.setattr(arch_caps, "POLICY", (held,))
+    shape = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
+    assert route("single_prefill", shape, "sm90") == "triton"
+    assert route("single_prefill", shape.with_(qo_len=1024), "sm90") == "sdpa_cudnn"
+    # batch_prefill is its own path: the threshold is for single_prefill only.
+    assert route("batch_prefill", shape, "sm90") == "sdpa_cudnn"
+
+
+def test_lse_routes_to_triton_or_refuses(monkeypatch) -> None:
+    shape = Shape(1, 64, 64, 4, 2, 64, "f32", True)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ArmUnavailableError, match="TRITON_INTERPRET"):
+        route("single_prefill", shape, "cpu", return_lse=True)
+    assert route("single_prefill", shape, "sm90", return_lse=True) == "triton"
+
+
+def test_current_arch_is_known() -> None:
+    assert current_arch() in ARCHES
+    assert isinstance(interpreter_on(), bool)
