@@ -137,15 +137,31 @@ def _threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
 
 # Conservative: no threshold holds until a sweep in the store shows its evidence predicates.
 # BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
+# Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
+# sweep prefill-triton-vs-sdpa, population single-prefill-gate
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no ok run of this sweep on sm90.
 # END GENERATED: policy-single-prefill-sm90
 _SM90 = _threshold("sm90", "sdpa_cudnn", None)
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
+# Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
+# sweep prefill-triton-vs-sdpa, population single-prefill-gate
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no ok run of this sweep on gfx942.
 # END GENERATED: policy-single-prefill-gfx942
 _GFX942 = _threshold("gfx942", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx950 (tether render)
+# Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
+# sweep prefill-triton-vs-sdpa, population single-prefill-gate
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no ok run of this sweep on gfx950.
 # END GENERATED: policy-single-prefill-gfx950
 _GFX950 = _threshold("gfx950", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx1151 (tether render)
+# Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
+# sweep prefill-triton-vs-sdpa, population single-prefill-gate
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no ok run of this sweep on gfx1151.
 # END GENERATED: policy-single-prefill-gfx1151
 _GFX1151 = _threshold("gfx1151", "sdpa_flash", None)
 
@@ -164,6 +180,9 @@ CHUNKED_PREFILL_16K: dict[str, object] = {
 }
 
 # BEGIN GENERATED: gate-sm90-chunked-prefill-16k (tether render)
+# Gate sm90-chunked-prefill-16k-f16 on sm90: triton, threshold not set.
+# before: not measured
+# after: not measured
 # END GENERATED: gate-sm90-chunked-prefill-16k
 _GATE_SM90 = Gate(
     id="sm90-chunked-prefill-16k-f16",
