@@ -117,3 +117,16 @@ def test_gpu_lock_refuses_symlink(tmp_path: Path) -> None:
     os.symlink(target, tmp_path / "tether.lock.gpu0")
     with pytest.raises(GuardError, match="symlink"), hold_gpu_lock(tmp_path / "tether.lock", 0):
         pass
+
+
+@pytest.mark.gpu(reason="checks the xdist worker's pinning on real GPUs")
+def test_worker_sees_only_its_gpu(record_property: pytest.RecordProperty) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        pytest.skip("not under xdist (one GPU or -n 0): no worker is pinned")
+    import torch
+
+    index = os.environ["TETHER_GPU_INDEX"]
+    record_property("gpu", f"{worker} -> gpu {index}: {torch.cuda.get_device_name(0)}")
+    assert len(os.environ["CUDA_VISIBLE_DEVICES"].split(",")) == 1
+    assert torch.cuda.device_count() == 1
