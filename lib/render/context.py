@@ -101,7 +101,11 @@ class RunRef:
 
 
 def _holder(run: Any) -> str | None:
-    holder = field_of(field_of(run, "guard", {}) or {}, "holder")
+    """Who held the host: the guard's own record, or the lock record of a refused attempt."""
+    guard = field_of(run, "guard", {}) or {}
+    holder = field_of(guard, "holder")
+    if holder is None:
+        holder = field_of(field_of(guard, "lock", {}) or {}, "record")
     if holder is None:
         return None
     if isinstance(holder, Mapping):

@@ -111,10 +111,12 @@ def test_superseded_run_is_marked(tmp_path: Path) -> None:
 
 def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
     store = tmp_path / "results"
-    make_not_measured_run(arch="gfx942", reason="host busy: lock held", store=store)
+    run = make_not_measured_run(arch="gfx942", reason="host busy: lock held")
+    guard = {"lock": {"state": "held", "record": {"pid": 4242, "user": "ci", "host": "gpu-1"}}}
+    write_run(dataclasses.replace(run, guard=guard), store)
     readme = _text(render_all(ROOT, store), README)
     assert "**gfx942**: not measured (newest attempt" in readme
-    assert "host busy: lock held" in readme
+    assert "host busy: lock held; host held by user ci, host gpu-1, pid 4242" in readme
 
 
 def test_policy_regions_render_and_are_ruff_format_fixed_points(sweep_store: Path) -> None:
