@@ -92,6 +92,11 @@ def _judge(
         ev["note"] = note
         return ProbeResult(name, UNKNOWN, ev)
     foreign = [p for p in pids if not _proc.is_ours(int(p["pid"]))]
+    hidden = [p["pid"] for p in foreign if not (_proc.PROC / str(p["pid"])).exists()]
+    if hidden:
+        # in a container without the host pid namespace the tool reports host pids; we cannot
+        # prove such a process is ours, so it stays foreign, and the evidence says why
+        note += f"; pid(s) {hidden} not visible here (other pid namespace?), counted as foreign"
     ev["processes"] = pids
     ev["foreign"] = foreign
     ev["note"] = note
