@@ -51,7 +51,7 @@ def render_figures(context: dict[str, Any]) -> dict[Path, bytes]:
             if sweep.figure is None or sweep.run is None:
                 continue
             arms = (sweep.arms.get("A", "A"), sweep.arms.get("B", "B"))
-            title = f"{arch_doc.arch} {sweep.name} ({sweep.run.id})"
+            title = f"{arch_doc.arch} {sweep.name}\nrun {sweep.run.id}"
             out[Path(sweep.figure)] = curve_svg(sweep.curve, title, arms, sweep.run.superseded)
     return out
 
