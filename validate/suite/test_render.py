@@ -180,3 +180,12 @@ def test_cli_render_out(sweep_store: Path, tmp_path: Path) -> None:
     out = io.StringIO()
     assert main(argv, out=out, err=err) == 0
     assert "up to date" in out.getvalue()
+
+
+def test_render_imports_no_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path; from tether.render import render_all; "
+        f"render_all(Path({str(ROOT)!r}), Path({str(tmp_path / 'results')!r})); "
+        "sys.exit('torch' in sys.modules or 'triton' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=False).returncode == 0
