@@ -1,0 +1,110 @@
+"""Arch detection, launch configs and the policy table: pure data, no torch on import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from tether.errors import UnknownArchError
+from tether.kernels import ARCHES, Shape, arch_caps
+from tether.kernels.arch_caps import GATES, POLICY, detect_arch, launch_config, parse_gcn_arch
+from tether.kernels.arms import get_arm
+
+
+@pytest.mark.parametrize(
+    ("name", "arch"),
+    [
+        pytest.param("gfx942:sramecc+:xnack-", "gfx942", id="mi300x"),
+        pytest.param("gfx950", "gfx950", id="mi350x"),
+        pytest.param("gfx1151", "gfx1151", id="radeon-8060s"),
+    ],
+)
+def test_parse_gcn_arch_strips_features(name: str, arch: str) -> None:
+    assert parse_gcn_arch(name) == arch
+
+
+def test_parse_gcn_arch_rejects_non_gcn() -> None:
+    with pytest.raises(UnknownArchError, match="sm_90"):
+        parse_gcn_arch("sm_90")
+
+
+def _fake_torch(
+    monkeypatch, *, available: bool, hip: str | None, cap=(9, 0), gcn: str = ""
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: cap)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda *a: SimpleNamespace(gcnArchName=gcn)
+    )
+
+
+def test_detect_arch(monkeypatch) -> None:
+    _fake_torch(monkeypatch, available=False, hip=None)
+    assert detect_arch() == "cpu"
+    _fake_torch(monkeypatch, available=True, hip=None, cap=(9, 0))
+    assert detect_arch() == "sm90"
+    _fake_torch(monkeypatch, available=True, hip="6.4", gcn="gfx942:sramecc+:xnack-")
+    assert detect_arch() == "gfx942"
+
+
+def test_detect_arch_names_an_unknown_gpu(monkeypatch) -> None:
+    _fake_torch(monkeypatch, available=True, hip=None, cap=(8, 0))
+    with pytest.raises(UnknownArchError, match="sm80"):
+        detect_arch()
+    _fake_torch(monkeypatch, available=True, hip="6.4", gcn="gfx90a:sramecc+:xnack-")
+    with pytest.raises(UnknownArchError, match="gfx90a"):
+        detect_arch()
+
+
+def test_importing_the_policy_does_not_import_torch() -> None:
+    code = "import sys, tether.kernels, tether.kernels.arch_caps, tether.kernels.arms; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in ARCHES])
+def test_launch_configs_are_sane(arch: str) -> None:
+    for d in (64, 128):
+        cfg = launch_config(arch, d)
+        assert cfg.block_m >= 16 and cfg.block_n >= 16
+        assert (cfg.waves_per_eu is not None) == (arch in arch_caps.AMD_ARCHES)
+        if arch in arch_caps.AMD_ARCHES:
+            assert cfg.num_stages in (1, 2)
+
+
+def test_policy_is_conservative_and_complete() -> None:
+    assert {th.arch for th in POLICY} == {"sm90", "gfx942", "gfx950", "gfx1151"}
+    for th in POLICY:
+        assert th.arm == "triton" and th.entry == "single_prefill"
+        assert th.min_qo_len is None, "a threshold needs evidence from the store first"
+        assert th.otherwise in arch_caps.ARCH_ARMS[th.arch]
+        assert th.evidence.predicates == ("geomean_win", "no_loss_outside_floor")
+
+
+def test_gate_shape_is_the_chunked_prefill_call() -> None:
+    (gate,) = GATES
+    shape = Shape(**gate.shape)  # type: ignore[arg-type]
+    assert (shape.qo_len, shape.kv_len, shape.hq, shape.hkv, shape.head_dim) == (
+        2048,
+        16384,
+        32,
+        8,
+        128,
+    )
+    assert get_arm(gate.arm).supports(shape, gate.arch) is None
+    assert gate.threshold_tflops is None
+
+
+def test_every_region_has_its_markers() -> None:
+    text = Path(arch_caps.__file__).read_text(encoding="utf-8")
+    for region in [th.region for th in POLICY] + [g.region for g in GATES]:
+        begin = f"# BEGIN GENERATED: {region} (tether render)"
+        end = f"# END GENERATED: {region}"
+        assert text.count(begin) == 1 and text.count(end) == 1, region
+        assert text.index(begin) < text.index(end)
