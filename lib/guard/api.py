@@ -116,7 +116,10 @@ class Holding:
             seen = _foreign_pids(first) | _foreign_pids(last)
             check.after = {"verdict": last.verdict, "foreign": sorted(_foreign_pids(last))}
             check.new_pids = sorted(seen)
-            check.contaminated = first.verdict == BUSY or last.verdict == BUSY or bool(seen)
+            # on a cpu target the load average rises with our own arm, so only a foreign
+            # process (never the load) can contaminate an arm
+            busy = self.target != "cpu" and BUSY in (first.verdict, last.verdict)
+            check.contaminated = busy or bool(seen)
             self.arms.append(check)
 
 

@@ -186,3 +186,11 @@ def test_verify_records_the_suite(
     assert run.guard["before"]["verdict"] == IDLE
     if status == "ok":
         assert (run.results["passed"], run.results["skipped"], run.results["failed"]) == (2, 1, 0)
+
+
+def test_own_load_does_not_contaminate_a_cpu_arm(monkeypatch: pytest.MonkeyPatch) -> None:
+    with api.acquire(target="cpu") as held:
+        monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "-1")  # the arm's own work raised the load
+        with held.arm("A") as a:
+            pass
+    assert not a.contaminated and a.after["verdict"] == BUSY
