@@ -4,8 +4,8 @@ Run on the H200 (tether installed with ``pip install --no-deps --no-build-isolat
 
     python3 validate/gpu_session.py --store /path/to/store --budget-s 540
 
-Order: probe, prefill-triton-vs-sdpa, chunked-prefill, deferred-rescale-square,
-deferred-rescale-chunked, aa-release-demo. Each step gets a share of the budget and its
+Order: probe, prefill-triton-vs-sdpa, chunked-prefill, deferred-rescale (chunked grid),
+aa-release-demo, deferred-rescale-square. Each step gets a share of the budget and its
 per-cell time cap is scaled to fit; a step that no longer fits is reported as not run
 (nothing is written for it). A short table of what was written is printed last.
 
@@ -38,9 +38,9 @@ PROBE_SHARE = 0.08
 STEPS: tuple[tuple[str, float], ...] = (
     ("prefill-triton-vs-sdpa", 0.50),
     ("chunked-prefill", 0.12),
-    ("deferred-rescale-square", 0.16),
-    ("deferred-rescale-chunked", 0.08),
+    ("deferred-rescale", 0.08),
     ("aa-release-demo", 0.04),
+    ("deferred-rescale-square", 0.16),
 )
 # Of a cell's share of wall time, the part the engine may spend sampling; the rest is
 # warm-up, graph capture, the profiler pass and input allocation.

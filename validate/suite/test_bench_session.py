@@ -16,7 +16,7 @@ STEPS = {
     "prefill-triton-vs-sdpa",
     "chunked-prefill",
     "deferred-rescale-square",
-    "deferred-rescale-chunked",
+    "deferred-rescale",
     "aa-release-demo",
 }
 
@@ -45,4 +45,6 @@ def test_gpu_session_tiny_runs_every_step_into_one_store(tmp_path: Path) -> None
     assert demo.config["timing"]["release_between_arms"] is True
     probe = next(r for r in runs if r.kind == "probe")
     assert probe.results["bound_tflops"] > 0
-    assert "aa-release-demo" in proc.stdout.splitlines()[-2]
+    table = proc.stdout.splitlines()
+    assert table[0].split()[:3] == ["kind", "name", "status"]
+    assert len(table) == 1 + len(STEPS) + 1  # header, one row per step, the closing line

@@ -1,10 +1,13 @@
-"""Deferred rescale on the chunked-prefill grid: triton_eager (A) against triton (B)."""
+"""Deferred rescale on the chunked-prefill grid (where the seeds measured it): A eager, B triton.
+
+The renderer cites this one as `deferred-rescale`; `deferred-rescale-square` adds square shapes.
+"""
 
 from tether.bench.engine import TimingPolicy
 from tether.bench.sweep import SweepDef
 
 SWEEP = SweepDef(
-    name="deferred-rescale-chunked",
+    name="deferred-rescale",
     axes={"kv_len": (2048, 4096, 8192, 16384), "dtype": ("f16", "bf16")},
     fixed={"batch": 1, "qo_len": 2048, "hq": 32, "hkv": 8, "head_dim": 128, "causal": True},
     arms={"A": "triton_eager", "B": "triton"},
