@@ -42,6 +42,8 @@ def profile_kernels(fn: Callable[[], object], device: str) -> list[str]:
     events = list(prof.events())
     if device == "cuda":
         picked = [e.name for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        if not picked:  # some builds attach device work to the launching op only
+            picked = [k.name for e in events for k in getattr(e, "kernels", ())]
     else:
         tops = [e for e in events if e.cpu_parent is None]
         picked = []

@@ -1,0 +1,53 @@
+"""The engine's device paths (graph replay, events, allocator counters, profiler) on a GPU.
+
+These run only where CUDA (or ROCm through torch.cuda) is present; the CPU paths are covered
+by test_bench_engine.py and test_bench_sweep.py.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device"),
+]
+
+
+def matmul_call(n: int = 2048):
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    c = torch.empty_like(a)
+    return lambda: torch.matmul(a, a, out=c)
+
+
+def test_graph_replay_aa_is_level() -> None:
+    from tether.bench.engine import TimingPolicy, measure
+
+    got = measure({"A": matmul_call(), "A2": matmul_call()}, TimingPolicy(), device="cuda")
+    assert got.extra["sampler"] == "graph"
+    ratio = statistics.median(got.samples["A2"]) / statistics.median(got.samples["A"])
+    assert 0.9 < ratio < 1.1, ratio
+    assert "alloc_in_timed_region" not in got.flags
+
+
+def test_release_between_arms_flags_the_allocation() -> None:
+    from tether.bench.engine import TimingPolicy, measure
+
+    x = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+
+    def allocating() -> object:
+        return x @ x  # a fresh output every call: served from the cache unless released
+
+    policy = TimingPolicy(sampler="events", calls_per_sample=3, release_between_arms=True)
+    got = measure({"A": allocating, "A2": allocating}, policy, device="cuda")
+    assert "alloc_in_timed_region" in got.flags
+
+
+def test_profiler_sees_device_kernels() -> None:
+    from tether.bench.fidelity import profile_kernels
+
+    names = profile_kernels(matmul_call(), "cuda")
+    assert names, "no device activity recorded for a matmul"
