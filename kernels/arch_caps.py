@@ -89,9 +89,18 @@ class LaunchConfig:
     waves_per_eu: int | None = None  # AMD only: occupancy hint for the compiler
 
 
-def launch_config(arch: str, head_dim: int) -> LaunchConfig:
-    """The kernel's launch config on ``arch`` for ``head_dim``."""
+def launch_config(arch: str, head_dim: int, dtype: str = "f16") -> LaunchConfig:
+    """The kernel's launch config on ``arch`` for ``head_dim`` and the input ``dtype``."""
     check_arch(arch)
+    if dtype == "f32" and arch != "cpu":
+        # f32 tiles take twice the shared memory (LDS) of f16 ones; halve both tile sides.
+        return LaunchConfig(
+            block_m=64,
+            block_n=32,
+            num_warps=4,
+            num_stages=1 if arch in AMD_ARCHES else 2,
+            waves_per_eu=2 if arch in AMD_ARCHES else None,
+        )
     if arch == "cpu":
         # The interpreter runs each program in numpy: small blocks keep tests quick and
         # still give several blocks per row, so the two-stage loop and tails are exercised.

@@ -180,7 +180,7 @@ def _triton_prepare(margin: int) -> Callable[..., Launch]:
             k,
             v,
             out,
-            launch_config(arch, shape.head_dim),
+            launch_config(arch, shape.head_dim, shape.dtype),
             causal=shape.causal,
             sm_scale=sm_scale,
             margin=margin,

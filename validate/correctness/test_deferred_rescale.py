@@ -43,6 +43,12 @@ def ramp_inputs(shape: Shape, step_log2: float, block_n: int, seed: int):
     return (t.to(device=device(), dtype=dtype).contiguous() for t in (q, k, v))
 
 
+def ramp_shape(dtype: str, causal: bool, hkv: int = 1) -> tuple[Shape, int]:
+    """Four key blocks of this arch's launch config, and the block width."""
+    block_n = launch_config(current_arch(), 64, dtype).block_n
+    return Shape(1, 16, 4 * block_n, 2, hkv, 64, dtype, causal=causal), block_n
+
+
 def run_counted(shape: Shape, q, k, v, margin: int):
     out = poisoned_like(q)
     counter = torch.full(
@@ -57,8 +63,7 @@ DTYPES = [pytest.param("f16", id="f16"), pytest.param("f32", id="f32")]
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_ramp_past_margin_runs_deferred_branch(dtype: str) -> None:
-    shape = Shape(1, 16, 64, 2, 1, 64, dtype, causal=False)
-    block_n = launch_config(current_arch(), shape.head_dim).block_n
+    shape, block_n = ramp_shape(dtype, causal=False)
     blocks = math.ceil(shape.kv_len / block_n)
     seed = fresh_seed()
     q, k, v = ramp_inputs(shape, step_log2=MARGIN + 4, block_n=block_n, seed=seed)
@@ -70,8 +75,7 @@ def test_ramp_past_margin_runs_deferred_branch(dtype: str) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_ramp_inside_margin_keeps_first_frame(dtype: str) -> None:
-    shape = Shape(1, 16, 64, 2, 1, 64, dtype, causal=False)
-    block_n = launch_config(current_arch(), shape.head_dim).block_n
+    shape, block_n = ramp_shape(dtype, causal=False)
     blocks = math.ceil(shape.kv_len / block_n)
     assert blocks >= 3, "the case needs several key blocks to mean anything"
     seed = fresh_seed()
@@ -90,8 +94,7 @@ def test_ramp_inside_margin_keeps_first_frame(dtype: str) -> None:
 
 def test_causal_ramp_counts_only_visited_blocks() -> None:
     # Bottom-right causal: blocks past a row's diagonal are skipped, so they cannot count.
-    shape = Shape(1, 16, 64, 2, 2, 64, "f32", causal=True)
-    block_n = launch_config(current_arch(), shape.head_dim).block_n
+    shape, block_n = ramp_shape("f32", causal=True, hkv=2)
     seed = fresh_seed()
     q, k, v = ramp_inputs(shape, step_log2=MARGIN + 4, block_n=block_n, seed=seed)
     out, counter = run_counted(shape, q, k, v, margin=MARGIN)
