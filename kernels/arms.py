@@ -10,6 +10,7 @@ Torch and triton are imported inside functions: importing this module stays ligh
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -224,14 +225,23 @@ def _sdpa_prepare(backend_name: str, bias_mode: str) -> Callable[..., Launch]:
             kwargs["attn_mask"] = j <= i + (shape.kv_len - shape.qo_len)
         out_t = out.transpose(1, 2)
 
-        def launch() -> torch.Tensor:
+        # One probe call here, outside any timed region, so a refusal surfaces from prepare
+        # with PyTorch's reasons (it states them as warnings, which pytest would turn into
+        # errors of their own). Its result is discarded: ``out`` is written only by launch.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             try:
                 with sdpa_kernel([backend]):
-                    res = F.scaled_dot_product_attention(qt, kt, vt, **kwargs)
+                    F.scaled_dot_product_attention(qt, kt, vt, **kwargs)
             except RuntimeError as exc:
+                why = "; ".join(str(w.message) for w in caught)
                 raise ArmUnavailableError(
-                    f"sdpa backend {backend_name} refused the call: {exc}"
+                    f"sdpa backend {backend_name} refused {shape.key()}: {exc} {why}".strip()
                 ) from exc
+
+        def launch() -> torch.Tensor:
+            with sdpa_kernel([backend]):
+                res = F.scaled_dot_product_attention(qt, kt, vt, **kwargs)
             out_t.copy_(res)
             return out
 

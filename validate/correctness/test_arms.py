@@ -114,3 +114,17 @@ def test_expected_kernels_cover_every_arch() -> None:
         for arch in arm.arches:
             if arch != "cpu" or not name.startswith("triton"):
                 assert arm.expected_kernels_on(arch), f"{name} declares no kernels on {arch}"
+
+
+def test_backend_refusal_surfaces_from_prepare() -> None:
+    # Forcing a backend that cannot run here must raise with the shape, never fall back.
+    from tether.kernels.arms import _sdpa_prepare
+
+    if has_gpu():
+        pytest.skip("the efficient backend runs on GPUs; this refusal is the CPU's")
+    shape = Shape(1, 16, 16, 2, 2, 64, "f16", True)
+    q, k, v = make_qkv(shape, fresh_seed())
+    with pytest.raises(ArmUnavailableError, match="EFFICIENT_ATTENTION refused"):
+        _sdpa_prepare("EFFICIENT_ATTENTION", "mask")(
+            q, k, v, shape, torch.empty_like(q), None, "cpu"
+        )
