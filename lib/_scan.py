@@ -22,7 +22,7 @@ ALLOW_MARKER = "tether: allow-figure"
 
 # Folders never scanned: environments, the store, rendered output, VCS and tool caches.
 _SKIP_DIRS = frozenset(
-    {".venv", "venv", "results", ".git", "node_modules", "__pycache__", "build", "dist"}
+    {".venv", "venv", "results", "scratch", ".git", "node_modules", "__pycache__", "build", "dist"}
 )
 
 # Region markers, Python (# ...) and Markdown (<!-- ... -->) alike.
