@@ -142,10 +142,25 @@ def git_state(root: Path | None = None) -> tuple[str, bool | None]:
         # Untracked files (results/, scratch) do not change what was measured.
         dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
     except (OSError, subprocess.SubprocessError):
-        return UNKNOWN, None
+        return stamped_git_state()
     if len(sha) != 40:
-        return UNKNOWN, None
+        return stamped_git_state()
     return sha, dirty
+
+
+def stamped_git_state(environ: Mapping[str, str] | None = None) -> tuple[str, bool | None]:
+    """(sha, dirty) stamped by whoever copied the tree to a host without its git history.
+
+    A lent GPU host or a CI artifact builder may get the working tree without ``.git``; the
+    sender then sets TETHER_GIT_SHA (40 hex) and TETHER_GIT_DIRTY (0 or 1). Anything else is
+    "unknown": a malformed stamp is never guessed into a sha.
+    """
+    env = os.environ if environ is None else environ
+    sha = env.get("TETHER_GIT_SHA", "").strip().lower()
+    dirty = env.get("TETHER_GIT_DIRTY", "").strip()
+    if len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha) or dirty not in ("0", "1"):
+        return UNKNOWN, None
+    return sha, dirty == "1"
 
 
 def runtime_versions(extra: Mapping[str, str | None] | None = None) -> dict[str, str | None]:

@@ -66,8 +66,26 @@ def test_kernel_fingerprint_and_missing_files(tmp_path: Path) -> None:
     assert kernels_fingerprint(root) != base
 
 
-def test_git_state_outside_a_checkout(tmp_path: Path) -> None:
+def test_git_state_outside_a_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TETHER_GIT_SHA", raising=False)
+    monkeypatch.delenv("TETHER_GIT_DIRTY", raising=False)
     assert git_state(tmp_path) == ("unknown", None)
+
+
+def test_git_state_stamped_for_a_tree_without_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.setenv("TETHER_GIT_SHA", sha)
+    monkeypatch.setenv("TETHER_GIT_DIRTY", "0")
+    assert git_state(tmp_path) == (sha, False)
+    monkeypatch.setenv("TETHER_GIT_DIRTY", "1")
+    assert git_state(tmp_path) == (sha, True)
+    # A malformed stamp is never guessed into a sha.
+    for bad_sha, bad_dirty in ((sha[:-1], "0"), ("z" * 40, "0"), (sha, "yes")):
+        monkeypatch.setenv("TETHER_GIT_SHA", bad_sha)
+        monkeypatch.setenv("TETHER_GIT_DIRTY", bad_dirty)
+        assert git_state(tmp_path) == ("unknown", None)
 
 
 def test_git_state_in_a_checkout(tmp_path: Path) -> None:
