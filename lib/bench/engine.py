@@ -2,10 +2,34 @@
 
 Every arm of a cell is prepared (inputs and outputs allocated) by its caller; the engine warms
 all of them before timing any, then takes samples in a seeded shuffled or ABBA order per
-repetition so that drift hits every arm alike, and stops on a noise target or a time cap.
+repetition so that drift hits every arm alike, and stops on a noise target (never before
+``min_reps``) or a time cap.
 On CUDA a sample is one replay of a captured graph of ``calls`` calls (or ``calls`` eager calls
 between two events); on the CPU it is ``calls`` calls under ``time.perf_counter``. The same code
 path runs in both places so the whole pipeline is exercised without a GPU.
+
+Why two instances of the same call can differ steadily, and what the engine does about it.
+The A/A control times one arm twice, each with its own inputs and its own graph. At small
+sizes a call lasts a few microseconds, and two such instances can keep a small, stable offset
+that no number of repetitions removes: their buffers sit at different addresses (different
+DRAM channel and L2 slice mapping, different TLB reach, a tensor that shares an allocator
+segment with another one), and each captured graph is its own instantiation. Such an offset
+is not noise, so more samples only make it look more certain. Three measures keep it out:
+
+- Inputs are allocated the same way for every role (the sweep places each role's tensors in
+  one slab at the same aligned offsets), so no role is systematically luckier in placement.
+- A role may bring several prepared instances (``buffer_sets``: the same call on distinct
+  input sets, each with its own graph); the engine rotates through them by repetition pair,
+  so every role averages over several placements and captures, and each half of the samples
+  (even and odd repetitions, which the A/A floor compares) sees every instance equally.
+  The engine stops only at the end of a rotation cycle, for the same reason.
+- A and A2 never share instances: the floor must still cover the placement effects that B,
+  with its own buffers, is exposed to. Re-capturing a graph every repetition would also
+  spread placements, at a capture cost per sample; rotating pre-captured graphs does it
+  without capture inside the sampling loop.
+
+Samples are long enough (``min_sample_s``, by replaying many calls in one graph) that timer
+resolution and launch jitter are small next to the work, which is what tightens the floor.
 """
 
 from __future__ import annotations
@@ -15,7 +39,7 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,14 +58,15 @@ class TimingPolicy:
     """How a cell is timed; serialised verbatim into a run's ``config.timing``."""
 
     sampler: str = "auto"  # auto: graph replay on CUDA, wall clock on the CPU
-    min_sample_s: float = 1e-3  # calls per sample chosen so one sample lasts at least this
+    min_sample_s: float = 2.5e-3  # calls per sample chosen so one sample lasts at least this
     calls_per_sample: int | None = None  # None: calibrated per cell from min_sample_s
-    max_calls_per_sample: int = 1000
+    max_calls_per_sample: int = 2000
     warmup_calls: int = 3
-    min_reps: int = 5
-    max_reps: int = 40
-    noise_target: float = 0.02  # stop once IQR/median of every arm is under this
-    cell_cap_s: float = 3.0  # ... or once a cell has been sampled this long
+    min_reps: int = 10
+    max_reps: int = 60
+    noise_target: float = 0.01  # after min_reps, stop once IQR/median of every arm is under this
+    cell_cap_s: float = 3.5  # ... or once a cell has been sampled this long
+    buffer_sets: int = 2  # prepared instances per role, rotated (see the module docstring)
     order: str = "shuffle"
     seed: int = 0
     flush_l2: bool = False  # cold: overwrite a buffer larger than L2 before every sample
@@ -60,6 +85,8 @@ class TimingPolicy:
             raise UsageError("timing policy: release_between_arms needs sampler events or wall")
         if self.min_reps < 1 or self.max_reps < self.min_reps:
             raise UsageError("timing policy: need 1 <= min_reps <= max_reps")
+        if self.buffer_sets < 1:
+            raise UsageError("timing policy: buffer_sets must be >= 1")
         if self.calls_per_sample is not None and self.calls_per_sample < 1:
             raise UsageError("timing policy: calls_per_sample must be >= 1")
         if not (self.noise_target > 0 and self.cell_cap_s > 0 and self.min_sample_s > 0):
@@ -207,12 +234,14 @@ class _Sampler:
 
 
 def _calibrate(
-    fns: Mapping[str, Callable[[], object]], policy: TimingPolicy, sync: Callable[[], None]
+    fns: Mapping[str, Sequence[Callable[[], object]]],
+    policy: TimingPolicy,
+    sync: Callable[[], None],
 ) -> int:
     if policy.calls_per_sample is not None:
         return policy.calls_per_sample
     fastest = math.inf
-    for fn in fns.values():
+    for fn in (f for variants in fns.values() for f in variants):
         sync()
         t0 = time.perf_counter()
         fn()
@@ -233,8 +262,31 @@ def _orders(roles: list[str], policy: TimingPolicy, rng: random.Random) -> Calla
     return order
 
 
+Call = Callable[[], object]
+
+
+def _variants(fns: Mapping[str, Call | Sequence[Call]]) -> dict[str, list[Call]]:
+    """Each role's prepared instances as a list (a single callable is one instance)."""
+    out: dict[str, list[Call]] = {}
+    for role, value in fns.items():
+        out[role] = [value] if callable(value) else list(value)
+        if not out[role] or not all(callable(f) for f in out[role]):
+            raise UsageError(f"measure: role {role} needs one or more prepared calls")
+    if len({len(v) for v in out.values()}) > 1:
+        raise UsageError("measure: every role needs the same number of prepared instances")
+    return out
+
+
+def rotation(rep: int, count: int) -> int:
+    """Which instance serves repetition ``rep``: pairs of repetitions per instance.
+
+    Pairs, so the even and the odd repetitions each see every instance equally often.
+    """
+    return (rep // 2) % count
+
+
 def measure(
-    fns: Mapping[str, Callable[[], object]],
+    fns: Mapping[str, Call | Sequence[Call]],
     policy: TimingPolicy,
     *,
     device: str = "cpu",
@@ -243,11 +295,16 @@ def measure(
 ) -> CellTiming:
     """Time every role in ``fns`` (e.g. A, A2, B) interleaved; returns seconds per call.
 
-    ``fns`` maps a role to a prepared no-argument call; nothing is allocated here except the
-    captured graphs. ``seed`` overrides ``policy.seed`` (a sweep derives one per cell).
+    ``fns`` maps a role to a prepared no-argument call, or to several prepared instances of
+    the same call (distinct buffers), which are rotated by repetition; nothing is allocated
+    here except the captured graphs. ``seed`` overrides ``policy.seed`` (a sweep derives one
+    per cell).
     """
     if not fns:
         raise UsageError("measure: no arms given")
+    variants = _variants(fns)
+    count = len(next(iter(variants.values())))
+    cycle = 2 * count if count > 1 else 1  # stop only when every instance served both halves
     probes = probes or Probes.for_device(device, policy)
     kind = policy.resolved_sampler(device)
     if kind in ("graph", "events") and device != "cuda":
@@ -258,12 +315,17 @@ def measure(
     # Warm every arm before timing any, so no arm pays first-call costs in its samples.
     for _ in range(policy.warmup_calls):
         for role in roles:
-            fns[role]()
+            for fn in variants[role]:
+                fn()
     probes.sync()
-    calls = _calibrate(fns, policy, probes.sync)
+    calls = _calibrate(variants, policy, probes.sync)
     graph_error = None
+
+    def build(sampler: str) -> dict[str, list[_Sampler]]:
+        return {r: [_Sampler(sampler, fn, calls, probes.sync) for fn in variants[r]] for r in roles}
+
     try:
-        samplers = {r: _Sampler(kind, fns[r], calls, probes.sync) for r in roles}
+        samplers = build(kind)
     except RuntimeError as exc:
         if not (kind == "graph" and policy.sampler == "auto"):
             raise TimingError(f"cannot build a {kind} sampler: {exc}") from exc
@@ -271,7 +333,7 @@ def measure(
         graph_error = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         probes.sync()
         kind = "events"
-        samplers = {r: _Sampler(kind, fns[r], calls, probes.sync) for r in roles}
+        samplers = build(kind)
 
     samples: dict[str, list[float]] = {r: [] for r in roles}
     allocs: dict[str, int] = {r: 0 for r in roles}
@@ -292,7 +354,7 @@ def measure(
             probes.sync()
             c0 = probes.clock_mhz() if probes.clock_mhz else None
             a0 = probes.alloc_count() if probes.alloc_count else 0
-            value = samplers[role]()
+            value = samplers[role][rotation(rep, count)]()
             a1 = probes.alloc_count() if probes.alloc_count else 0
             c1 = probes.clock_mhz() if probes.clock_mhz else None
             samples[role].append(_check_sample(role, float(value)))
@@ -302,7 +364,7 @@ def measure(
                     clocks.append(reading[0])
             if any(r is not None and r[0] < policy.throttle_ratio * r[1] for r in (c0, c1)):
                 throttled += 1
-        if rep + 1 >= policy.min_reps:
+        if rep + 1 >= policy.min_reps and (rep + 1) % cycle == 0:
             if all(spread(s) < policy.noise_target for s in samples.values()):
                 stop = "noise"
                 break
@@ -318,6 +380,7 @@ def measure(
     extra: dict[str, Any] = {
         "sampler": kind,
         "calls_per_sample": calls,
+        "buffer_sets": count,
         "reps": len(orders),
         "stop": stop,
         "seed": policy.seed if seed is None else seed,

@@ -16,7 +16,7 @@ from tether.bench.engine import TimingPolicy
 from tether.bench.sweep import SweepDef, Target, run_sweep
 from tether.errors import UsageError
 
-GATE_TIMING = TimingPolicy(noise_target=0.01, cell_cap_s=3.0, min_reps=5, max_reps=40)
+GATE_TIMING = TimingPolicy()  # the engine's defaults: the same policy the sweeps use
 NO_EVIDENCE = "no evidence yet: set from a before/after pair of runs"
 
 
@@ -56,6 +56,18 @@ def skip_reason(gate: Any, arch: str) -> str | None:
 def shape_text(shape: dict[str, Any]) -> str:
     """One safe line naming the gate's shape (no Markdown structure characters)."""
     return " ".join(f"{k}={shape[k]}" for k in sorted(shape))
+
+
+def gate_record(gate: Any) -> dict[str, Any]:
+    """What a gate run records of its policy: the threshold and the runs it was set from."""
+    return {
+        "id": gate.id,
+        "arm": gate.arm,
+        "threshold_tflops": gate.threshold_tflops,
+        "before_run": gate.before_run,
+        "after_run": gate.after_run,
+        "policy": f"tether.kernels.arch_caps.GATES {gate.id}",
+    }
 
 
 def gate_sweep(gate: Any, policy: TimingPolicy = GATE_TIMING) -> SweepDef:
@@ -102,7 +114,7 @@ def measure_gate(
 
     run = run_sweep(
         gate_sweep(gate, policy), store=store, root=root, target=target, holding=holding,
-        err=err, kind="gate", results=results,
+        err=err, kind="gate", results=results, config_extra={"gate": gate_record(gate)},
     )  # fmt: skip
     if run.status != "ok":
         return GateOutcome(gate.id, "rejected", str(run.reason), None, threshold, run.id)

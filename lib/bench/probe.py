@@ -25,7 +25,7 @@ PROBE = SweepDef(
     fixed={"batch": 1, "qo_len": 2048, "hq": 32, "hkv": 8, "head_dim": 128, "causal": True},
     arms={"A": ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient"), "B": "triton"},
     entry_points=("single_prefill",),
-    timing=TimingPolicy(noise_target=0.01, cell_cap_s=2.0, min_reps=5, max_reps=30),
+    timing=TimingPolicy(cell_cap_s=2.0),
     description="single_prefill chunked shapes against the dense matmul bound",
 )
 

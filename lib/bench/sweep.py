@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import itertools
+import math
 import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
@@ -134,23 +135,43 @@ def resolve_arms(
 
 
 _TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+# Device tensors of a role start on 2 MiB boundaries (the allocator's large-segment and huge
+# page granule), so every role's inputs are placed alike; see the engine's docstring.
+SLAB_ALIGN = {"cpu": 64}
+DEVICE_ALIGN = 2 * 1024 * 1024
 
 
 def make_inputs(shape: Any, device: str, seed: int) -> tuple[Any, Any, Any, Any]:
-    """q [b, qo, hq, d], k and v [b, kv, hkv, d] and an output like q, all allocated now."""
+    """q [b, qo, hq, d], k and v [b, kv, hkv, d] and an output like q, all allocated now.
+
+    The four live in one slab, each starting on an aligned address, so every role and buffer
+    set gets the same layout: the same relative placement of q, k, v and the output.
+    """
     import torch
 
     dtype = getattr(torch, _TORCH_DTYPES[shape.dtype])
+    item = torch.empty((), dtype=dtype).element_size()
+    align = SLAB_ALIGN.get(device, DEVICE_ALIGN) // item
+    q_dims = (shape.batch, shape.qo_len, shape.hq, shape.head_dim)
+    kv_dims = (shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
+    dims = (q_dims, kv_dims, kv_dims, q_dims)
+    sizes = [int(math.prod(d)) for d in dims]
+    starts, total = [], 0
+    for n in sizes:
+        starts.append(total)
+        total += -(-n // align) * align
+    # One spare granule, so the slab's own start can be moved onto an aligned address whatever
+    # the allocator handed out.
+    raw = torch.empty(total + align, dtype=dtype, device=device)
+    shift = (-raw.data_ptr() % (align * item)) // item
+    slab = raw[shift : shift + total]
+    q, k, v, out = (slab[s : s + n].view(d) for s, n, d in zip(starts, sizes, dims, strict=True))
     # Generated on the device: the largest cells hold about a GiB of inputs per role.
     gen = torch.Generator(device=device).manual_seed(seed)
-
-    def rand(*dims: int) -> Any:
-        return torch.randn(*dims, generator=gen, dtype=dtype, device=device)
-
-    q = rand(shape.batch, shape.qo_len, shape.hq, shape.head_dim)
-    k = rand(shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
-    v = rand(shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
-    return q, k, v, torch.empty_like(q)
+    for t in (q, k, v):
+        t.normal_(generator=gen)
+    out.zero_()
+    return q, k, v, out
 
 
 def reach_of(shape: Any, entry_points: tuple[str, ...], arch: str) -> dict[str, Any]:
@@ -221,10 +242,13 @@ def measure_cell(
 
     shape = shape_of(key, sweep.fixed)
     role_arm = {"A": arms["A"], "A2": arms["A"], "B": arms["B"]} if "A" in arms else dict(arms)
-    fns: dict[str, Callable[[], object]] = {}
-    for n, (role, name) in enumerate(role_arm.items()):
-        q, k, v, out = make_inputs(shape, target.device, seed=1000 * index + n)
-        fns[role] = get_arm(name).prepare(q, k, v, shape, out=out, arch=target.arch)
+    # Every role gets buffer_sets instances of its call on distinct, identically laid-out
+    # inputs; the engine rotates them (A and A2 never share one: see the engine docstring).
+    fns: dict[str, list[Callable[[], object]]] = {role: [] for role in role_arm}
+    for copy in range(sweep.timing.buffer_sets):
+        for n, (role, name) in enumerate(role_arm.items()):
+            q, k, v, out = make_inputs(shape, target.device, seed=1000 * index + 100 * copy + n)
+            fns[role].append(get_arm(name).prepare(q, k, v, shape, out=out, arch=target.arch))
     seed = sweep.timing.seed + index
     around = holding.arm(f"{sweep.name}[{index}]") if holding is not None else nullcontext()
     with around as check:
@@ -234,7 +258,8 @@ def measure_cell(
     if check is not None and getattr(check, "contaminated", False):
         flags.append("contaminated")
     expected = {role: _expected(get_arm(name), target.arch) for role, name in role_arm.items()}
-    kernels, strays = check_arms(fns, expected, target.device, profiler)
+    first = {role: calls[0] for role, calls in fns.items()}
+    kernels, strays = check_arms(first, expected, target.device, profiler)
     unchecked = sorted(r for r, pats in expected.items() if not pats)
     for role in unchecked:  # the arm declares nothing here: recorded, not judged
         strays.pop(role, None)
@@ -277,10 +302,12 @@ def run_sweep(
     write: bool = True,
     get_arm: ArmLookup | None = None,
     results: dict[str, Any] | Callable[[list[Any]], dict[str, Any]] | None = None,
+    config_extra: dict[str, Any] | None = None,
 ) -> Any:
     """Measure the cells of ``sweep`` and write one run; returns the ``tether.store`` Run.
 
-    ``kind`` and ``results`` let probes and gates reuse the same loop (see SCHEMA.md).
+    ``kind`` and ``results`` let probes and gates reuse the same loop (see SCHEMA.md);
+    ``config_extra`` adds free-form keys to the run's config (a gate records its policy there).
     """
     from tether.store import new_run, write_run
 
@@ -314,6 +341,7 @@ def run_sweep(
         "arms": dict(arms or {r: c if isinstance(c, str) else c[0] for r, c in sweep.arms.items()}),
         "entry_points": list(sweep.entry_points),
         "timing": sweep.timing.to_json(),
+        **(config_extra or {}),
     }
     evidence = holding.evidence() if holding is not None else {}
     if callable(results):

@@ -120,3 +120,44 @@ def test_policy_round_trips_through_json_and_rejects_nonsense() -> None:
         TimingPolicy(sampler="graph", release_between_arms=True)
     with pytest.raises(UsageError, match="needs a CUDA device"):
         measure({"A": work(1)}, TimingPolicy(sampler="graph"), device="cpu")
+
+
+def test_instances_rotate_by_repetition_pairs_and_both_halves_see_each() -> None:
+    # Fixture: two prepared instances per role that record which one served each sample.
+    served: dict[str, list[int]] = {"A": [], "A2": []}
+
+    def instance(role: str, i: int):
+        def call() -> None:
+            served[role].append(i)
+
+        return call
+
+    policy = TimingPolicy(calls_per_sample=1, warmup_calls=0, min_reps=8, max_reps=8)
+    fns = {r: [instance(r, 0), instance(r, 1)] for r in served}
+    got = measure(fns, policy)
+    assert got.extra["buffer_sets"] == 2
+    for role, seq in served.items():
+        timed = seq[-8:]  # after calibration's one call per instance
+        assert timed == [0, 0, 1, 1, 0, 0, 1, 1], role
+        assert sorted(timed[0::2]) == sorted(timed[1::2]) == [0, 0, 1, 1]
+
+
+def test_noise_stop_waits_for_the_end_of_a_rotation_cycle() -> None:
+    policy = TimingPolicy(min_sample_s=5e-4, min_reps=3, max_reps=50, noise_target=10.0)
+    got = measure({"A": [work(10), work(10)], "B": [work(10), work(10)]}, policy)
+    assert got.extra["stop"] == "noise"
+    assert got.extra["reps"] == 4  # min_reps 3, rounded up to a cycle of two pairs
+
+
+def test_instance_counts_must_agree_and_buffer_sets_must_be_positive() -> None:
+    with pytest.raises(UsageError, match="same number of prepared instances"):
+        measure({"A": [work(1), work(1)], "B": work(1)}, FAST)
+    with pytest.raises(UsageError, match="buffer_sets"):
+        TimingPolicy(buffer_sets=0)
+
+
+def test_default_policy_stops_on_noise_only_after_min_reps() -> None:
+    policy = TimingPolicy(min_sample_s=2e-4, noise_target=10.0, buffer_sets=1)
+    got = measure({"A": work(10), "B": work(10)}, policy)
+    assert got.extra["stop"] == "noise"
+    assert got.extra["reps"] == TimingPolicy().min_reps

@@ -60,3 +60,40 @@ def test_gate_command_skips_policy_gates_on_this_host(tmp_path: Path) -> None:
     code = main(["--root", str(ROOT), "--store", str(tmp_path), "gate"], out, err)
     assert code == 0, err.getvalue()
     assert "skipped" in out.getvalue()
+
+
+def test_a_gate_run_records_its_threshold_and_the_runs_it_was_set_from(tmp_path: Path) -> None:
+    gate = Gate(id="fixture-gate", region="fixture", arch="cpu", arm="sdpa_math", shape=SHAPE,
+                threshold_tflops=1e-9, before_run="before-id", after_run="after-id")  # fmt: skip
+    out = measure_gate(gate, store=tmp_path, root=ROOT, target=CPU, policy=QUICK)
+    (run,) = load_store(tmp_path)
+    assert run.config["gate"] == {
+        "id": "fixture-gate",
+        "arm": "sdpa_math",
+        "threshold_tflops": 1e-9,
+        "before_run": "before-id",
+        "after_run": "after-id",
+        "policy": "tether.kernels.arch_caps.GATES fixture-gate",
+    }
+    assert {"threshold_tflops", "measured_tflops", "passed"} <= set(run.results)
+    assert out.run_id == run.id
+
+
+def test_check_reads_a_measurement_from_gate_and_sweep_runs(tmp_path: Path) -> None:
+    from tether.bench.sweep import SweepDef, run_sweep
+    from tether.check import measured_tflops
+
+    gate_out = measure_gate(fixture_gate(1e-9), store=tmp_path, root=ROOT, target=CPU,
+                            policy=QUICK)  # fmt: skip
+    gate_run = next(r for r in load_store(tmp_path) if r.id == gate_out.run_id)
+    assert measured_tflops(gate_run, SHAPE) == pytest.approx(gate_out.measured_tflops)
+    # A sweep (or probe) run whose grid holds the gate's shape, with the gated arm as B.
+    axes = {"kv_len": (16, SHAPE["kv_len"])}
+    fixed = {k: v for k, v in SHAPE.items() if k != "kv_len"}
+    sweep = SweepDef(name="fixture-sweep", axes=axes, fixed=fixed,
+                     arms={"A": "sdpa_math", "B": "sdpa_math"}, timing=QUICK,
+                     needs_gpu=False)  # fmt: skip
+    run = run_sweep(sweep, store=tmp_path, root=ROOT, target=CPU, write=False)
+    value = measured_tflops(run, SHAPE)
+    assert value is not None and value > 0
+    assert measured_tflops(run, {**SHAPE, "kv_len": 999}) is None

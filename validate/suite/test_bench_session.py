@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ STEPS = {
     "deferred-rescale-square",
     "deferred-rescale",
     "aa-release-demo",
+    "aa-control-demo",
 }
 
 
@@ -48,3 +50,43 @@ def test_gpu_session_tiny_runs_every_step_into_one_store(tmp_path: Path) -> None
     table = proc.stdout.splitlines()
     assert table[0].split()[:3] == ["kind", "name", "status"]
     assert len(table) == 1 + len(STEPS) + 1  # header, one row per step, the closing line
+    assert table[0].split()[-1] == "secs"
+    for step in STEPS - {"triton-chunked-prefill"}:
+        assert f"gpu_session: {step}: ok in " in proc.stderr
+
+
+def session_module():
+    spec = importlib.util.spec_from_file_location(
+        "gpu_session", ROOT / "validate" / "gpu_session.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_default_budget_fits_one_device_call_with_room_to_start() -> None:
+    session = session_module()
+    budget = session.DEFAULT_BUDGET_S
+    shares = session.PROBE_SHARE + sum(share for _, share in session.STEPS)
+    assert shares <= 0.9  # the rest is start-up, compilation and overruns
+    assert budget + 30 <= 9.5 * 60
+    # The main map's per-cell cap, scaled to its share, still leaves the overhead room.
+    prefill = session.fit(session.load_sweep("prefill-triton-vs-sdpa", ROOT), 0.45 * budget)
+    cells = len(prefill.keys())
+    assert cells * prefill.timing.cell_cap_s <= session.SAMPLING_FRACTION * 0.45 * budget + 1e-6
+    assert prefill.timing.cell_cap_s >= 3.0
+
+
+def test_skip_and_only_pick_steps_and_refuse_unknown_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = session_module()
+    every = [a for name in session.STEP_NAMES for a in ("--skip", name)]
+    assert session.main(["--store", str(tmp_path), "--guard", "off", *every]) == 0
+    assert "no step was run" in capsys.readouterr().out
+    assert not tmp_path.exists() or not any(tmp_path.rglob("*.json"))
+    with pytest.raises(SystemExit) as exc:
+        session.main(["--store", str(tmp_path), "--skip", "nope"])
+    assert exc.value.code == 2
+    assert "unknown step nope" in capsys.readouterr().err

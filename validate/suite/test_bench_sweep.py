@@ -81,7 +81,8 @@ class FakeArm:
 
     def prepare(self, q, k, v, shape, out=None, arch=None):
         self.prepared.append(1)
-        cell = (len(self.prepared) - 1) // (2 if self.name == "fake_a" else 1)
+        per_cell = (2 if self.name == "fake_a" else 1) * QUICK.buffer_sets  # A and A2 share it
+        cell = (len(self.prepared) - 1) // per_cell
         stop = self.interrupt_at is not None and cell >= self.interrupt_at
 
         def call() -> None:
@@ -147,3 +148,50 @@ def test_demo_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert (tmp_path / "s" / "docs" / "README.md").is_file()
     assert "scratch" not in json.dumps(run.config)
     assert str(tmp_path / "s" / "docs") in out.getvalue()
+
+
+def test_inputs_of_every_role_are_laid_out_alike_in_one_slab(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tether.bench import sweep as sweep_module
+    from tether.bench.sweep import make_inputs, shape_of
+
+    # Fixture alignment: coarser than the CPU allocator's own, so the slab must move itself.
+    monkeypatch.setitem(sweep_module.SLAB_ALIGN, "cpu", 4096)
+
+    shape = shape_of({"seqlen": 24}, {"batch": 1, "hq": 4, "hkv": 2, "head_dim": 16,
+                                      "dtype": "f32", "causal": True})  # fmt: skip
+    layouts = []
+    for seed in (1, 2):
+        q, k, v, out = make_inputs(shape, "cpu", seed)
+        assert q.shape == out.shape == (1, 24, 4, 16) and k.shape == v.shape == (1, 24, 2, 16)
+        assert all(t.is_contiguous() for t in (q, k, v, out))
+        base = q.data_ptr()
+        offsets = [t.data_ptr() - base for t in (q, k, v, out)]
+        ends = [
+            o + t.numel() * t.element_size() for o, t in zip(offsets, (q, k, v, out), strict=True)
+        ]
+        assert all(e <= o for e, o in zip(ends[:-1], offsets[1:], strict=True))  # no overlap
+        assert all(t.data_ptr() % 4096 == 0 for t in (q, k, v, out))
+        assert bool((out == 0).all()) and float(q.std()) > 0.5
+        layouts.append(offsets)
+    assert layouts[0] == layouts[1]
+
+
+def test_each_role_is_prepared_once_per_buffer_set(tmp_path: Path) -> None:
+    arms = {"fake_a": FakeArm("fake_a"), "fake_b": FakeArm("fake_b")}
+    sweep = fake_sweep().replace(axes={"seqlen": (8,)})
+    run = run_sweep(sweep, store=tmp_path, root=ROOT, target=CPU, get_arm=arms.__getitem__,
+                    profiler=lambda fn, dev: ["x"])  # fmt: skip
+    assert len(arms["fake_a"].prepared) == 2 * QUICK.buffer_sets == 4
+    assert len(arms["fake_b"].prepared) == QUICK.buffer_sets
+    assert run.cells[0].extra["buffer_sets"] == QUICK.buffer_sets
+
+
+def test_the_release_demo_and_its_control_time_the_same_cells() -> None:
+    demo, control = load_sweep("aa-release-demo", ROOT), load_sweep("aa-control-demo", ROOT)
+    assert (demo.axes, demo.fixed, demo.arms) == (control.axes, control.fixed, control.arms)
+    assert demo.timing.release_between_arms and not control.timing.release_between_arms
+    # The demo must be timed where allocation is visible (events), the control by replay.
+    assert demo.timing.resolved_sampler("cuda") == "events"
+    assert control.timing == TimingPolicy()
