@@ -87,6 +87,12 @@ class LaunchConfig:
     num_warps: int
     num_stages: int
     waves_per_eu: int | None = None  # AMD only: occupancy hint for the compiler
+    # Hopper options (issue 7), off until a tuning run in the store supports turning them on:
+    # K/V (and Q) loads through tensor descriptors (TMA); the launcher falls back to pointer
+    # loads where descriptors are unsupported and reports which path it took.
+    use_tma: bool = False
+    # ``tl.range(..., warp_specialize=True)`` on the unmasked key loop (producer/consumer warps).
+    warp_specialize: bool = False
 
 
 def launch_config(arch: str, head_dim: int, dtype: str = "f16") -> LaunchConfig:

@@ -13,6 +13,14 @@ rescale ``s - f <= MARGIN`` and ``p <= 2**MARGIN``; MARGIN = 8 gives p <= 256. p
 the input dtype for the PV dot, so the bound must stay far inside f16's max (65504); with
 MARGIN = 8 it does by a factor of 256. acc and l are f32, so a row sum over kv_len keys of
 values <= 256 stays far inside f32 range for any kv_len a prefill sees.
+
+Causal loop in two stages: key blocks fully visible to every row of the program run with no
+mask at all; only the diagonal blocks (and the kv tail) are masked per element.
+
+Hopper options, each a LaunchConfig field and off by default: ``use_tma`` loads Q, K and V
+through tensor descriptors (``tl.make_tensor_descriptor``, one per program and head; rows past
+the end read as zero, and the key tail is still masked in the scores); ``warp_specialize``
+asks the compiler to split the unmasked key loop into producer and consumer warps.
 """
 
 from __future__ import annotations
@@ -63,6 +71,8 @@ def _attn_fwd(
     STORE_LSE: tl.constexpr,
     COUNT_RESCALES: tl.constexpr,
     IEEE_DOT: tl.constexpr,
+    USE_TMA: tl.constexpr = False,
+    WARP_SPEC: tl.constexpr = False,
 ):
     start_m = tl.program_id(0)
     off_bh = tl.program_id(1)
@@ -75,10 +85,31 @@ def _attn_fwd(
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < qo_len
 
-    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
-    q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
     k_base = K + b * stride_kb + hk * stride_kh
     v_base = V + b * stride_vb + hk * stride_vh
+    if USE_TMA:
+        q_desc = tl.make_tensor_descriptor(
+            Q + b * stride_qb + h * stride_qh,
+            shape=[qo_len, HEAD_DIM],
+            strides=[stride_qm, 1],
+            block_shape=[BLOCK_M, HEAD_DIM],
+        )
+        k_desc = tl.make_tensor_descriptor(
+            k_base,
+            shape=[kv_len, HEAD_DIM],
+            strides=[stride_kn, 1],
+            block_shape=[BLOCK_N, HEAD_DIM],
+        )
+        v_desc = tl.make_tensor_descriptor(
+            v_base,
+            shape=[kv_len, HEAD_DIM],
+            strides=[stride_vn, 1],
+            block_shape=[BLOCK_N, HEAD_DIM],
+        )
+        q = q_desc.load([start_m * BLOCK_M, 0])
+    else:
+        q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
+        q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
 
     f = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -100,9 +131,12 @@ def _attn_fwd(
         lo = full_end
 
     # Stage 1: blocks fully visible to every row of this program, no masks at all.
-    for start_n in range(0, lo, BLOCK_N):
+    for start_n in tl.range(0, lo, BLOCK_N, warp_specialize=WARP_SPEC):
         cols = start_n + offs_n
-        kt = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None])
+        if USE_TMA:
+            kt = tl.trans(k_desc.load([start_n, 0]))
+        else:
+            kt = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None])
         if IEEE_DOT:
             s = tl.dot(q, kt, input_precision="ieee") * qk_scale
         else:
@@ -114,7 +148,10 @@ def _attn_fwd(
         p = tl.math.exp2(s - f_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
+        if USE_TMA:
+            v = v_desc.load([start_n, 0])
+        else:
+            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
         if IEEE_DOT:
             acc += tl.dot(p.to(v.dtype), v, input_precision="ieee")
         else:
@@ -127,9 +164,14 @@ def _attn_fwd(
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < kv_len
-        kt = tl.load(
-            k_base + cols[None, :] * stride_kn + offs_d[:, None], mask=col_ok[None, :], other=0.0
-        )
+        if USE_TMA:
+            kt = tl.trans(k_desc.load([start_n, 0]))  # rows past kv_len read as zero
+        else:
+            kt = tl.load(
+                k_base + cols[None, :] * stride_kn + offs_d[:, None],
+                mask=col_ok[None, :],
+                other=0.0,
+            )
         if IEEE_DOT:
             s = tl.dot(q, kt, input_precision="ieee") * qk_scale
         else:
@@ -147,9 +189,14 @@ def _attn_fwd(
         p = tl.math.exp2(s - f_sub[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        v = tl.load(
-            v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=col_ok[:, None], other=0.0
-        )
+        if USE_TMA:
+            v = v_desc.load([start_n, 0])
+        else:
+            v = tl.load(
+                v_base + cols[:, None] * stride_vn + offs_d[None, :],
+                mask=col_ok[:, None],
+                other=0.0,
+            )
         if IEEE_DOT:
             acc += tl.dot(p.to(v.dtype), v, input_precision="ieee")
         else:
@@ -175,6 +222,33 @@ def _attn_fwd(
         tl.store(Counter + row_index, n_rescale, mask=row_ok)
 
 
+def tma_unsupported_reason(device: torch.device) -> str | None:
+    """None when tensor-descriptor loads can run on ``device``, else why not."""
+    import os
+
+    if not hasattr(tl, "make_tensor_descriptor"):
+        return f"triton {triton.__version__} has no tl.make_tensor_descriptor"
+    if os.environ.get("TRITON_INTERPRET", "") not in ("", "0"):
+        return None
+    import torch
+
+    if device.type != "cuda" or getattr(torch.version, "hip", None):
+        return f"tensor descriptors are used on NVIDIA GPUs only, not {device}"
+    if torch.cuda.get_device_capability(device)[0] < 9:
+        return "TMA needs sm90 or newer"
+    return None
+
+
+def _set_descriptor_allocator(device: torch.device) -> None:
+    """Device-side descriptors need a global scratch buffer from the caller's allocator."""
+    import torch
+
+    def alloc(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+        return torch.empty(size, device=device, dtype=torch.int8)
+
+    triton.set_allocator(alloc)
+
+
 def attn_fwd_launcher(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -191,6 +265,8 @@ def attn_fwd_launcher(
 
     q [b, qo_len, hq, d], k/v [b, kv_len, hkv, d], out like q; lse f32 [b, hq, qo_len];
     counter int32 [b, hq, qo_len] receives each row's number of rescales (debug only).
+    ``config.use_tma`` falls back to pointer loads where descriptors are unsupported; the
+    returned callable's ``use_tma`` (bool) and ``tma_fallback`` (reason or None) say which.
     """
     batch, qo_len, hq, d = q.shape
     kv_len, hkv = k.shape[1], k.shape[2]
@@ -208,6 +284,14 @@ def attn_fwd_launcher(
     extra = {}
     if config.waves_per_eu is not None:
         extra["waves_per_eu"] = config.waves_per_eu
+    tma_fallback = tma_unsupported_reason(q.device) if config.use_tma else None
+    use_tma = config.use_tma and tma_fallback is None
+    if use_tma:
+        # Descriptor tiles need 16-byte aligned strides and bases (BSHD rows of d halves are).
+        if (d * q.element_size()) % 16:
+            use_tma, tma_fallback = False, f"head_dim {d} rows are not 16-byte aligned"
+        elif q.device.type == "cuda":
+            _set_descriptor_allocator(q.device)
     kernel = _attn_fwd[grid]
 
     def launch() -> torch.Tensor:
@@ -243,10 +327,14 @@ def attn_fwd_launcher(
             STORE_LSE=lse is not None,
             COUNT_RESCALES=counter is not None,
             IEEE_DOT=ieee,
+            USE_TMA=use_tma,
+            WARP_SPEC=config.warp_specialize,
             num_warps=config.num_warps,
             num_stages=config.num_stages,
             **extra,
         )
         return out
 
+    launch.use_tma = use_tma  # type: ignore[attr-defined]
+    launch.tma_fallback = tma_fallback  # type: ignore[attr-defined]
     return launch

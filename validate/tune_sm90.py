@@ -1,0 +1,375 @@
+"""Issue 7: time candidate launch configs of the Triton arm on Hopper against cuDNN.
+
+Run once on the H200 (tether installed with ``pip install --no-deps --no-build-isolation -e .``)::
+
+    python3 validate/tune_sm90.py --out /path/to/tune-sm90.json
+
+For each candidate LaunchConfig (block sizes, warps, stages, and the ``use_tma`` /
+``warp_specialize`` options, pruned to what fits shared memory for head_dim 128), the script
+first checks the output on a small shape in each dtype against the f32 reference (the
+suite's rule: at most twice the error of math SDPA in the same dtype); a config that fails
+to compile or is wrong is recorded with the reason and not timed. It then times the Triton
+arm (deferred rescale margin) with ``triton.testing.do_bench`` (median, after warm-up) on
+square causal bf16 d128 GQA 32/8 at 4K and 16K and on the chunked call (qo 2K x kv 16K,
+bf16 and f16); sdpa_cudnn is timed on the square shapes in the same run as the reference.
+A table (TFLOP/s per shape from ``tether.kernels.flops``, ratio against cuDNN) is printed
+last and everything is written as JSON to ``--out``. ``--budget-s`` caps the whole run:
+configs left when it runs out are recorded as not run.
+
+``--tiny`` runs toy shapes and a few small configs on the CPU under ``TRITON_INTERPRET=1``
+(f16 only: the interpreter's bf16 dot is wrong), timed with a wall clock; cuDNN is recorded
+as unavailable there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.errors import ArmUnavailableError
+from tether.kernels import Shape, flops
+from tether.kernels.arch_caps import LaunchConfig, detect_arch, launch_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SMEM_LIMIT_SM90 = 227 * 1024  # bytes of shared memory one block may use on sm90
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One launch config under test and its short name (``m128n64w8s3+tma``)."""
+
+    name: str
+    config: LaunchConfig
+
+
+def config_name(c: LaunchConfig) -> str:
+    opts = ("+tma" if c.use_tma else "") + ("+ws" if c.warp_specialize else "")
+    return f"m{c.block_m}n{c.block_n}w{c.num_warps}s{c.num_stages}{opts}"
+
+
+def smem_estimate(c: LaunchConfig, head_dim: int, elem_bytes: int) -> int:
+    """Shared memory the config needs: the Q tile plus one K and one V tile per stage."""
+    return (c.block_m + 2 * c.block_n * c.num_stages) * head_dim * elem_bytes
+
+
+def sm90_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[Candidate]:
+    """BLOCK_M {64,128} x BLOCK_N {64,128} x warps {4,8} x stages {2,3,4}, pruned, plus options.
+
+    Pruned: 8 warps on 64 rows (two warpgroups share one 64-row MMA tile) and whatever does
+    not fit shared memory. The TMA and warp-specialize variants are added on the current
+    default and on the 128 x 128 tile.
+    """
+    grid: list[LaunchConfig] = []
+    for bm in (64, 128):
+        for bn in (64, 128):
+            for warps in (4, 8):
+                if bm == 64 and warps == 8:
+                    continue
+                for stages in (2, 3, 4):
+                    c = LaunchConfig(bm, bn, warps, stages)
+                    if smem_estimate(c, head_dim, elem_bytes) <= SMEM_LIMIT_SM90:
+                        grid.append(c)
+    default = launch_config("sm90", head_dim, "bf16")
+    big = LaunchConfig(128, 128, 8, 2)
+    extras = [
+        LaunchConfig(default.block_m, default.block_n, default.num_warps, default.num_stages, **o)
+        for o in ({"use_tma": True}, {"warp_specialize": True}, {"use_tma": True, "warp_specialize": True})
+    ] + [
+        LaunchConfig(big.block_m, big.block_n, big.num_warps, big.num_stages, use_tma=True),
+        LaunchConfig(big.block_m, big.block_n, big.num_warps, big.num_stages, use_tma=True, warp_specialize=True),
+    ]  # fmt: skip
+    seen: list[LaunchConfig] = []
+    for c in [default, *grid, *extras]:  # the default first: it is the baseline of the table
+        if c not in seen:
+            seen.append(c)
+    return [Candidate(config_name(c), c) for c in seen]
+
+
+def tiny_candidates() -> list[Candidate]:
+    """Small blocks for the interpreter, one per kernel option."""
+    configs = [
+        launch_config("cpu", 32, "f16"),
+        LaunchConfig(32, 16, 4, 1, use_tma=True),
+        LaunchConfig(16, 32, 4, 1, warp_specialize=True),
+        LaunchConfig(32, 32, 4, 1, use_tma=True, warp_specialize=True),
+    ]
+    return [Candidate(config_name(c), c) for c in configs]
+
+
+def shape_id(s: Shape) -> str:
+    kind = "square" if s.qo_len == s.kv_len else "chunked"
+    return f"{kind}-{s.qo_len}x{s.kv_len}-{s.dtype}"
+
+
+def timed_shapes(tiny: bool) -> list[Shape]:
+    if tiny:
+        base = Shape(1, 32, 32, 2, 1, 32, "f16", True)
+        return [base, base.with_(qo_len=16, kv_len=48)]
+    base = Shape(1, 4096, 4096, 32, 8, 128, "bf16", True)
+    return [
+        base,
+        base.with_(qo_len=16384, kv_len=16384),
+        base.with_(qo_len=2048, kv_len=16384),
+        base.with_(qo_len=2048, kv_len=16384, dtype="f16"),
+    ]
+
+
+def check_shapes(shapes: list[Shape], tiny: bool) -> list[Shape]:
+    """Small shapes with tails and a chunked offset, one pair per dtype of the timed shapes.
+
+    Heads and head_dim match the timed shapes and the GPU lengths are multiples of 16, so
+    the check compiles the same specialization that is then timed (one compile per dtype).
+    """
+    out: list[Shape] = []
+    s0 = shapes[0]
+    for dtype in sorted({s.dtype for s in shapes}):
+        if tiny:
+            square = Shape(1, 40, 40, s0.hq, s0.hkv, s0.head_dim, dtype, True)
+            out += [square, square.with_(qo_len=24, kv_len=72)]
+        else:
+            square = Shape(1, 400, 400, s0.hq, s0.hkv, s0.head_dim, dtype, True)
+            out += [square, square.with_(qo_len=208, kv_len=528)]
+    return out
+
+
+def make_inputs(shape: Shape, device: str, seed: int = 0):
+    import torch
+    from tether.kernels.arms import torch_dtype
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    dims_q = (shape.batch, shape.qo_len, shape.hq, shape.head_dim)
+    dims_kv = (shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
+    dtype = torch_dtype(shape.dtype)
+    return tuple(
+        torch.randn(*dims, generator=gen).to(device=device, dtype=dtype)
+        for dims in (dims_q, dims_kv, dims_kv)
+    )
+
+
+def check_config(c: LaunchConfig, shape: Shape, arch: str, device: str) -> dict[str, Any]:
+    """Max error of ``c`` against the f32 reference, and the tolerance (STYLE.md 6)."""
+    import torch
+    from tether.kernels.arms import attention_ref, get_arm
+    from tether.kernels.triton.attn_fwd import attn_fwd_launcher
+
+    q, k, v = make_inputs(shape, device, seed=shape.qo_len * 7919 + shape.kv_len)
+    out = torch.full_like(q, float("nan"))
+    launch = attn_fwd_launcher(q, k, v, out, c, causal=shape.causal)
+    launch()
+    base = get_arm("sdpa_math").prepare(q, k, v, shape, arch=arch)()
+    ref = attention_ref(q, k, v, shape.causal)
+    err = (out.float() - ref).abs().max().item()
+    base_err = (base.float() - ref).abs().max().item()
+    s_max = torch.einsum(
+        "bmhd,bnhd->bhmn", q.float(), k.float().repeat_interleave(shape.group, dim=2)
+    ).abs().max().item() * shape.head_dim**-0.5 * 1.4426950408889634  # fmt: skip
+    eps = 2 * torch.finfo(torch.float32).eps * s_max * v.float().abs().max().item()
+    tol = 2 * base_err + 1e-6 + eps
+    ok = bool(torch.isfinite(out).all().item()) and err <= tol
+    return {
+        "shape": shape.key(),
+        "err": err,
+        "tol": tol,
+        "ok": ok,
+        "use_tma": launch.use_tma,
+        "tma_fallback": launch.tma_fallback,
+    }
+
+
+def bench(fn, tiny: bool, warmup_ms: int, rep_ms: int) -> float:
+    """Median milliseconds of one call: do_bench on a GPU, a wall clock in the interpreter."""
+    if tiny:
+        fn()
+        samples = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(samples)
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+
+def tflops(shape: Shape, ms: float) -> float:
+    return flops(shape) / (ms * 1e-3) / 1e12
+
+
+def provenance() -> dict[str, Any]:
+    import torch
+    import triton
+    from tether.store.provenance import git_state, kernels_fingerprint
+
+    sha, dirty = git_state(ROOT)
+    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    return {
+        "git_sha": sha,
+        "git_dirty": dirty,
+        "kernels_fingerprint": kernels_fingerprint(ROOT),
+        "host": platform.node(),
+        "device": dev,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def time_reference(shapes, inputs, arch, tiny, warmup_ms, rep_ms) -> dict[str, Any]:
+    """sdpa_cudnn on the square shapes; the reason where it cannot run."""
+    from tether.kernels.arms import get_arm
+
+    ref: dict[str, Any] = {}
+    for s in shapes:
+        if s.qo_len != s.kv_len:
+            continue
+        sid = shape_id(s)
+        try:
+            fn = get_arm("sdpa_cudnn").prepare(*inputs[sid], s, arch=arch)
+        except ArmUnavailableError as exc:
+            ref[sid] = {"arm": "sdpa_cudnn", "unavailable": str(exc)}
+            continue
+        ms = bench(fn, tiny, warmup_ms, rep_ms)
+        ref[sid] = {"arm": "sdpa_cudnn", "median_ms": ms, "tflops": tflops(s, ms)}
+    return ref
+
+
+def run_candidate(cand, shapes, checks, inputs, ref, arch, device, args) -> dict[str, Any]:
+    import torch
+    from tether.kernels.triton.attn_fwd import DEFAULT_MARGIN, attn_fwd_launcher
+
+    rec: dict[str, Any] = {"name": cand.name, "config": asdict(cand.config), "results": {}}
+    try:
+        rec["checks"] = [check_config(cand.config, s, arch, device) for s in checks]
+    except Exception as exc:  # recorded with its reason and printed, never skipped silently
+        rec["status"], rec["reason"] = "failed", f"{type(exc).__name__}: {str(exc)[:400]}"
+        return rec
+    bad = [c for c in rec["checks"] if not c["ok"]]
+    if bad:
+        rec["status"] = "wrong"
+        rec["reason"] = f"err {bad[0]['err']:.3e} > tol {bad[0]['tol']:.3e} at {bad[0]['shape']}"
+        return rec
+    fallback = next((c["tma_fallback"] for c in rec["checks"] if c["tma_fallback"]), None)
+    if fallback:
+        rec["status"], rec["reason"] = "tma_fallback", fallback
+        return rec
+    for s in shapes:
+        sid = shape_id(s)
+        q, k, v = inputs[sid]
+        out = torch.empty_like(q)
+        fn = attn_fwd_launcher(q, k, v, out, cand.config, causal=s.causal, margin=DEFAULT_MARGIN)
+        ms = bench(fn, args.tiny, args.warmup_ms, args.rep_ms)
+        row: dict[str, Any] = {"median_ms": ms, "tflops": tflops(s, ms)}
+        if "median_ms" in ref.get(sid, {}):
+            row["ratio_vs_cudnn"] = ref[sid]["median_ms"] / ms  # above 1: faster than cuDNN
+        rec["results"][sid] = row
+    rec["status"] = "ok"
+    return rec
+
+
+def print_table(report: dict[str, Any], out=sys.stdout) -> None:
+    sids = [shape_id(Shape(**s)) for s in report["shapes"]]
+    head = ["config", "status", *sids]
+    rows = [head]
+    ref_row = ["sdpa_cudnn", "ref"]
+    for sid in sids:
+        r = report["reference"].get(sid)
+        ref_row.append("-" if r is None else f"{r['tflops']:.4g}" if "tflops" in r else "n/a")
+    rows.append(ref_row)
+    for rec in report["configs"]:
+        row = [rec["name"] + (" *" if rec.get("is_default") else ""), rec["status"]]
+        for sid in sids:
+            r = rec.get("results", {}).get(sid)
+            if r is None:
+                row.append("-")
+            elif "ratio_vs_cudnn" in r:
+                row.append(f"{r['tflops']:.4g} ({r['ratio_vs_cudnn']:.2f}x)")
+            else:
+                row.append(f"{r['tflops']:.4g}")
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for r in rows:
+        print(
+            "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip(), file=out
+        )
+    print("TFLOP/s per shape; (ratio) = cuDNN time / config time; * = current default", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    ap.add_argument("--tiny", action="store_true", help="toy shapes (CPU, TRITON_INTERPRET=1)")
+    ap.add_argument("--budget-s", type=float, default=170.0, help="cap on the whole run")
+    ap.add_argument("--warmup-ms", type=int, default=25)
+    ap.add_argument("--rep-ms", type=int, default=100)
+    ap.add_argument("--only", default="", help="comma-separated config names to run")
+    args = ap.parse_args(argv)
+    t_start = time.monotonic()
+
+    import torch
+
+    arch = detect_arch()
+    if args.tiny:
+        device = "cuda" if arch != "cpu" else "cpu"
+    elif arch == "cpu":
+        print("tune_sm90: no GPU; use --tiny for the interpreter", file=sys.stderr)
+        return 2
+    else:
+        device = "cuda"
+    if not args.tiny and arch != "sm90":
+        print(f"tune_sm90: note: running on {arch}, not sm90", file=sys.stderr)
+    shapes = timed_shapes(args.tiny)
+    checks = check_shapes(shapes, args.tiny)
+    cands = tiny_candidates() if args.tiny else sm90_candidates()
+    if args.only:
+        keep = set(args.only.split(","))
+        cands = [c for c in cands if c.name in keep]
+    default = launch_config(arch, shapes[0].head_dim, shapes[0].dtype)
+
+    inputs = {shape_id(s): make_inputs(s, device) for s in shapes}
+    ref = time_reference(shapes, inputs, arch, args.tiny, args.warmup_ms, args.rep_ms)
+    report: dict[str, Any] = {
+        "schema": "tether.tune/1",
+        "name": "tune-sm90",
+        "tiny": args.tiny,
+        "arch": arch,
+        "provenance": provenance(),
+        "timing": {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms, "stat": "median"},
+        "margin": "deferred",
+        "shapes": [s.key() for s in shapes],
+        "reference": ref,
+        "configs": [],
+    }
+    for i, cand in enumerate(cands):
+        elapsed = time.monotonic() - t_start
+        if elapsed > args.budget_s:
+            rec = {"name": cand.name, "config": asdict(cand.config), "status": "not_run"}
+            rec["reason"] = f"budget of {args.budget_s:.0f} s spent before this config"
+        else:
+            rec = run_candidate(cand, shapes, checks, inputs, ref, arch, device, args)
+        rec["is_default"] = cand.config == default
+        rec["seconds"] = round(time.monotonic() - t_start - elapsed, 2)
+        report["configs"].append(rec)
+        print(f"[{i + 1}/{len(cands)}] {cand.name}: {rec['status']}", file=sys.stderr)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    report["seconds"] = round(time.monotonic() - t_start, 2)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(args.out.suffix + ".tmp")
+    tmp.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(args.out)
+    for rec in report["configs"]:
+        if rec["status"] not in ("ok",):
+            print(f"{rec['name']}: {rec['status']}: {rec.get('reason', '')}")
+    print_table(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
