@@ -4,7 +4,8 @@ Read-only and GPU-free (it must never import torch or triton), so it runs in pre
 
 1. the store loads and validates (a malformed run fails, naming its file and field);
 2. every rendered target is re-rendered in memory from the raw samples and diffed against the
-   file on disk, with a unified diff and the command that fixes it;
+   file on disk, with a unified diff and the command that fixes it; figures are compared by
+   their embedded input digest and drawn only when it differs (``--full`` draws them all);
 3. every policy threshold and gate is evaluated against the runs it cites: a routing threshold
    whose evidence predicates fail, or that rests on a missing or superseded run, fails; a gate
    whose threshold does not sit strictly between its before and after measurements fails;
@@ -27,8 +28,20 @@ from tether.errors import RunFileError, StoreError, TetherError
 if TYPE_CHECKING:
     from tether.cli import Context
     from tether.kernels.policy import Gate, Threshold
+    from tether.render import FigureSpec
 
 FIX_COMMAND = "tether render  (or: make docs)"
+CHECK_DESCRIPTION = """\
+Fail when the rendered docs, the store or the policy have drifted. Read-only, no GPU.
+
+Text targets (README.md, docs/*.md, policy regions) are always re-rendered and diffed.
+SVG figures are the slow part (matplotlib), so by default a figure is trusted when the
+digest embedded in it (of the plotted data, the drawing code and the matplotlib version)
+equals the digest computed from the store and the file's body still matches its own
+embedded body digest; any mismatch redraws it and fails. The trade-off: an edit that also
+forges both digests passes the default check. --full redraws every figure and compares
+bytes, which catches that; CI (.ci/run) runs --full, pre-commit runs the default.
+"""
 ARCH_CAPS = Path("kernels/arch_caps.py")
 
 __all__ = [
@@ -81,9 +94,16 @@ def _first_difference(old: list[str], new: list[str]) -> int:
 
 
 def check_rendered(
-    root: Path, expected: Mapping[Path, bytes], diff_out: list[str]
+    root: Path,
+    expected: Mapping[Path, bytes],
+    diff_out: list[str],
+    also_rendered: Iterable[Path] = (),
 ) -> list[Finding]:
-    """Compare rendered content with the files on disk; append unified diffs to ``diff_out``."""
+    """Compare rendered content with the files on disk; append unified diffs to ``diff_out``.
+
+    ``also_rendered``: targets checked another way (figures whose digest matched), so they are
+    not reported as stale files under docs/. SVG figures get a finding but no diff.
+    """
     findings = []
     for rel in sorted(expected, key=lambda p: Path(p).as_posix()):
         name = Path(rel).as_posix()
@@ -101,6 +121,8 @@ def check_rendered(
         findings.append(
             Finding(name, line, f"differs from what results/ renders; run {FIX_COMMAND}")
         )
+        if name.endswith(".svg"):
+            continue
         diff_out.extend(
             difflib.unified_diff(
                 old, new, fromfile=f"{name} (on disk)", tofile=f"{name} (rendered from results/)"
@@ -108,11 +130,33 @@ def check_rendered(
         )
         if diff_out and not diff_out[-1].endswith("\n"):
             diff_out[-1] += "\n"
-    findings += _stale_docs(root, expected)
+    findings += _stale_docs(root, [*expected, *also_rendered])
     return findings
 
 
-def _stale_docs(root: Path, expected: Mapping[Path, bytes]) -> list[Finding]:
+def figures_to_compare(
+    root: Path, figures: Mapping[Path, FigureSpec], full: bool
+) -> tuple[dict[Path, bytes], list[Path]]:
+    """(figures drawn for a byte comparison, figures whose on-disk digest matched the store).
+
+    Without ``full`` a figure is drawn only when the digest embedded in the file on disk is
+    missing, stale, or no longer matches the file's own body (a hand edit); with ``full`` every
+    figure is drawn, which is what catches an edit that also forged the embedded digests.
+    """
+    from tether.render import embedded_digest
+
+    drawn: dict[Path, bytes] = {}
+    matched: list[Path] = []
+    for rel, spec in figures.items():
+        path = root / rel
+        if not full and path.is_file() and embedded_digest(path.read_bytes()) == spec.digest:
+            matched.append(rel)
+            continue
+        drawn[rel] = spec.draw()
+    return drawn, matched
+
+
+def _stale_docs(root: Path, expected: Iterable[Path]) -> list[Finding]:
     """Files under docs/ that no target renders: left over from an older render, or typed."""
     docs = root / "docs"
     if not docs.is_dir():
@@ -272,27 +316,31 @@ def run_check(
     *,
     policy: Iterable[Threshold] | None = None,
     gates: Iterable[Gate] | None = None,
+    full: bool = False,
 ) -> list[Finding]:
     """Every finding for the checkout at ``root`` against the store at ``store``, sorted.
 
     ``policy`` and ``gates`` default to ``tether.kernels.arch_caps``; tests pass their own.
+    ``full`` redraws every figure and compares bytes (see ``figures_to_compare``).
     """
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
     if loaded is not None:
         from tether.kernels import arch_caps
-        from tether.render import render_all
+        from tether.render import render_parts
         from tether.store import harness_fingerprint
 
         try:
-            expected = render_all(root, loaded)
+            expected, figures = render_parts(root, loaded)
+            drawn, matched = figures_to_compare(root, figures, full)
+            expected.update(drawn)
         except TetherError as exc:
             # A broken marker or template stops the render; report it among the other findings
             # so the scan and the policy checks below still run.
             where = _rel(getattr(exc, "path", "docs_src"), root)
             findings.append(Finding(where, 1, f"cannot render: {exc}"))
         else:
-            findings += check_rendered(root, expected, diffs)
+            findings += check_rendered(root, expected, diffs, matched)
         runs = _all_runs(loaded)
         # The harness of the checkout being checked, as the renderer judges it.
         current = harness_fingerprint(root)
@@ -306,7 +354,7 @@ def run_check(
 
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
     diffs: list[str] = []
-    findings = run_check(ctx.root, ctx.store, diffs)
+    findings = run_check(ctx.root, ctx.store, diffs, full=args.full)
     for line in diffs:
         ctx.out.write(line)
     for finding in findings:
@@ -328,6 +376,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "check",
         help="fail when rendered docs, the store or the policy have drifted (read-only, no GPU)",
+        description=CHECK_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="redraw every SVG figure and compare bytes (slow; CI runs this)",
+    )
     parser.set_defaults(handler=_handle)

@@ -13,22 +13,26 @@ from typing import Any
 
 from tether.render.context import build_context, load_runs
 from tether.render.env import TemplateError, make_env
+from tether.render.figures import FigureSpec, embedded_digest
 from tether.render.regions import RegionError
-from tether.render.targets import render_figures, render_files, render_regions
+from tether.render.targets import figure_specs, render_files, render_regions
 
 __all__ = [
     "FIGURES_DIR",
+    "FigureSpec",
     "RegionError",
     "TemplateError",
+    "embedded_digest",
     "render_all",
+    "render_parts",
     "write_all",
 ]
 
 FIGURES_DIR = Path("docs/figures")
 
 
-def render_all(root: Path, store: Path | Any) -> dict[Path, bytes]:
-    """Every target's full expected content, keyed by path relative to ``root``.
+def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict[Path, FigureSpec]]:
+    """The text targets rendered, and the figure targets undrawn (each with its inputs digest).
 
     ``store`` is a results folder (loaded and validated here) or an already loaded store.
     """
@@ -36,10 +40,17 @@ def render_all(root: Path, store: Path | Any) -> dict[Path, bytes]:
     runs = load_runs(store)
     context = build_context(root, runs)
     env = make_env(root / "docs_src")
-    out: dict[Path, bytes] = {}
-    out.update(render_files(env, context))
-    out.update(render_figures(context))
-    out.update(render_regions(root, env, context))
+    texts: dict[Path, bytes] = {}
+    texts.update(render_files(env, context))
+    texts.update(render_regions(root, env, context))
+    return dict(sorted(texts.items())), figure_specs(context)
+
+
+def render_all(root: Path, store: Path | Any) -> dict[Path, bytes]:
+    """Every target's full expected content, figures drawn, keyed by path relative to ``root``."""
+    texts, figures = render_parts(root, store)
+    out = dict(texts)
+    out.update({path: spec.draw() for path, spec in figures.items()})
     return dict(sorted(out.items()))
 
 

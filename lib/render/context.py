@@ -1,7 +1,9 @@
 """The template context: which runs each document cites, and everything computed from them.
 
 A document cites, for each ``(kind, name, arch)``, the newest run by ``provenance.started``
-whose status is ``ok`` (SCHEMA.md). A cited run whose harness fingerprint is not the current
+whose status is ``ok`` (SCHEMA.md). Each GPU arch lists the main sweeps (SWEEPS) whether or not
+they were measured, then any other sweep the store holds for it; the cpu arch appears only
+when the store holds cpu runs (the demo's scratch store) and lists what it holds. A cited run whose harness fingerprint is not the current
 one is marked superseded. When the newest attempt is ``not_measured`` its reason and the lock
 holder are shown beside whatever is cited. All numbers come from tether.stats over raw samples.
 """
@@ -9,7 +11,7 @@ holder are shown beside whatever is cited. All numbers come from tether.stats ov
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from tether.stats import (
     monotonic,
     predicate_results,
 )
+from tether.trends import trend_context
 
 # The arches every document covers; cpu joins only when the store holds cpu runs (the demo).
 DOC_ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151")
@@ -162,6 +165,12 @@ class SweepDoc:
     arms: Mapping[str, str]  # role -> arm name from the run's config
     kernels: Mapping[str, tuple[str, ...]]  # role -> distinct kernel names, sorted
     figure: str | None  # path relative to the repository root
+    trend: Mapping[str, Any] | None = None  # tether.trends entry for this sweep and arch
+
+    @property
+    def headline_aggregate(self) -> Aggregate | None:
+        """The main sweep's headline is the gate population; any other sweep's is the whole map."""
+        return self.gate if self.name == HEADLINE_SWEEP else self.whole
 
 
 def figure_path(arch: str, sweep: str) -> str:
@@ -288,10 +297,46 @@ class ArchDoc:
     sweeps: tuple[SweepDoc, ...]
     probe: ProbeDoc | None
     gates: tuple[GateDoc, ...]
+    why: RunRef | None = None  # newest not_measured or rejected run when nothing here is ok
 
     @property
-    def headline(self) -> SweepDoc:
-        return next(s for s in self.sweeps if s.name == HEADLINE_SWEEP)
+    def headline(self) -> SweepDoc | None:
+        """The main sweep where the arch lists it, else its first measured sweep (the demo's)."""
+        main = next((s for s in self.sweeps if s.name == HEADLINE_SWEEP), None)
+        if main is not None:
+            return main
+        return next((s for s in self.sweeps if s.run is not None), None) or next(
+            iter(self.sweeps), None
+        )
+
+
+def arch_sweeps(runs: list[Any], arch: str) -> tuple[str, ...]:
+    """Sweeps cited for ``arch``: the main ones always on the GPU arches, then every other sweep
+    the store holds a run of (any status) on that arch, sorted."""
+    held = {
+        str(field_of(r, "name"))
+        for r in runs
+        if field_of(r, "kind") == "sweep" and _prov(r, "arch") == arch
+    }
+    main = SWEEPS if arch in DOC_ARCHES else ()
+    return (*main, *sorted(held - set(main)))
+
+
+def why_not_measured(runs: list[Any], arch: str, current: str) -> RunRef | None:
+    """When ``arch`` has no ok run of any kind: its newest not_measured or rejected run."""
+    best = None
+    for run in runs:
+        if _prov(run, "arch") != arch:
+            continue
+        status = field_of(run, "status")
+        if status == "ok":
+            return None
+        if status not in ("not_measured", "rejected"):
+            continue
+        rank = (str(_prov(run, "started")), str(field_of(run, "id")))
+        if best is None or rank > best[0]:
+            best = (rank, run)
+    return run_ref(best[1], current) if best else None
 
 
 def policy() -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
@@ -315,18 +360,24 @@ def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
     arches = list(DOC_ARCHES)
     if any(_prov(r, "arch") == "cpu" for r in runs):
         arches.append("cpu")
+    trends = {(t["arch"], t["sweep"]): t for t in trend_context(runs)["trends"]}
     docs = []
     for arch in arches:
         th = next((t for t in thresholds if t.arch == arch), None)
         pop = gate_population(arch, th)
+        sweeps = tuple(
+            replace(sweep_doc(runs, arch, s, pop, current), trend=trends.get((arch, s)))
+            for s in arch_sweeps(runs, arch)
+        )
         docs.append(
             ArchDoc(
                 arch=arch,
                 threshold=th,
                 population=pop,
-                sweeps=tuple(sweep_doc(runs, arch, s, pop, current) for s in SWEEPS),
+                sweeps=sweeps,
                 probe=probe_doc(runs, arch, current),
                 gates=tuple(gate_doc(runs, g, current) for g in gates if g.arch == arch),
+                why=why_not_measured(runs, arch, current),
             )
         )
     verify = [newest(runs, "verify", None, a) for a in (*DOC_ARCHES, "cpu")]
@@ -338,6 +389,7 @@ def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
     return {
         "arches": docs,
         "superseded_mark": SUPERSEDED,
+        "headline_sweep": HEADLINE_SWEEP,
         "verify": run_ref(verify_run, current) if verify_run is not None else None,
         "verify_results": dict(field_of(verify_run, "results", {})) if verify_run else None,
         "thresholds": {t.region: threshold_doc(runs, t, current) for t in thresholds},

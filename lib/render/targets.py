@@ -7,12 +7,15 @@ root; writing is a separate step (``tether.render.write_all``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from tether import trends
+from tether.render import plots
 from tether.render.env import TemplateError, render_template
-from tether.render.plots import curve_svg
+from tether.render.figures import FigureSpec, inputs_digest
 from tether.render.regions import replace_regions
 
 # Whole files: output path -> template under docs_src/.
@@ -43,17 +46,54 @@ def render_files(env: jinja2.Environment, context: dict[str, Any]) -> dict[Path,
     }
 
 
-def render_figures(context: dict[str, Any]) -> dict[Path, bytes]:
-    """One SVG per cited sweep that has a curve."""
-    out: dict[Path, bytes] = {}
+def _curve_data(sweep: Any, title: str, arms: tuple[str, str]) -> dict[str, Any]:
+    points = [
+        {
+            "axis": p.axis,
+            "value": p.value,
+            "geomean": p.aggregate.geomean,
+            "floor": list(p.aggregate.floor) if p.aggregate.floor else None,
+        }
+        for p in sweep.curve
+    ]
+    return {
+        "title": title,
+        "arms": list(arms),
+        "superseded": sweep.run.superseded,
+        "points": points,
+    }
+
+
+def figure_specs(context: dict[str, Any]) -> dict[Path, FigureSpec]:
+    """Every figure target, undrawn: one curve per cited sweep that has one, and one trend per
+    sweep and arch with two or more runs."""
+    out: dict[Path, FigureSpec] = {}
     for arch_doc in context["arches"]:
         for sweep in arch_doc.sweeps:
-            if sweep.figure is None or sweep.run is None:
-                continue
-            arms = (sweep.arms.get("A", "A"), sweep.arms.get("B", "B"))
-            title = f"{arch_doc.arch} {sweep.name}\nrun {sweep.run.id}"
-            out[Path(sweep.figure)] = curve_svg(sweep.curve, title, arms, sweep.run.superseded)
-    return out
+            if sweep.figure is not None and sweep.run is not None:
+                arms = (sweep.arms.get("A", "A"), sweep.arms.get("B", "B"))
+                title = f"{arch_doc.arch} {sweep.name}\nrun {sweep.run.id}"
+                digest = inputs_digest("curve", _curve_data(sweep, title, arms), [plots.__file__])
+                out[Path(sweep.figure)] = FigureSpec(
+                    digest,
+                    partial(plots.curve_svg, sweep.curve, title, arms, sweep.run.superseded),
+                )
+            trend = sweep.trend
+            if trend is not None and len(trend["points"]) >= 2:
+                digest = inputs_digest("trend", trend, [trends.__file__])
+                out[Path("docs") / trend["figure"]] = FigureSpec(
+                    digest, partial(_trend_bytes, trend)
+                )
+    return dict(sorted(out.items()))
+
+
+def _trend_bytes(trend: dict[str, Any]) -> bytes:
+    return trends.trend_svg(trend).encode("utf-8")
+
+
+def render_figures(context: dict[str, Any]) -> dict[Path, bytes]:
+    """Every figure drawn (slow: matplotlib); ``tether check`` draws only what drifted."""
+    return {path: spec.draw() for path, spec in figure_specs(context).items()}
 
 
 def region_targets(context: dict[str, Any]) -> list[RegionTarget]:

@@ -1,0 +1,165 @@
+"""Render follow-ups: sweeps cited from the store, the cpu demo section, trends, why not measured.
+
+Every store here is a FIXTURE built by validate/suite/runfactory.py in a temp folder.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from tether.render import render_all
+from tether.stats import cell_stats
+from tether.store import write_run
+
+from validate.suite.runfactory import (
+    make_not_measured_run,
+    make_sweep_run,
+    make_verify_run,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+README = Path("README.md")
+BACKENDS = Path("docs/backends.md")
+CPU_AXES = {"hq": [2, 4], "seqlen": [64, 128, 256]}
+CPU_FIXED = {"batch": 1, "hkv": 2, "head_dim": 64, "dtype": "f32", "causal": True}
+
+
+def _text(out: dict[Path, bytes], path: Path) -> str:
+    return out[path].decode("utf-8")
+
+
+def _line(readme: str, arch: str) -> str:
+    return next(line for line in readme.splitlines() if line.startswith(f"- **{arch}**:"))
+
+
+def test_cpu_demo_store_gets_a_cpu_section_with_its_headline(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    run = make_sweep_run(
+        name="cpu-demo", arch="cpu", axes=CPU_AXES, fixed=CPU_FIXED, ratio=0.8, store=store
+    )
+    out = render_all(ROOT, store)
+    readme, backends = _text(out, README), _text(out, BACKENDS)
+    line = _line(readme, "cpu")
+    # Independent recomputation: geomean of median(A)/median(B) over every cell.
+    ratios = [np.median(c.samples["A"]) / np.median(c.samples["B"]) for c in run.cells]
+    geomean = float(np.exp(np.mean(np.log(ratios))))
+    assert f"sweep `cpu-demo`, geomean {geomean:.3f} over 6 cells" in line
+    assert re.search(r"A/A floor \d\.\d{3}-\d\.\d{3}", line)
+    assert "not measured" not in line
+    assert "## cpu" in backends and "### cpu: cpu-demo" in backends
+    # The cpu arch lists only what the store holds; the GPU arches keep the main three.
+    cpu_part = backends.split("## cpu", 1)[1]
+    assert "prefill-triton-vs-sdpa" not in cpu_part
+    for arch in ("sm90", "gfx942", "gfx950", "gfx1151"):
+        assert f"### {arch}: deferred-rescale\n" in backends
+        assert "cpu-demo" not in _line(readme, arch)
+    assert Path("docs/figures/cpu-cpu-demo.svg") in out
+
+
+def test_no_cpu_runs_no_cpu_section(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    make_sweep_run(store=store)
+    out = render_all(ROOT, store)
+    assert "## cpu" not in _text(out, BACKENDS)
+    assert "**cpu**" not in _text(out, README)
+
+
+def test_other_sweeps_on_a_gpu_arch_follow_the_main_three(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    make_sweep_run(name="deferred-rescale-square", arch="gfx942", store=store)
+    backends = _text(render_all(ROOT, store), BACKENDS)
+    part = backends.split("## gfx942", 1)[1].split("## gfx950", 1)[0]
+    order = [m.group(1) for m in re.finditer(r"^### gfx942: (\S+)$", part, re.M)]
+    assert order == [
+        "prefill-triton-vs-sdpa",
+        "chunked-prefill",
+        "deferred-rescale",
+        "deferred-rescale-square",
+        "probe",
+        "gates",
+    ]
+    assert "deferred-rescale-square" not in backends.split("## gfx942", 1)[0]
+
+
+def test_trend_part_needs_two_runs(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    make_sweep_run(ratio=0.9, started="2026-11-01T02:00:00Z", store=store)
+    out = render_all(ROOT, store)
+    assert "Trend: single run, no trend yet." in _text(out, BACKENDS)
+    assert not any(p.name.startswith("trend-") for p in out)
+    # A second nightly, far faster: a trend, a flagged change naming both runs, a figure.
+    make_sweep_run(ratio=0.5, seed=1, started="2026-11-02T02:00:00Z", store=store)
+    out = render_all(ROOT, store)
+    backends = _text(out, BACKENDS)
+    assert "Trend over 2 runs (2 measured" in backends
+    assert re.search(r"- up by \d\.\d{3} \(floor [^)]*\) from `[^`]+` \(git \w+\) to", backends)
+    figure = Path("docs/figures/trend-sm90-prefill-triton-vs-sdpa.svg")
+    assert figure in out and out[figure].startswith(b"<?xml")
+    assert "(figures/trend-sm90-prefill-triton-vs-sdpa.svg)" in backends
+
+
+def test_steady_trend_says_no_change(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    for day in (1, 2, 3):
+        # Same seed: the same samples every night, so the headline does not move at all.
+        make_sweep_run(ratio=0.9, started=f"2026-11-0{day}T02:00:00Z", store=store)
+    backends = _text(render_all(ROOT, store), BACKENDS)
+    assert "Trend over 3 runs (3 measured" in backends
+    assert "no change beyond the A/A floor" in backends
+
+
+def test_not_measured_arch_shows_why(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    make_not_measured_run(
+        kind="verify",
+        name="guard-hold",
+        arch="gfx942",
+        reason="host busy: 2 foreign GPU processes",
+        started="2026-11-03T02:00:00Z",
+        store=store,
+    )
+    make_not_measured_run(
+        kind="verify",
+        name="verify-rocm",
+        arch="gfx942",
+        reason="an older refusal",
+        started="2026-11-01T02:00:00Z",
+        store=store,
+    )
+    out = render_all(ROOT, store)
+    line = _line(_text(out, README), "gfx942")
+    assert line.startswith("- **gfx942**: not measured (newest record `")
+    assert "verify `guard-hold` on 2026-11-03, not measured: host busy: 2 foreign GPU" in line
+    assert "older refusal" not in line
+    assert "Nothing on gfx942 is measured yet" in _text(out, BACKENDS)
+    assert _line(_text(out, README), "sm90") == "- **sm90**: not measured."
+
+
+def test_an_ok_run_on_the_arch_hides_the_why(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    make_not_measured_run(kind="verify", name="guard-hold", arch="sm90", store=store)
+    make_verify_run(arch="sm90", vendor="cuda", started="2026-01-02T00:00:00Z", store=store)
+    out = render_all(ROOT, store)
+    assert _line(_text(out, README), "sm90") == "- **sm90**: not measured."
+    assert "Nothing on sm90 is measured yet" not in _text(out, BACKENDS)
+
+
+def test_rejected_run_is_a_reason_too(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    run = make_not_measured_run(kind="verify", name="nightly", arch="gfx1151", reason="x")
+    write_run(replace(run, status="rejected", reason="host sent a truncated file"), store)
+    line = _line(_text(render_all(ROOT, store), README), "gfx1151")
+    assert "verify `nightly` on 2026-01-01, rejected: host sent a truncated file" in line
+
+
+def test_headline_uses_the_same_stats_as_the_cells(tmp_path: Path) -> None:
+    # Guard against the cpu headline drifting from the per-cell table of the same run.
+    store = tmp_path / "results"
+    run = make_sweep_run(name="cpu-demo", arch="cpu", axes=CPU_AXES, fixed=CPU_FIXED, store=store)
+    stats = cell_stats(run)
+    backends = _text(render_all(ROOT, store), BACKENDS)
+    for cell in stats:
+        assert f"| {cell.ratio:.3f} |" in backends
