@@ -150,6 +150,31 @@ def _threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
     )
 
 
+_CHUNKED_EVIDENCE = Evidence(
+    sweep="chunked-prefill",
+    population=Population(
+        name="single-prefill-chunked",
+        entry="single_prefill",
+        where=(("qo_len", ">=", 2048),),
+    ),
+    predicates=("geomean_win", "no_loss_outside_floor"),
+)
+
+
+def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
+    """A threshold for chunked prefill only (kv_len > qo_len): square shapes are not its call."""
+    return Threshold(
+        region=f"policy-{arch}-single-prefill-chunked",
+        arch=arch,
+        entry="single_prefill",
+        arm="triton",
+        otherwise=otherwise,
+        min_qo_len=min_qo_len,
+        evidence=_CHUNKED_EVIDENCE,
+        chunked_only=True,
+    )
+
+
 # Conservative: no threshold holds until a sweep in the store shows its evidence predicates.
 # BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
 # Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
@@ -158,6 +183,14 @@ def _threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
 # not measured: the store has no ok run of this sweep on sm90.
 # END GENERATED: policy-single-prefill-sm90
 _SM90 = _threshold("sm90", "sdpa_cudnn", None)
+# BEGIN GENERATED: policy-sm90-single-prefill-chunked (tether render)
+# Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
+# Applies to chunked prefill only (kv_len > qo_len).
+# sweep chunked-prefill, population single-prefill-chunked
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no ok run of this sweep on sm90.
+# END GENERATED: policy-sm90-single-prefill-chunked
+_SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", None)
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
@@ -165,6 +198,14 @@ _SM90 = _threshold("sm90", "sdpa_cudnn", None)
 # not measured: the store has no ok run of this sweep on gfx942.
 # END GENERATED: policy-single-prefill-gfx942
 _GFX942 = _threshold("gfx942", "sdpa_flash", None)
+# BEGIN GENERATED: policy-gfx942-single-prefill-chunked (tether render)
+# Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
+# Applies to chunked prefill only (kv_len > qo_len).
+# sweep chunked-prefill, population single-prefill-chunked
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no ok run of this sweep on gfx942.
+# END GENERATED: policy-gfx942-single-prefill-chunked
+_GFX942_CHUNKED = _chunked_threshold("gfx942", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx950 (tether render)
 # Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
@@ -172,6 +213,14 @@ _GFX942 = _threshold("gfx942", "sdpa_flash", None)
 # not measured: the store has no ok run of this sweep on gfx950.
 # END GENERATED: policy-single-prefill-gfx950
 _GFX950 = _threshold("gfx950", "sdpa_flash", None)
+# BEGIN GENERATED: policy-gfx950-single-prefill-chunked (tether render)
+# Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
+# Applies to chunked prefill only (kv_len > qo_len).
+# sweep chunked-prefill, population single-prefill-chunked
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no ok run of this sweep on gfx950.
+# END GENERATED: policy-gfx950-single-prefill-chunked
+_GFX950_CHUNKED = _chunked_threshold("gfx950", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx1151 (tether render)
 # Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
@@ -179,8 +228,26 @@ _GFX950 = _threshold("gfx950", "sdpa_flash", None)
 # not measured: the store has no ok run of this sweep on gfx1151.
 # END GENERATED: policy-single-prefill-gfx1151
 _GFX1151 = _threshold("gfx1151", "sdpa_flash", None)
+# BEGIN GENERATED: policy-gfx1151-single-prefill-chunked (tether render)
+# Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
+# Applies to chunked prefill only (kv_len > qo_len).
+# sweep chunked-prefill, population single-prefill-chunked
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no ok run of this sweep on gfx1151.
+# END GENERATED: policy-gfx1151-single-prefill-chunked
+_GFX1151_CHUNKED = _chunked_threshold("gfx1151", "sdpa_flash", None)
 
-POLICY: tuple[Threshold, ...] = (_SM90, _GFX942, _GFX950, _GFX1151)
+# route() reads an arch's thresholds in this order; the first that takes its arm wins.
+POLICY: tuple[Threshold, ...] = (
+    _SM90,
+    _SM90_CHUNKED,
+    _GFX942,
+    _GFX942_CHUNKED,
+    _GFX950,
+    _GFX950_CHUNKED,
+    _GFX1151,
+    _GFX1151_CHUNKED,
+)
 
 # The chunked-prefill call from the seeds: one 2K-token query chunk against 16K keys.
 CHUNKED_PREFILL_16K: dict[str, object] = {
@@ -212,9 +279,12 @@ GATES: tuple[Gate, ...] = (_GATE_SM90,)
 
 
 def threshold_for(arch: str, entry: str = "single_prefill") -> Threshold | None:
-    """The policy threshold for ``entry`` on ``arch``; None where the policy has none (cpu)."""
+    """The first policy threshold for ``entry`` on ``arch``; None where the policy has none."""
+    found = thresholds_for(arch, entry)
+    return found[0] if found else None
+
+
+def thresholds_for(arch: str, entry: str = "single_prefill") -> tuple[Threshold, ...]:
+    """Every policy threshold for ``entry`` on ``arch``, in POLICY order (empty on cpu)."""
     check_arch(arch)
-    for th in POLICY:
-        if th.arch == arch and th.entry == entry:
-            return th
-    return None
+    return tuple(th for th in POLICY if th.arch == arch and th.entry == entry)

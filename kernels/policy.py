@@ -75,6 +75,8 @@ class Threshold:
     """single_prefill takes ``arm`` at or above ``min_qo_len`` on ``arch``; None: never.
 
     ``region`` names the generated policy-comment region rendered above the value.
+    ``chunked_only``: the threshold applies only when kv_len > qo_len (chunked prefill);
+    square and shorter-key shapes are left to the arch's other thresholds.
     """
 
     region: str
@@ -84,6 +86,19 @@ class Threshold:
     otherwise: str
     min_qo_len: int | None
     evidence: Evidence
+    chunked_only: bool = False
+
+    def applies(self, qo_len: int, kv_len: int) -> bool:
+        """Whether this threshold speaks for a call of ``qo_len`` queries and ``kv_len`` keys."""
+        return not self.chunked_only or kv_len > qo_len
+
+    def takes_arm(self, qo_len: int, kv_len: int) -> bool:
+        """Whether the call goes to ``arm``: the threshold applies and ``min_qo_len`` is reached."""
+        return (
+            self.applies(qo_len, kv_len)
+            and self.min_qo_len is not None
+            and qo_len >= self.min_qo_len
+        )
 
 
 @dataclass(frozen=True)

@@ -50,12 +50,13 @@ def _run_arm(
     import torch
     from tether.kernels.arms import get_arm
 
-    out = torch.empty_like(q)
+    arm = get_arm(arm_name)
+    out = torch.empty_like(q) if arm.writes_out else None
     lse = None
     if return_lse:
         lse = torch.empty(shape.batch, shape.hq, shape.qo_len, dtype=torch.float32, device=q.device)
-    get_arm(arm_name).prepare(q, k, v, shape, out=out, lse=lse, arch=arch, sm_scale=sm_scale)()
-    return (out, lse) if return_lse else out
+    res = arm.prepare(q, k, v, shape, out=out, lse=lse, arch=arch, sm_scale=sm_scale)()
+    return (res, lse) if return_lse else res
 
 
 def _call(entry: str, q, k, v, causal, sm_scale, return_lse, arch):

@@ -1,8 +1,11 @@
 """Routing: which arm an entry point takes for a shape on an arch. Pure, no GPU, no torch.
 
-single_prefill follows the arch's policy threshold (arch_caps.POLICY): the policy's arm at
-or above ``min_qo_len``, else its ``otherwise`` arm; ``min_qo_len`` None means the policy
-arm is never taken. batch_prefill is its own path: the arch's preferred SDPA arm.
+single_prefill follows the arch's policy thresholds (arch_caps.POLICY), read in order: the
+first threshold that applies to the shape (``chunked_only`` ones only when kv_len > qo_len)
+and whose ``min_qo_len`` is reached sends the call to its arm; when none does, the call takes
+the ``otherwise`` arm of the first threshold that applies. ``min_qo_len`` None means that
+threshold never sends a call to its arm. batch_prefill is its own path: the arch's preferred
+SDPA arm.
 When the chosen arm cannot serve the shape (say cuDNN for f32), routing walks the arch's
 SDPA preference order, a documented choice made here, not a fallback inside an arm.
 """
@@ -10,7 +13,7 @@ SDPA preference order, a documented choice made here, not a fallback inside an a
 from __future__ import annotations
 
 from tether.errors import ArmUnavailableError, UsageError
-from tether.kernels.arch_caps import SDPA_PREFERENCE, check_arch, threshold_for
+from tether.kernels.arch_caps import SDPA_PREFERENCE, check_arch, thresholds_for
 from tether.kernels.shapes import Shape
 
 ENTRY_POINTS: tuple[str, ...] = ("single_prefill", "batch_prefill")
@@ -57,10 +60,12 @@ def route(entry: str, shape: Shape, arch: str, *, return_lse: bool = False) -> s
     if return_lse:
         return _first_supported(("triton",), shape, arch, need_lse=True)
     if entry == "single_prefill":
-        th = threshold_for(arch, entry)
-        if th is None:
-            return _first_supported(sdpa, shape, arch, need_lse=False)
-        if th.min_qo_len is not None and shape.qo_len >= th.min_qo_len:
-            return _first_supported((th.arm, *sdpa), shape, arch, need_lse=False)
-        return _first_supported((th.otherwise, *sdpa), shape, arch, need_lse=False)
+        applying = [
+            th for th in thresholds_for(arch, entry) if th.applies(shape.qo_len, shape.kv_len)
+        ]
+        for th in applying:
+            if th.takes_arm(shape.qo_len, shape.kv_len):
+                return _first_supported((th.arm, *sdpa), shape, arch, need_lse=False)
+        if applying:
+            return _first_supported((applying[0].otherwise, *sdpa), shape, arch, need_lse=False)
     return _first_supported(sdpa, shape, arch, need_lse=False)

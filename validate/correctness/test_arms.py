@@ -128,3 +128,39 @@ def test_backend_refusal_surfaces_from_prepare() -> None:
         _sdpa_prepare("EFFICIENT_ATTENTION", "mask")(
             q, k, v, shape, torch.empty_like(q), None, "cpu"
         )
+
+
+SDPA_ARMS = [pytest.param(n, id=n) for n in sorted(ARMS) if not ARMS[n].writes_out]
+
+
+def test_only_sdpa_arms_return_their_own_tensor() -> None:
+    assert {n for n, arm in ARMS.items() if not arm.writes_out} == {
+        "sdpa_flash",
+        "sdpa_cudnn",
+        "sdpa_efficient",
+        "sdpa_math",
+    }
+
+
+@pytest.mark.gpu(reason="device allocator segments")
+@pytest.mark.parametrize("arm", SDPA_ARMS)
+def test_sdpa_call_allocates_no_segment_after_warmup(arm: str) -> None:
+    # The SDPA arms return PyTorch's own output, allocated per call from the caching
+    # allocator: after the first call (prepare's probe) the block is reused, never cudaMalloc'd.
+    shape = Shape(1, 2048, 4096, 32, 8, 128, "f16", True)
+    reason = get_arm(arm).supports(shape, current_arch())
+    if reason is not None:
+        pytest.skip(f"{arm} does not serve this shape on {current_arch()}: {reason}")
+    q, k, v = make_qkv(shape, fresh_seed())
+    out = torch.full_like(q, float("nan"))
+    launch = get_arm(arm).prepare(q, k, v, shape, out=out, arch=current_arch())
+    launch()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_stats().get("segment.all.allocated", 0)
+    for _ in range(3):
+        launch()  # the result is dropped, as the timing engine drops it
+    res = launch()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_stats().get("segment.all.allocated", 0) == before
+    assert res.data_ptr() != out.data_ptr() and torch.isnan(out).all()
+    assert torch.isfinite(res).all()

@@ -149,3 +149,84 @@ def test_lse_routes_to_triton_or_refuses(monkeypatch) -> None:
 def test_current_arch_is_known() -> None:
     assert current_arch() in ARCHES
     assert isinstance(interpreter_on(), bool)
+
+
+CHUNKED = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
+SQUARE = Shape(1, 2048, 2048, 32, 8, 128, "f16", True)
+GPU_ARCHES = [pytest.param(a, id=a) for a in arch_caps.GPU_ARCHES]
+
+
+def _set(th: Threshold, **changes) -> Threshold:
+    return Threshold(**{**th.__dict__, **changes})
+
+
+def _chunked_policy_set(min_qo_len: int) -> tuple[Threshold, ...]:
+    return tuple(
+        _set(th, min_qo_len=min_qo_len) if th.chunked_only else th for th in arch_caps.POLICY
+    )
+
+
+def test_every_gpu_arch_has_a_conservative_chunked_threshold() -> None:
+    for arch in arch_caps.GPU_ARCHES:
+        found = arch_caps.thresholds_for(arch)
+        chunked = [th for th in found if th.chunked_only]
+        assert len(chunked) == 1, f"{arch}: {found}"
+        (th,) = chunked
+        assert th.region == f"policy-{arch}-single-prefill-chunked"
+        assert (th.arm, th.min_qo_len) == ("triton", None)
+        assert th.otherwise == arch_caps.SDPA_PREFERENCE[arch][0]
+        assert th.evidence.sweep == "chunked-prefill"
+        assert th.evidence.population.name == "single-prefill-chunked"
+        # The general threshold stays first: the renderer's per-arch docs cite it.
+        assert not found[0].chunked_only
+    assert arch_caps.thresholds_for("cpu") == ()
+
+
+def test_chunked_only_applies_when_kv_len_exceeds_qo_len() -> None:
+    th = _set(arch_caps.POLICY[0], chunked_only=True, min_qo_len=2048)
+    assert th.applies(2048, 2049) and th.takes_arm(2048, 16384)
+    assert not th.applies(2048, 2048) and not th.takes_arm(2048, 2048)
+    assert not th.takes_arm(1024, 16384)  # applies, but below min_qo_len
+    assert not _set(th, min_qo_len=None).takes_arm(2048, 16384)
+
+
+@pytest.mark.parametrize(
+    "shape", [pytest.param(CHUNKED, id="chunked"), pytest.param(SQUARE, id="square")]
+)
+@pytest.mark.parametrize("arch", GPU_ARCHES)
+def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, monkeypatch) -> None:
+    monkeypatch.setattr(arch_caps, "POLICY", _chunked_policy_set(2048))
+    sdpa = arch_caps.SDPA_PREFERENCE[arch][0]
+    want = "triton" if shape.kv_len > shape.qo_len else sdpa
+    assert route("single_prefill", shape, arch) == want
+    assert route("single_prefill", shape.with_(qo_len=1024), arch) == sdpa
+    assert route("batch_prefill", shape, arch) == sdpa
+    # single_prefill takes exactly the arm route names (meta tensors: nothing runs).
+    called: list[str] = []
+
+    def record(arm_name, q, k, v, shape_, arch_, return_lse, sm_scale):
+        called.append(arm_name)
+        return q
+
+    monkeypatch.setattr(prefill, "_run_arm", record)
+    q = torch.empty(shape.qo_len, shape.hq, shape.head_dim, dtype=torch.float16, device="meta")
+    kv = torch.empty(shape.kv_len, shape.hkv, shape.head_dim, dtype=torch.float16, device="meta")
+    single_prefill(q, kv, kv, causal=shape.causal, arch=arch)
+    assert called == [want]
+
+
+def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
+    general, chunked = arch_caps.thresholds_for("sm90")
+    # An unset chunked threshold does not veto the general one.
+    monkeypatch.setattr(arch_caps, "POLICY", (_set(general, min_qo_len=1024), chunked))
+    assert route("single_prefill", CHUNKED, "sm90") == "triton"
+    # Both set: order decides between their arms.
+    both = (_set(chunked, min_qo_len=1024, arm="triton_eager"), _set(general, min_qo_len=1024))
+    monkeypatch.setattr(arch_caps, "POLICY", both)
+    assert route("single_prefill", CHUNKED, "sm90") == "triton_eager"
+    assert route("single_prefill", SQUARE, "sm90") == "triton"
+    # None takes its arm: the first threshold that applies names the other arm.
+    idle = (_set(chunked, otherwise="sdpa_flash"), general)
+    monkeypatch.setattr(arch_caps, "POLICY", idle)
+    assert route("single_prefill", CHUNKED, "sm90") == "sdpa_flash"
+    assert route("single_prefill", SQUARE, "sm90") == "sdpa_cudnn"
