@@ -155,7 +155,7 @@ _CHUNKED_EVIDENCE = Evidence(
     population=Population(
         name="single-prefill-chunked",
         entry="single_prefill",
-        where=(("qo_len", ">=", 2048),),
+        where=(("qo_len", ">=", 2048), ("kv_len", ">", "qo_len")),
     ),
     predicates=("geomean_win", "no_loss_outside_floor"),
 )
@@ -187,7 +187,7 @@ _SM90 = _threshold("sm90", "sdpa_cudnn", None)
 # Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
 # Applies to chunked prefill only (kv_len > qo_len).
 # sweep chunked-prefill, population single-prefill-chunked
-# (reachable from single_prefill, qo_len >= 2048).
+# (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
 # not measured: the store has no ok run of this sweep on sm90.
 # END GENERATED: policy-sm90-single-prefill-chunked
 _SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", None)
@@ -202,7 +202,7 @@ _GFX942 = _threshold("gfx942", "sdpa_flash", None)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
 # Applies to chunked prefill only (kv_len > qo_len).
 # sweep chunked-prefill, population single-prefill-chunked
-# (reachable from single_prefill, qo_len >= 2048).
+# (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
 # not measured: the store has no ok run of this sweep on gfx942.
 # END GENERATED: policy-gfx942-single-prefill-chunked
 _GFX942_CHUNKED = _chunked_threshold("gfx942", "sdpa_flash", None)
@@ -217,7 +217,7 @@ _GFX950 = _threshold("gfx950", "sdpa_flash", None)
 # Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
 # Applies to chunked prefill only (kv_len > qo_len).
 # sweep chunked-prefill, population single-prefill-chunked
-# (reachable from single_prefill, qo_len >= 2048).
+# (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
 # not measured: the store has no ok run of this sweep on gfx950.
 # END GENERATED: policy-gfx950-single-prefill-chunked
 _GFX950_CHUNKED = _chunked_threshold("gfx950", "sdpa_flash", None)
@@ -232,7 +232,7 @@ _GFX1151 = _threshold("gfx1151", "sdpa_flash", None)
 # Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
 # Applies to chunked prefill only (kv_len > qo_len).
 # sweep chunked-prefill, population single-prefill-chunked
-# (reachable from single_prefill, qo_len >= 2048).
+# (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
 # not measured: the store has no ok run of this sweep on gfx1151.
 # END GENERATED: policy-gfx1151-single-prefill-chunked
 _GFX1151_CHUNKED = _chunked_threshold("gfx1151", "sdpa_flash", None)

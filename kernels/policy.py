@@ -34,12 +34,16 @@ class Population:
 
     name: str
     entry: str | None = None  # keep cells whose reach.entry_points include this entry point
-    where: tuple[tuple[str, str, object], ...] = ()  # (field, op, value) over shape_fields
+    # (field, op, value) over shape_fields; a value that names a field compares the two fields
+    where: tuple[tuple[str, str, object], ...] = ()
 
     def admits(self, full_shape: Mapping[str, object], entry_points: tuple[str, ...]) -> bool:
         if self.entry is not None and self.entry not in entry_points:
             return False
         for name, op, value in self.where:
+            # A value naming another shape field compares the two fields (kv_len > qo_len).
+            if isinstance(value, str) and value in full_shape:
+                value = full_shape[value]
             if name not in full_shape or not _OPS[op](full_shape[name], value):
                 return False
         return True

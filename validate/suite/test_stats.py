@@ -168,3 +168,13 @@ def test_cells_come_back_sorted_by_key() -> None:
     cells = [make_cell({"seqlen": s}) for s in (512, 256)]
     run = {"status": "ok", "config": {"grid": {"fixed": {}}}, "cells": cells}
     assert [s.key["seqlen"] for s in cell_stats(run)] == [256, 512]
+
+
+def test_population_compares_two_fields() -> None:
+    chunked = Population(name="chunked", where=(("kv_len", ">", "qo_len"),))
+    assert chunked.admits({"qo_len": 2048, "kv_len": 4096}, ())
+    assert not chunked.admits({"qo_len": 2048, "kv_len": 2048}, ())
+    # A string value that is no field name stays a literal.
+    bf16 = Population(name="bf16", where=(("dtype", "==", "bf16"),))
+    assert bf16.admits({"dtype": "bf16"}, ())
+    assert not bf16.admits({"dtype": "f16"}, ())
