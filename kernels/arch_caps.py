@@ -78,6 +78,10 @@ def detect_arch() -> str:
     raise UnknownArchError(f"unsupported NVIDIA GPU arch sm{cap[0]}{cap[1]}")
 
 
+# At or below this many keys an sm90 call counts as short (see launch_config).
+SM90_SHORT_KV = 4096
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     """Triton launch parameters for the attention forward kernel."""
@@ -95,8 +99,13 @@ class LaunchConfig:
     warp_specialize: bool = False
 
 
-def launch_config(arch: str, head_dim: int, dtype: str = "f16") -> LaunchConfig:
-    """The kernel's launch config on ``arch`` for ``head_dim`` and the input ``dtype``."""
+def launch_config(
+    arch: str, head_dim: int, dtype: str = "f16", kv_len: int | None = None
+) -> LaunchConfig:
+    """The kernel's launch config on ``arch`` for ``head_dim``, ``dtype`` and ``kv_len``.
+
+    ``kv_len`` None means a long call (the config for the large shapes).
+    """
     check_arch(arch)
     if dtype == "f32" and arch != "cpu":
         # f32 tiles take twice the shared memory (LDS) of f16 ones; halve both tile sides.
@@ -115,8 +124,12 @@ def launch_config(arch: str, head_dim: int, dtype: str = "f16") -> LaunchConfig:
         if head_dim <= 64:
             return LaunchConfig(block_m=128, block_n=64, num_warps=4, num_stages=3)
         if head_dim <= 128:
-            # v2: picked by validate/tune_sm90.py on an H200 over the candidate grid
-            # (kernels/NOTES.md; its output is kernels/tuning/sm90-tune-2026-11-29.json).
+            # v3: picked by validate/tune_sm90.py on an H200 over the candidate grid
+            # (kernels/NOTES.md; its output is kernels/tuning/sm90-tune-2026-11-29.json):
+            # short calls launch few programs per SM with 128-row tiles, so they take the
+            # 64x64 tile that led at the 4K square; long calls take the 128x128 tile.
+            if kv_len is not None and kv_len <= SM90_SHORT_KV:
+                return LaunchConfig(block_m=64, block_n=64, num_warps=4, num_stages=3)
             return LaunchConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
         return LaunchConfig(block_m=64, block_n=32, num_warps=8, num_stages=2)
     if arch == "gfx1151":
@@ -182,7 +195,13 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
-# not measured: the store has no ok run of this sweep on sm90.
+# run 20261129T215008Z-sweep-prefill-triton-vs-sdpa-sm90-4881fa0a
+# (2026-11-29, git 5a553fd60248, superseded (harness changed since; re-measure))
+# 18 cells, geomean 0.744, A/A floor 0.999-1.001,
+# worst cell batch=1 hq=64 seqlen=2048
+# at 0.717, 18 below 1.00, 18 outside their floor.
+# geomean_win: does not hold
+# no_loss_outside_floor: does not hold
 # END GENERATED: policy-single-prefill-sm90
 _SM90 = _threshold("sm90", "sdpa_cudnn", None)
 # BEGIN GENERATED: policy-sm90-single-prefill-chunked (tether render)
@@ -190,7 +209,13 @@ _SM90 = _threshold("sm90", "sdpa_cudnn", None)
 # Applies to chunked prefill only (kv_len > qo_len).
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
-# not measured: the store has no ok run of this sweep on sm90.
+# run 20261129T215049Z-sweep-chunked-prefill-sm90-33bcbda3
+# (2026-11-29, git 5a553fd60248, superseded (harness changed since; re-measure))
+# 6 cells, geomean 1.459, A/A floor 1.000-1.002,
+# worst cell dtype=f16 kv_len=4096
+# at 1.446, 0 below 1.00, 0 outside their floor.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
 _SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", None)
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
@@ -276,6 +301,7 @@ _GATE_SM90 = Gate(
     shape=CHUNKED_PREFILL_16K,
     threshold_tflops=None,
 )
+
 
 GATES: tuple[Gate, ...] = (_GATE_SM90,)
 

@@ -185,7 +185,7 @@ def _triton_prepare(margin: int) -> Callable[..., Launch]:
             k,
             v,
             out,
-            launch_config(arch, shape.head_dim, shape.dtype),
+            launch_config(arch, shape.head_dim, shape.dtype, shape.kv_len),
             causal=shape.causal,
             sm_scale=sm_scale,
             margin=margin,

@@ -121,4 +121,9 @@ class Gate:
     threshold_tflops: float | None
     before_run: str | None = None
     after_run: str | None = None
+    # Which sample role of each cited run holds the measurement: "B" (the arm under test, as
+    # in a probe or gate run) or "A" (the arm a sweep compares against, e.g. the SDPA path a
+    # call took before the policy routed it to Triton).
+    before_role: str = "B"
+    after_role: str = "B"
     notes: tuple[str, ...] = field(default=())

@@ -235,35 +235,21 @@ def check_thresholds(
     return findings
 
 
-def measured_tflops(run: Any, shape: Mapping[str, object]) -> float | None:
-    """A gate-relevant run's measurement: its recorded result, else recomputed from samples."""
-    results = _field(run, "results", {}) or {}
-    value = _field(results, "measured_tflops")
-    if isinstance(value, (int, float)):
-        return float(value)
-    from statistics import median
-
-    from tether.kernels.policy import shape_fields
-
-    fixed = _field(_field(_field(run, "config", {}), "grid", {}), "fixed", {}) or {}
-    for cell in _field(run, "cells", ()) or ():
-        full = shape_fields(_field(cell, "key", {}), fixed)
-        if all(full.get(k) == v for k, v in shape.items()):
-            samples = _field(_field(cell, "samples", {}), "B")
-            if samples:
-                return float(_field(cell, "flops")) / median(samples) / 1e12
-    return None
-
-
 def check_gates(root: Path, gates: Iterable[Gate], runs: list[Any], current: str) -> list[Finding]:
     """Each gate with a threshold sits strictly between its cited before and after runs."""
+    from tether.stats import measured_tflops
+
     findings = []
     for gate in gates:
         if gate.threshold_tflops is None:
             continue
         where = (ARCH_CAPS.as_posix(), _marker_line(root, gate.region))
         values = {}
-        for role, run_id in (("before", gate.before_run), ("after", gate.after_run)):
+        cited = (
+            ("before", gate.before_run, gate.before_role),
+            ("after", gate.after_run, gate.after_role),
+        )
+        for role, run_id, sample_role in cited:
             run = _run_by_id(runs, run_id)
             if run is None:
                 findings.append(
@@ -276,12 +262,13 @@ def check_gates(root: Path, gates: Iterable[Gate], runs: list[Any], current: str
                         *where, f"gate {gate.id}: {role} run {run_id} is from a superseded harness"
                     )
                 )
-            value = measured_tflops(run, gate.shape)
+            value = measured_tflops(run, gate.shape, sample_role)
             if value is None:
                 findings.append(
                     Finding(
                         *where,
-                        f"gate {gate.id}: {role} run {run_id} has no cell for the gate's shape",
+                        f"gate {gate.id}: {role} run {run_id} has no {sample_role} samples "
+                        "for the gate's shape",
                     )
                 )
             else:

@@ -5,6 +5,10 @@ Marks (registered here, skipped at collection time with the reason):
 - ``gpu`` / ``gpu(reason=...)``: needs a CUDA or ROCm device (the reason says why, e.g. bf16).
 - ``triton``: runs a Triton kernel; needs a GPU or ``TRITON_INTERPRET=1`` (the CPU interpreter).
 - ``arch(*names)``: needs the detected arch to be one of ``names`` (e.g. ``arch("sm90")``).
+- ``devtool(*names)``: needs development tools (ruff, pre_commit, check-jsonschema, or
+  ``repo-venv`` for the checkout's .venv that the pre-commit hooks run). Where they are
+  missing the test skips saying so, except under CI (``CI`` set), where the dev extra is
+  installed by .ci/run and a missing tool must fail, not vanish into a skip.
 - ``gate``, ``slow``: descriptive (see pyproject.toml).
 
 Under xdist each worker is pinned to one GPU (``tether.gpus``) before torch is imported.
@@ -14,7 +18,11 @@ A skip here only ever reflects missing hardware; an error in a test is never tur
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+import shutil
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +31,7 @@ MARKERS: tuple[str, ...] = (
     "gpu(reason=...): needs a CUDA or ROCm device",
     "triton: runs a Triton kernel (a GPU, or TRITON_INTERPRET=1 on the CPU)",
     "arch(*names): needs the detected arch to be one of names",
+    "devtool(*names): needs development tools (skips outside CI when they are missing)",
     "gate: throughput gate (measures a named shape and fails below its policy threshold)",
     "slow: takes more than a few seconds on the CPU",
 )
@@ -54,6 +63,15 @@ def device() -> str:
     return "cuda" if has_gpu() else "cpu"
 
 
+def dev_tool_present(name: str) -> bool:
+    """A dev tool is importable, beside this interpreter, or on PATH (``repo-venv``: .venv)."""
+    if name == "repo-venv":
+        return (Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python").exists()
+    if importlib.util.find_spec(name.replace("-", "_")) is not None:
+        return True
+    return (Path(sys.executable).parent / name).exists() or shutil.which(name) is not None
+
+
 def skip_reason(item: Any) -> str | None:
     """Why ``item`` cannot run on this machine, or None."""
     gpu_mark = item.get_closest_marker("gpu")
@@ -65,6 +83,11 @@ def skip_reason(item: Any) -> str | None:
     arch_mark = item.get_closest_marker("arch")
     if arch_mark is not None and current_arch() not in arch_mark.args:
         return f"needs arch {'/'.join(arch_mark.args)}; this machine is {current_arch()}"
+    tool_mark = item.get_closest_marker("devtool")
+    if tool_mark is not None and not os.environ.get("CI"):
+        missing = [name for name in tool_mark.args if not dev_tool_present(name)]
+        if missing:
+            return f"dev tools not installed here: {', '.join(missing)} (pip install -e '.[dev]')"
     return None
 
 
@@ -78,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    hardware = ("gpu", "triton", "arch")
+    hardware = ("gpu", "triton", "arch", "devtool")
     for item in items:
         if not any(item.get_closest_marker(m) is not None for m in hardware):
             continue  # items without hardware marks never pay for importing torch

@@ -313,3 +313,23 @@ def evaluate(evidence: Evidence, run: Any) -> tuple[bool, str]:
         f"geomean {agg.geomean:.3f}, A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}: {verdicts}"
     )
     return all(results.values()), why
+
+
+def measured_tflops(run: Any, shape: Mapping[str, object], role: str = "B") -> float | None:
+    """What ``run`` measured for ``shape`` (FLOPs per second over 1e12): a gate run's recorded result, else
+    recomputed from the raw samples of ``role`` in the cell matching ``shape``.
+
+    None when the run has no such cell or role. One definition for the check and the docs.
+    """
+    results = field_of(run, "results", {}) or {}
+    value = field_of(results, "measured_tflops")
+    if isinstance(value, (int, float)) and role == "B":
+        return float(value)
+    fixed = field_of(field_of(field_of(run, "config", {}), "grid", {}), "fixed", {}) or {}
+    for cell in field_of(run, "cells", ()) or ():
+        full = shape_fields(field_of(cell, "key", {}), fixed)
+        if all(full.get(k) == v for k, v in shape.items()):
+            samples = field_of(field_of(cell, "samples", {}), role)
+            if samples:
+                return float(field_of(cell, "flops")) / _median(samples) / 1e12
+    return None

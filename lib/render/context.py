@@ -25,6 +25,7 @@ from tether.stats import (
     cell_stats,
     curve,
     field_of,
+    measured_tflops,
     monotonic,
     predicate_results,
 )
@@ -253,11 +254,6 @@ def _by_id(runs: list[Any], run_id: str | None) -> Any:
     return next((r for r in runs if field_of(r, "id") == run_id), None) if run_id else None
 
 
-def _measured(run: Any) -> float | None:
-    value = field_of(field_of(run, "results", {}) or {}, "measured_tflops")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def gate_doc(runs: list[Any], gate: Gate, current: str) -> GateDoc:
     before, after = _by_id(runs, gate.before_run), _by_id(runs, gate.after_run)
     latest = newest(runs, "gate", gate.id, gate.arch)
@@ -266,11 +262,11 @@ def gate_doc(runs: list[Any], gate: Gate, current: str) -> GateDoc:
         gate=gate,
         shape=" ".join(f"{k}={gate.shape[k]}" for k in sorted(gate.shape)),
         before=run_ref(before, current) if before else None,
-        before_tflops=_measured(before) if before else None,
+        before_tflops=measured_tflops(before, gate.shape, gate.before_role) if before else None,
         after=run_ref(after, current) if after else None,
-        after_tflops=_measured(after) if after else None,
+        after_tflops=measured_tflops(after, gate.shape, gate.after_role) if after else None,
         latest=run_ref(latest, current) if latest else None,
-        latest_tflops=_measured(latest) if latest else None,
+        latest_tflops=measured_tflops(latest, gate.shape) if latest else None,
         latest_passed=bool(passed) if passed is not None else None,
     )
 

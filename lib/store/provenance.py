@@ -80,14 +80,34 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+def _canonical(node: object) -> str:
+    """The AST as text, leaving out what differs between Python versions but not code.
+
+    ``ast.dump`` is not stable across interpreters: 3.12 added fields such as
+    ``type_params=[]`` to every function, so the same source hashed differently on a host
+    with another Python and every run from it looked superseded. Empty and None fields and
+    the load/store context carry no code, so they are left out.
+    """
+    if isinstance(node, ast.AST):
+        parts = []
+        for name, value in ast.iter_fields(node):
+            if name == "ctx" or value is None or (isinstance(value, list) and not value):
+                continue
+            parts.append(f"{name}={_canonical(value)}")
+        return f"{type(node).__name__}({','.join(parts)})"
+    if isinstance(node, list):
+        return "[" + ",".join(_canonical(item) for item in node) + "]"
+    return repr(node)
+
+
 def source_digest(text: str) -> str:
-    """A stable text for hashing: the AST dump without docstrings, or the raw text if unparsable."""
+    """A stable text for hashing: the canonical AST without docstrings, or the raw text."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
         # A file mid-edit still gets a fingerprint; any change to it changes the hash.
         return "unparsable:" + text
-    return ast.dump(_strip_docstrings(tree), include_attributes=False)
+    return _canonical(_strip_docstrings(tree))
 
 
 # raw-bytes sha256 -> AST digest sha256: parsing and dumping dominate new_run's cost, and

@@ -108,3 +108,13 @@ def test_every_region_has_its_markers() -> None:
         end = f"# END GENERATED: {region}"
         assert text.count(begin) == 1 and text.count(end) == 1, region
         assert text.index(begin) < text.index(end)
+
+
+def test_sm90_short_calls_take_the_small_tile() -> None:
+    from tether.kernels.arch_caps import SM90_SHORT_KV
+
+    short = launch_config("sm90", 128, "bf16", SM90_SHORT_KV)
+    long = launch_config("sm90", 128, "bf16", SM90_SHORT_KV + 1)
+    assert (short.block_m, short.block_n) < (long.block_m, long.block_n)
+    # No length given means the long-call config.
+    assert launch_config("sm90", 128, "bf16") == long

@@ -81,7 +81,7 @@ def test_a_gate_run_records_its_threshold_and_the_runs_it_was_set_from(tmp_path:
 
 def test_check_reads_a_measurement_from_gate_and_sweep_runs(tmp_path: Path) -> None:
     from tether.bench.sweep import SweepDef, run_sweep
-    from tether.check import measured_tflops
+    from tether.stats import measured_tflops
 
     gate_out = measure_gate(fixture_gate(1e-9), store=tmp_path, root=ROOT, target=CPU,
                             policy=QUICK)  # fmt: skip

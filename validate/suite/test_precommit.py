@@ -86,12 +86,14 @@ def clone(tmp_path: Path) -> Path:
     return target
 
 
+@pytest.mark.devtool("pre_commit", "ruff", "repo-venv")
 def test_clean_tree_passes_every_hook(clone: Path, tmp_path: Path) -> None:
     done = _pre_commit(clone, tmp_path / "pre-commit-home")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "tether check" in done.stdout
 
 
+@pytest.mark.devtool("pre_commit", "ruff", "repo-venv")
 def test_figure_edited_in_readme_fails_tether_check(clone: Path, tmp_path: Path) -> None:
     readme = clone / "README.md"
     text = readme.read_text(encoding="utf-8")

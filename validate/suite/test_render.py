@@ -119,6 +119,7 @@ def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
     assert "host busy: lock held; host held by user ci, host gpu-1, pid 4242" in readme
 
 
+@pytest.mark.devtool("ruff")
 def test_policy_regions_render_and_are_ruff_format_fixed_points(sweep_store: Path) -> None:
     out = render_all(ROOT, sweep_store)
     text = _text(out, Path("kernels/arch_caps.py"))

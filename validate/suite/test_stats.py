@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 import pytest
 from tether.kernels.policy import WHOLE_MAP, Evidence, Population
@@ -178,3 +180,17 @@ def test_population_compares_two_fields() -> None:
     bf16 = Population(name="bf16", where=(("dtype", "==", "bf16"),))
     assert bf16.admits({"dtype": "bf16"}, ())
     assert not bf16.admits({"dtype": "f16"}, ())
+
+
+def test_measured_tflops_reads_the_named_role() -> None:
+    from tether.stats import measured_tflops
+
+    run = make_sweep_run()
+    cell = run.cells[0]
+    shape = dict(cell.key)
+    b = measured_tflops(run, shape)
+    a = measured_tflops(run, shape, "A")
+    assert b == pytest.approx(cell.flops / statistics.median(cell.samples["B"]) / 1e12)
+    assert a == pytest.approx(cell.flops / statistics.median(cell.samples["A"]) / 1e12)
+    assert measured_tflops(run, shape, "Z") is None
+    assert measured_tflops(run, {**shape, "no_such_axis": 1}) is None

@@ -146,3 +146,15 @@ def test_new_run_refuses_bad_input(tmp_path: Path) -> None:
     with pytest.raises(RunFileError, match=r"provenance\.device"):
         new_run("probe", "p", arch="cpu", device="a | b", config={}, status="not_measured",
                 reason="busy", root=tmp_path)  # fmt: skip
+
+
+def test_source_digest_is_the_same_text_on_every_python() -> None:
+    # Golden text: ast.dump differs between interpreters (3.12 adds type_params=[] to every
+    # function), which once made runs from a host with another Python look superseded.
+    from tether.store.provenance import source_digest
+
+    text = source_digest('def f(x):\n    """doc"""\n    return x + 1  # why\n')
+    assert text == (
+        "Module(body=[FunctionDef(name='f',args=arguments(args=[arg(arg='x')]),"
+        "body=[Return(value=BinOp(left=Name(id='x'),op=Add(),right=Constant(value=1)))])])"
+    )
