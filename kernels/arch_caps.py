@@ -195,11 +195,11 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
-# run 20261129T215008Z-sweep-prefill-triton-vs-sdpa-sm90-4881fa0a
-# (2026-11-29, git 5a553fd60248, superseded (harness changed since; re-measure))
-# 18 cells, geomean 0.744, A/A floor 0.999-1.001,
-# worst cell batch=1 hq=64 seqlen=2048
-# at 0.717, 18 below 1.00, 18 outside their floor.
+# run 20261129T220044Z-sweep-prefill-triton-vs-sdpa-sm90-31ab500e
+# (2026-11-29, git 7aa97789cf6b)
+# 18 cells, geomean 0.791, A/A floor 0.998-1.000,
+# worst cell batch=1 hq=64 seqlen=6144
+# at 0.742, 18 below 1.00, 18 outside their floor.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-single-prefill-sm90
@@ -209,15 +209,15 @@ _SM90 = _threshold("sm90", "sdpa_cudnn", None)
 # Applies to chunked prefill only (kv_len > qo_len).
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
-# run 20261129T215049Z-sweep-chunked-prefill-sm90-33bcbda3
-# (2026-11-29, git 5a553fd60248, superseded (harness changed since; re-measure))
-# 6 cells, geomean 1.459, A/A floor 1.000-1.002,
-# worst cell dtype=f16 kv_len=4096
-# at 1.446, 0 below 1.00, 0 outside their floor.
+# run 20261129T220212Z-sweep-chunked-prefill-sm90-870a0ff3
+# (2026-11-29, git 7aa97789cf6b)
+# 6 cells, geomean 1.485, A/A floor 1.000-1.002,
+# worst cell dtype=bf16 kv_len=8192
+# at 1.455, 0 below 1.00, 0 outside their floor.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
-_SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", None)
+_SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", 2048)
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
@@ -289,9 +289,11 @@ CHUNKED_PREFILL_16K: dict[str, object] = {
 }
 
 # BEGIN GENERATED: gate-sm90-chunked-prefill-16k (tether render)
-# Gate sm90-chunked-prefill-16k-f16 on sm90: triton, threshold not set.
-# before: not measured
-# after: not measured
+# Gate sm90-chunked-prefill-16k-f16 on sm90: triton, threshold 400.0 TFLOP/s.
+# before: 20261129T220158Z-sweep-chunked-prefill-cudnn-sm90-4db370eb (samples of role A)
+#   measured 307.1
+# after: 20261129T220035Z-probe-triton-chunked-prefill-sm90-2a17143b
+#   measured 494.5
 # END GENERATED: gate-sm90-chunked-prefill-16k
 _GATE_SM90 = Gate(
     id="sm90-chunked-prefill-16k-f16",
@@ -299,7 +301,14 @@ _GATE_SM90 = Gate(
     arch="sm90",
     arm="triton",
     shape=CHUNKED_PREFILL_16K,
-    threshold_tflops=None,
+    # Set between the path single_prefill took for this call before the chunked threshold
+    # (cuDNN, arm A of the cuDNN chunked sweep) and the Triton call it takes now (the probe):
+    # the gate fails if the Triton path falls back toward what it replaced. tether check
+    # verifies the value still sits between the two cited measurements.
+    threshold_tflops=400.0,
+    before_run="20261129T220158Z-sweep-chunked-prefill-cudnn-sm90-4db370eb",
+    before_role="A",
+    after_run="20261129T220035Z-probe-triton-chunked-prefill-sm90-2a17143b",
 )
 
 

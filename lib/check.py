@@ -313,8 +313,8 @@ def run_check(
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
     if loaded is not None:
-        from tether.kernels import arch_caps
         from tether.render import render_parts
+        from tether.render.context import policy as checkout_policy
         from tether.store import harness_fingerprint
 
         try:
@@ -329,12 +329,11 @@ def run_check(
         else:
             findings += check_rendered(root, expected, diffs, matched)
         runs = _all_runs(loaded)
+        own_policy, own_gates = checkout_policy(root) or ((), ())
         # The harness of the checkout being checked, as the renderer judges it.
         current = harness_fingerprint(root)
-        findings += check_thresholds(
-            root, arch_caps.POLICY if policy is None else policy, runs, current
-        )
-        findings += check_gates(root, arch_caps.GATES if gates is None else gates, runs, current)
+        findings += check_thresholds(root, own_policy if policy is None else policy, runs, current)
+        findings += check_gates(root, own_gates if gates is None else gates, runs, current)
     findings += scan_tree(root)
     return sorted(set(findings))
 

@@ -10,12 +10,16 @@ holder are shown beside whatever is cited. All numbers come from tether.stats ov
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tether.kernels.policy import WHOLE_MAP, Gate, Population, Threshold
+from tether.render.env import TemplateError
 from tether.stats import (
     Aggregate,
     CellStat,
@@ -335,15 +339,51 @@ def why_not_measured(runs: list[Any], arch: str, current: str) -> RunRef | None:
     return run_ref(best[1], current) if best else None
 
 
-def policy() -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
-    """POLICY and GATES from tether.kernels.arch_caps; None while that module does not exist."""
+_POLICY_CACHE: dict[tuple[str, bytes], tuple[tuple[Threshold, ...], tuple[Gate, ...]]] = {}
+
+
+def _same_code(a: bytes, b: bytes) -> bool:
+    from tether.store.provenance import source_digest
+
+    return source_digest(a.decode("utf-8", "replace")) == source_digest(
+        b.decode("utf-8", "replace")
+    )
+
+
+def policy(root: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
+    """POLICY and GATES of the checkout at ``root`` (its kernels/arch_caps.py); None without one.
+
+    The checkout's own file, not whichever arch_caps this interpreter imported: ``tether
+    check --root OTHER`` must judge OTHER's policy against OTHER's store. The package's own
+    checkout uses the imported module; another is loaded from its file (data and pure
+    dataclasses, no torch at import), cached by content.
+    """
+    path = root / "kernels" / "arch_caps.py"
+    if not path.is_file():
+        return None
     try:
         from tether.kernels import arch_caps
     except ModuleNotFoundError as exc:
         if exc.name != "tether.kernels.arch_caps":
             raise
         return None
-    return tuple(arch_caps.POLICY), tuple(arch_caps.GATES)
+    raw = path.read_bytes()
+    own = Path(arch_caps.__file__).resolve()
+    if own == path.resolve() or _same_code(own.read_bytes(), raw):
+        # The same policy code (generated comments aside): the imported module, and whatever
+        # a test patched into it.
+        return tuple(arch_caps.POLICY), tuple(arch_caps.GATES)
+    key = (str(path.resolve()), hashlib.sha256(raw).digest())
+    if key not in _POLICY_CACHE:
+        name = "_tether_policy_" + key[1].hex()[:16]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise TemplateError(f"{path}: cannot load the policy module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses resolve their module through sys.modules
+        spec.loader.exec_module(module)
+        _POLICY_CACHE[key] = (tuple(module.POLICY), tuple(module.GATES))
+    return _POLICY_CACHE[key]
 
 
 def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
@@ -351,7 +391,7 @@ def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
     from tether.store import harness_fingerprint
 
     current = harness_fingerprint(root)
-    pol = policy()
+    pol = policy(root)
     thresholds, gates = pol if pol is not None else ((), ())
     arches = list(DOC_ARCHES)
     if any(_prov(r, "arch") == "cpu" for r in runs):

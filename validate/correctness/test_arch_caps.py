@@ -78,11 +78,21 @@ def test_launch_configs_are_sane(arch: str) -> None:
             assert cfg.num_stages in (1, 2)
 
 
+def _measured_arches() -> set[str]:
+    from tether.store import load_store
+
+    return {run.arch for run in load_store(Path(__file__).resolve().parents[2] / "results")}
+
+
 def test_policy_is_conservative_and_complete() -> None:
     assert {th.arch for th in POLICY} == {"sm90", "gfx942", "gfx950", "gfx1151"}
+    measured = _measured_arches()
     for th in POLICY:
         assert th.arm == "triton" and th.entry == "single_prefill"
-        assert th.min_qo_len is None, "a threshold needs evidence from the store first"
+        if th.arch not in measured:
+            # tether check evaluates set thresholds against the store; an arch with no runs
+            # there can only hold the conservative default.
+            assert th.min_qo_len is None, f"{th.region}: set without evidence in the store"
         assert th.otherwise in arch_caps.ARCH_ARMS[th.arch]
         assert th.evidence.predicates == ("geomean_win", "no_loss_outside_floor")
 
@@ -98,7 +108,9 @@ def test_gate_shape_is_the_chunked_prefill_call() -> None:
         128,
     )
     assert get_arm(gate.arm).supports(shape, gate.arch) is None
-    assert gate.threshold_tflops is None
+    if gate.threshold_tflops is not None:
+        # A threshold cites the runs it was set from (tether check verifies it sits between).
+        assert gate.before_run and gate.after_run
 
 
 def test_every_region_has_its_markers() -> None:

@@ -18,6 +18,7 @@ import torch
 from tether.kernels import Shape
 from tether.kernels.arch_caps import LaunchConfig, launch_config
 from tether.kernels.triton.attn_fwd import attn_fwd_launcher, tma_unsupported_reason
+from tether.pytest_plugin import interpreter_on
 
 from validate import tune_sm90
 from validate.correctness._helpers import (
@@ -76,6 +77,8 @@ def test_sm90_candidates_are_pruned_and_include_the_options() -> None:
 
 
 def test_check_flags_a_wrong_answer(monkeypatch) -> None:
+    if not interpreter_on():
+        pytest.skip("the tiny candidates run on CPU tensors, which needs TRITON_INTERPRET=1")
     import tether.kernels.triton.attn_fwd as attn_fwd
 
     real = attn_fwd.attn_fwd_launcher
@@ -106,7 +109,14 @@ def test_tma_reason_off_the_interpreter(monkeypatch) -> None:
 
 @pytest.mark.slow
 def test_tune_tiny_runs_end_to_end(tmp_path: Path) -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}  # set before triton is imported
+    # The interpreter on CPU tensors, set before triton is imported; GPUs hidden so a GPU host
+    # runs the same toy problem as a CPU box.
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "HIP_VISIBLE_DEVICES": "",
+    }
     out = tmp_path / "tune.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "validate" / "tune_sm90.py"), "--tiny", "--out", str(out)],

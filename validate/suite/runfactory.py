@@ -307,3 +307,31 @@ def make_fixture_store(store: Path, *, root: Path | None = None) -> list[Run]:
             arch="gfx942", started="2026-01-03T00:00:00Z", store=store, root=root
         ),
     ]
+
+
+def write_conservative_policy(root: Path) -> Path:
+    """FIXTURE: the real kernels/arch_caps.py with every threshold and gate unset.
+
+    A fixture checkout has a fixture store, which holds none of the runs the real policy
+    cites; the checkout's policy therefore starts where every arch starts, unmeasured.
+    The rewrite is textual and checked: if the policy's layout changes, this fails loudly.
+    """
+    import re
+
+    source = (Path(__file__).resolve().parents[2] / "kernels" / "arch_caps.py").read_text(
+        encoding="utf-8"
+    )
+    text, n_thresholds = re.subn(
+        r'(_(?:chunked_)?threshold\("\w+", "\w+", )\d+\)', r"\1None)", source
+    )
+    text, n_gates = re.subn(r"threshold_tflops=[0-9.]+,", "threshold_tflops=None,", text)
+    text = re.sub(r"\n\s*(?:before_run|after_run|before_role|after_role)=[^\n]*,", "", text)
+    if "threshold_tflops=None" not in text or re.search(r"threshold_tflops=[0-9]", text):
+        raise AssertionError(
+            "FIXTURE: arch_caps.py layout changed; update write_conservative_policy"
+        )
+    target = root / "kernels" / "arch_caps.py"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    del n_thresholds, n_gates
+    return target

@@ -30,6 +30,10 @@ def test_gpu_session_tiny_runs_every_step_into_one_store(tmp_path: Path) -> None
     env = {
         **os.environ,
         "TRITON_INTERPRET": "1",
+        # The toy session runs on the CPU everywhere: on a GPU host the suite's other
+        # workers are busy on the GPUs, and this fixture is not measuring them.
+        "CUDA_VISIBLE_DEVICES": "",
+        "HIP_VISIBLE_DEVICES": "",
         "TETHER_GUARD_LOCK": str(tmp_path / "guard.lock"),
         "TETHER_GUARD_LOAD_LIMIT": "1000",
     }

@@ -20,7 +20,7 @@ from tether.cli import main
 from tether.render import plots, write_all
 from tether.render.figures import embedded_digest, stamp
 
-from validate.suite.runfactory import make_sweep_run
+from validate.suite.runfactory import make_sweep_run, write_conservative_policy
 
 REPO = Path(__file__).resolve().parents[2]
 CURVE = Path("docs/figures/sm90-prefill-triton-vs-sdpa.svg")
@@ -39,8 +39,7 @@ def tree(tmp_path: Path) -> tuple[Path, Path]:
     root.mkdir()
     (root / "pyproject.toml").write_text("# FIXTURE checkout\n", encoding="utf-8")
     shutil.copytree(REPO / "docs_src", root / "docs_src")
-    (root / "kernels").mkdir()
-    shutil.copy2(REPO / "kernels" / "arch_caps.py", root / "kernels" / "arch_caps.py")
+    write_conservative_policy(root)
     make_sweep_run(ratio=0.9, started="2026-11-01T02:00:00Z", store=store, root=root)
     make_sweep_run(ratio=0.8, seed=1, started="2026-11-02T02:00:00Z", store=store, root=root)
     write_all(root, store)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from tether.store import load_store
 
+from validate.suite.runfactory import write_conservative_policy
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))  # ci/ holds scripts, not a package
 
@@ -38,6 +40,8 @@ def _scratch_root(tmp_path: Path) -> Path:
     for name in ("pyproject.toml", "README.md"):
         if (ROOT / name).is_file():
             shutil.copy2(ROOT / name, root / name)
+    # The stand-in hosts' store holds none of the runs the real policy cites.
+    write_conservative_policy(root)
     return root
 
 
