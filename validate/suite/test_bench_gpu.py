@@ -36,13 +36,19 @@ def test_graph_replay_aa_is_level() -> None:
 def test_release_between_arms_flags_the_allocation() -> None:
     from tether.bench.engine import TimingPolicy, measure
 
-    x = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    # Each call allocates a block larger than everything the caching allocator holds, so it
+    # can never be carved out of a partly used segment left by an earlier test in this worker
+    # (which is what made a small matmul output miss the flag inside the full suite): served
+    # from the cache when kept, a fresh device allocation after every release.
+    size = torch.cuda.memory_reserved() + (64 << 20)
 
     def allocating() -> object:
-        return x @ x  # a fresh output every call: served from the cache unless released
+        return torch.empty(size, dtype=torch.uint8, device="cuda").fill_(1)
 
-    policy = TimingPolicy(sampler="events", calls_per_sample=3, release_between_arms=True)
-    got = measure({"A": allocating, "A2": allocating}, policy, device="cuda")
+    kept = TimingPolicy(sampler="events", calls_per_sample=3, release_between_arms=False)
+    released = TimingPolicy(sampler="events", calls_per_sample=3, release_between_arms=True)
+    assert "alloc_in_timed_region" not in measure({"A": allocating}, kept, device="cuda").flags
+    got = measure({"A": allocating, "A2": allocating}, released, device="cuda")
     assert "alloc_in_timed_region" in got.flags
 
 
