@@ -416,9 +416,16 @@ def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
                 why=why_not_measured(runs, arch, current),
             )
         )
-    verify = [newest(runs, "verify", None, a) for a in (*DOC_ARCHES, "cpu")]
+    # The newest verify run that ran the suite, passed or not: a failing suite is published
+    # as failing, never hidden behind an older pass. Refusals (not_measured) ran nothing.
     verify_run = max(
-        (v for v in verify if v is not None),
+        (
+            r
+            for r in runs
+            if field_of(r, "kind") == "verify"
+            and field_of(r, "status") in ("ok", "rejected")
+            and "passed" in (field_of(r, "results", {}) or {})
+        ),
         key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))),
         default=None,
     )

@@ -248,6 +248,8 @@ def make_verify_run(
         arch=arch,
         device="cpu: fixture" if arch == "cpu" else FIXTURE_DEVICE,
         host=FIXTURE_HOST,
+        status="ok" if failed == errors == 0 else "rejected",
+        reason=None if failed == errors == 0 else f"FIXTURE: {failed} failed, {errors} errors",
         config={},
         results={
             "passed": passed,

@@ -190,3 +190,16 @@ def test_render_imports_no_torch(tmp_path: Path) -> None:
         "sys.exit('torch' in sys.modules or 'triton' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=False).returncode == 0
+
+
+def test_a_failing_verify_run_is_published_as_failing(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    make_verify_run(
+        arch="sm90", vendor="cuda", passed=12, started="2026-01-01T00:00:00Z", store=store
+    )
+    make_verify_run(
+        arch="sm90", vendor="cuda", passed=11, failed=1, started="2026-01-02T00:00:00Z", store=store
+    )
+    readme = _text(render_all(ROOT, store), README)
+    assert "Tested: FAILED, 11 passed, 1 failed" in readme
+    assert "Tested: 12 passed" not in readme
