@@ -76,6 +76,14 @@ def _interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
 
 
+# On the CPU the profiler lists operators, not kernels, and the SDPA arms' BSHD <-> BHSD
+# layout changes show up as metadata-only view operators that move no data. They are allowed
+# beside the expected compute operator; a copy (aten::copy_, aten::clone) still is not.
+_VIEW_OPS = (
+    r"^aten::(as_strided|view|_reshape_alias|transpose|permute|unsqueeze|squeeze|expand|alias)$",
+)
+
+
 @dataclass(frozen=True)
 class Arm:
     """One way to run the call. ``expected_kernels`` maps arch family -> profiler regexes."""
@@ -314,6 +322,7 @@ ARMS: dict[str, Arm] = {
                 "amd": (r"attn_fwd|flash",),
                 "cpu": (r"aten::_scaled_dot_product_flash_attention_for_cpu",),
             },
+            allowed_kernels=_VIEW_OPS,
             _supports=_sdpa_supports(GPU_HALF, cpu_ok=True),
             writes_out=False,
             _prepare=_sdpa_prepare("FLASH_ATTENTION", "lower_right"),
@@ -343,6 +352,7 @@ ARMS: dict[str, Arm] = {
                 "amd": (r"gemm|Cijk|softmax",),
                 "cpu": (r"aten::_scaled_dot_product_attention_math",),
             },
+            allowed_kernels=_VIEW_OPS,
             _supports=_sdpa_supports(("f16", "bf16", "f32"), cpu_ok=True, max_d=4096),
             writes_out=False,
             _prepare=_sdpa_prepare("MATH", "mask"),
