@@ -161,3 +161,14 @@ def test_sdpa_call_allocates_no_segment_after_warmup(arm: str) -> None:
     assert torch.cuda.memory_stats().get("segment.all.allocated", 0) == before
     assert res.data_ptr() != out.data_ptr() and torch.isnan(out).all()
     assert torch.isfinite(res).all()
+
+
+def test_cpu_view_ops_are_allowed_but_copies_are_not() -> None:
+    from tether.kernels.arms import _VIEW_OPS
+
+    def allowed(name: str) -> bool:
+        return any(re.search(p, name) for p in _VIEW_OPS)
+
+    assert allowed("aten::as_strided") and allowed("aten::transpose")
+    assert not allowed("aten::copy_") and not allowed("aten::clone")
+    assert not allowed("aten::as_strided_scatter")
