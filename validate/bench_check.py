@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from tether.store import write_run  # noqa: E402 - the repo root must be importable first
 
-from validate.suite.runfactory import make_sweep_run  # noqa: E402
+from validate.suite.runfactory import make_sweep_run, write_conservative_policy  # noqa: E402
 
 ARCHES = ("sm90", "gfx942", "gfx950", "gfx1151")
 SWEEPS = ("prefill-triton-vs-sdpa", "chunked-prefill", "deferred-rescale")
@@ -42,8 +42,8 @@ def build_checkout(base: Path) -> Path:
     root.mkdir()
     (root / "pyproject.toml").write_text("# FIXTURE checkout for bench_check\n", encoding="utf-8")
     shutil.copytree(REPO / "docs_src", root / "docs_src")
-    (root / "kernels").mkdir()
-    shutil.copy2(REPO / "kernels" / "arch_caps.py", root / "kernels" / "arch_caps.py")
+    # The fixture store holds none of the runs the real policy cites: start it unset.
+    write_conservative_policy(root)
     return root
 
 
