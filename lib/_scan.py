@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether._pysource import docstring_owners
+
 ALLOW_MARKER = "tether: allow-figure"
 
 # Folders never scanned: environments, the store, rendered output, VCS and tool caches.
@@ -158,18 +160,9 @@ def _prose_lines(text: str) -> Iterator[int]:
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type == tokenize.COMMENT:
             yield tok.start[0]
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        body = node.body
-        if (
-            body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            doc = body[0].value
-            yield from range(doc.lineno, (doc.end_lineno or doc.lineno) + 1)
+    for node in docstring_owners(tree):
+        doc = node.body[0]
+        yield from range(doc.lineno, (doc.end_lineno or doc.lineno) + 1)
 
 
 def _may_hold_findings(text: str) -> bool:

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tether._pysource import docstring_owners
 from tether.errors import UnknownArchError
 from tether.store.model import ARCHES, Cell, Run
 
@@ -67,16 +68,8 @@ def kernel_files(root: Path | None = None) -> list[Path]:
 
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if (
-                body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                node.body = body[1:] or [ast.Pass()]
+    for node in list(docstring_owners(tree)):
+        node.body = node.body[1:] or [ast.Pass()]
     return tree
 
 
