@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from tether.stats import cell_stats
+    from tether.stats import agreement
     from tether.store import load_run
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -25,28 +25,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("other", type=Path)
     args = parser.parse_args(argv)
     base, other = load_run(args.base), load_run(args.other)
-    a = {s.label: s for s in cell_stats(base)}
-    b = {s.label: s for s in cell_stats(other)}
-    if set(a) != set(b):
-        print(f"cells differ: only in base {sorted(set(a) - set(b))}, "
-              f"only in other {sorted(set(b) - set(a))}", file=sys.stderr)  # fmt: skip
+    found = agreement(base, other)
+    if found is None:
+        print(f"cells differ between {base.id} and {other.id}", file=sys.stderr)
         return 2
-    outside = 0
     print(f"base  {base.id} ({base.provenance['device']})")
     print(f"other {other.id} ({other.provenance['device']})")
-    for label in sorted(a):
-        lo = a[label].floor[0] * b[label].floor[0]
-        hi = a[label].floor[1] * b[label].floor[1]
-        r0, r1 = a[label].ratio, b[label].ratio
-        rel = r1 / r0
-        inside = lo <= rel <= hi
-        outside += not inside
-        gpu = next((c.extra.get("gpu") for c in other.cells if c.key == a[label].key), None)
-        where = f" gpu {gpu['index']}" if isinstance(gpu, dict) else ""
-        print(f"{label:40s} base {r0:.4f} other {r1:.4f} other/base {rel:.4f} "
-              f"floor [{lo:.4f}, {hi:.4f}] {'ok' if inside else 'OUTSIDE'}{where}")  # fmt: skip
-    print(f"{len(a) - outside} of {len(a)} cells agree within the two runs' A/A floors")
-    return 1 if outside else 0
+    for c in found.cells:
+        where = f" gpu {c.gpu['index']}" if isinstance(c.gpu, dict) else ""
+        print(f"{c.label:40s} base {c.base_ratio:.4f} other {c.other_ratio:.4f} "
+              f"other/base {c.rel:.4f} floor [{c.low:.4f}, {c.high:.4f}] "
+              f"{'ok' if c.inside else 'OUTSIDE'}{where}")  # fmt: skip
+    print(f"{found.agree} of {len(found.cells)} cells agree within the two runs' A/A floors")
+    return 0 if found.agree == len(found.cells) else 1
 
 
 if __name__ == "__main__":

@@ -333,3 +333,61 @@ def measured_tflops(run: Any, shape: Mapping[str, object], role: str = "B") -> f
             if samples:
                 return float(field_of(cell, "flops")) / _median(samples) / 1e12
     return None
+
+
+@dataclass(frozen=True)
+class CellAgreement:
+    """One cell measured by two runs: does ``other`` reproduce ``base`` within their noise?"""
+
+    label: str
+    base_ratio: float
+    other_ratio: float
+    rel: float  # other_ratio / base_ratio
+    low: float  # product of the two runs' A/A floors (each run's own noise, compounded)
+    high: float
+    inside: bool
+    gpu: Any  # the other run's extra.gpu for this cell (sharded runs), else None
+
+
+@dataclass(frozen=True)
+class Agreement:
+    base_id: str
+    other_id: str
+    cells: tuple[CellAgreement, ...]
+
+    @property
+    def agree(self) -> int:
+        return sum(c.inside for c in self.cells)
+
+
+def agreement(base: Any, other: Any) -> Agreement | None:
+    """Cell-by-cell agreement of two runs of the same cells; None when their cells differ.
+
+    Used for a sharded run against an unsharded one of the same cells: the ratio of the
+    two speedups must lie inside the product of the two cells' A/A floors.
+    """
+    a = {s.label: s for s in cell_stats(base)}
+    b = {s.label: s for s in cell_stats(other)}
+    if not a or set(a) != set(b):
+        return None
+    gpus = {
+        key_label(field_of(c, "key", {})): (field_of(c, "extra", {}) or {}).get("gpu")
+        for c in field_of(other, "cells", ())
+    }
+    rows = []
+    for label in sorted(a):
+        low = a[label].floor[0] * b[label].floor[0]
+        high = a[label].floor[1] * b[label].floor[1]
+        rel = b[label].ratio / a[label].ratio
+        row = CellAgreement(
+            label=label,
+            base_ratio=a[label].ratio,
+            other_ratio=b[label].ratio,
+            rel=rel,
+            low=low,
+            high=high,
+            inside=low <= rel <= high,
+            gpu=gpus.get(label),
+        )
+        rows.append(row)
+    return Agreement(str(field_of(base, "id")), str(field_of(other, "id")), tuple(rows))

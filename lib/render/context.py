@@ -26,6 +26,7 @@ from tether.stats import (
     CurvePoint,
     MonotonicClaim,
     aggregate,
+    agreement,
     cell_stats,
     curve,
     field_of,
@@ -171,6 +172,10 @@ class SweepDoc:
     kernels: Mapping[str, tuple[str, ...]]  # role -> distinct kernel names, sorted
     figure: str | None  # path relative to the repository root
     trend: Mapping[str, Any] | None = None  # tether.trends entry for this sweep and arch
+    # A run sharded over several GPUs, judged against an unsharded run of the same cells from
+    # the same commit and harness (the newest such), cell by cell within both A/A floors.
+    shards: Any = None
+    shards_against: RunRef | None = None
 
     @property
     def headline_aggregate(self) -> Aggregate | None:
@@ -194,6 +199,7 @@ def sweep_doc(runs: list[Any], arch: str, name: str, population: Population, cur
         for role, names in (field_of(cell, "kernels", {}) or {}).items():
             kernels.setdefault(role, set()).update(names)
     arms = field_of(field_of(run, "config", {}), "arms", {}) or {}
+    twin = _unsharded_twin(runs, run)
     return SweepDoc(
         name=name,
         arch=arch,
@@ -207,6 +213,31 @@ def sweep_doc(runs: list[Any], arch: str, name: str, population: Population, cur
         arms={k: str(arms[k]) for k in sorted(arms)},
         kernels={k: tuple(sorted(kernels[k])) for k in sorted(kernels)},
         figure=figure_path(arch, name) if points else None,
+        shards=agreement(twin, run) if twin is not None else None,
+        shards_against=run_ref(twin, current) if twin is not None else None,
+    )
+
+
+def _sharded(run: Any) -> bool:
+    return any((field_of(c, "extra", {}) or {}).get("gpu") for c in field_of(run, "cells", ()))
+
+
+def _unsharded_twin(runs: list[Any], run: Any) -> Any:
+    """The newest ok unsharded run of the same sweep, arch, commit and harness as ``run``."""
+    if not _sharded(run):
+        return None
+    same = ("kind", "name", "status")
+    prov = ("arch", "git_sha", "harness_fingerprint")
+    twins = [
+        r
+        for r in runs
+        if r is not run
+        and all(field_of(r, k) == field_of(run, k) for k in same)
+        and all(_prov(r, k) == _prov(run, k) for k in prov)
+        and not _sharded(r)
+    ]
+    return max(
+        twins, key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))), default=None
     )
 
 

@@ -203,3 +203,24 @@ def test_a_failing_verify_run_is_published_as_failing(tmp_path: Path) -> None:
     readme = _text(render_all(ROOT, store), README)
     assert "Tested: FAILED, 11 passed, 1 failed" in readme
     assert "Tested: 12 passed" not in readme
+
+
+def test_a_sharded_run_is_judged_against_its_unsharded_twin(tmp_path: Path) -> None:
+    import dataclasses
+
+    store = tmp_path / "results"
+    make_sweep_run(
+        axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T00:00:00Z", store=store
+    )
+    twin = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T01:00:00Z")
+    sharded = dataclasses.replace(
+        twin,
+        cells=tuple(
+            dataclasses.replace(c, extra={"gpu": {"index": i % 2, "name": "FIXTURE GPU"}})
+            for i, c in enumerate(twin.cells)
+        ),
+    )
+    write_run(sharded, store)
+    backends = _text(render_all(ROOT, store), BACKENDS)
+    n = len(twin.cells)
+    assert f"{n} of {n} cells agree within the product of the two runs' A/A floors." in backends

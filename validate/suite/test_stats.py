@@ -194,3 +194,25 @@ def test_measured_tflops_reads_the_named_role() -> None:
     assert a == pytest.approx(cell.flops / statistics.median(cell.samples["A"]) / 1e12)
     assert measured_tflops(run, shape, "Z") is None
     assert measured_tflops(run, {**shape, "no_such_axis": 1}) is None
+
+
+def test_agreement_judges_each_cell_within_both_floors() -> None:
+    import dataclasses
+
+    from tether.stats import agreement
+
+    base = make_sweep_run(ratio=0.8, noise=0.001, n=9, seed=1)
+    same = make_sweep_run(ratio=0.8, noise=0.001, n=9, seed=1)  # the same samples
+    found = agreement(base, same)
+    assert found is not None and found.agree == len(found.cells) == len(base.cells)
+    # One cell of the other run made ten percent faster in B: that cell, and only it, disagrees.
+    first = same.cells[0]
+    faster = dataclasses.replace(
+        first, samples={**first.samples, "B": tuple(x / 1.1 for x in first.samples["B"])}
+    )
+    moved = dataclasses.replace(same, cells=(faster, *same.cells[1:]))
+    found = agreement(base, moved)
+    assert found is not None and found.agree == len(found.cells) - 1
+    assert [c.inside for c in found.cells].count(False) == 1
+    # Different cells: no verdict at all.
+    assert agreement(base, dataclasses.replace(same, cells=same.cells[1:])) is None
