@@ -9,6 +9,8 @@ Marks (registered here, skipped at collection time with the reason):
   ``repo-venv`` for the checkout's .venv that the pre-commit hooks run). Where they are
   missing the test skips saying so, except under CI (``CI`` set), where the dev extra is
   installed by .ci/run and a missing tool must fail, not vanish into a skip.
+- ``cpu_toy``: a toy run of the Triton interpreter on CPU tensors, in a subprocess with
+  ``cpu_toy_env()``. It is the CPU host's check; a GPU host runs the compiled kernels instead.
 - ``gate``, ``slow``: descriptive (see pyproject.toml).
 
 Under xdist each worker is pinned to one GPU (``tether.gpus``) before torch is imported.
@@ -32,6 +34,7 @@ MARKERS: tuple[str, ...] = (
     "triton: runs a Triton kernel (a GPU, or TRITON_INTERPRET=1 on the CPU)",
     "arch(*names): needs the detected arch to be one of names",
     "devtool(*names): needs development tools (skips outside CI when they are missing)",
+    "cpu_toy: a toy interpreter run on CPU tensors (the CPU host's check; skips on GPU hosts)",
     "gate: throughput gate (measures a named shape and fails below its policy threshold)",
     "slow: takes more than a few seconds on the CPU",
 )
@@ -63,6 +66,26 @@ def device() -> str:
     return "cuda" if has_gpu() else "cpu"
 
 
+# Why a cpu_toy test does not run on a GPU host.
+CPU_TOY_REASON = (
+    "toy interpreter run for CPU hosts: a GPU host runs the compiled kernel "
+    "(validate/correctness), and triton 3.6's interpreter rejects the kernel's tensor "
+    "loop bound that the compiler and triton 3.9's interpreter accept"
+)
+
+
+def cpu_toy_env(**extra: str) -> dict[str, str]:
+    """Environment for a cpu_toy subprocess: the interpreter (set before triton is imported)
+    on CPU tensors, GPUs hidden, so every host runs the same toy problem."""
+    return {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "HIP_VISIBLE_DEVICES": "",
+        **extra,
+    }
+
+
 def dev_tool_present(name: str) -> bool:
     """A dev tool is importable, beside this interpreter, or on PATH (``repo-venv``: .venv)."""
     if name == "repo-venv":
@@ -83,6 +106,8 @@ def skip_reason(item: Any) -> str | None:
     arch_mark = item.get_closest_marker("arch")
     if arch_mark is not None and current_arch() not in arch_mark.args:
         return f"needs arch {'/'.join(arch_mark.args)}; this machine is {current_arch()}"
+    if item.get_closest_marker("cpu_toy") is not None and has_gpu():
+        return CPU_TOY_REASON
     tool_mark = item.get_closest_marker("devtool")
     if tool_mark is not None and not os.environ.get("CI"):
         missing = [name for name in tool_mark.args if not dev_tool_present(name)]
@@ -101,7 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    hardware = ("gpu", "triton", "arch", "devtool")
+    hardware = ("gpu", "triton", "arch", "devtool", "cpu_toy")
     for item in items:
         if not any(item.get_closest_marker(m) is not None for m in hardware):
             continue  # items without hardware marks never pay for importing torch

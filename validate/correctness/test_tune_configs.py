@@ -8,7 +8,6 @@ and stages do not change what the interpreter computes, so those variants are de
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import torch
 from tether.kernels import Shape
 from tether.kernels.arch_caps import LaunchConfig, launch_config
 from tether.kernels.triton.attn_fwd import attn_fwd_launcher, tma_unsupported_reason
-from tether.pytest_plugin import has_gpu, interpreter_on
+from tether.pytest_plugin import cpu_toy_env, interpreter_on
 
 from validate import tune_sm90
 from validate.correctness._helpers import (
@@ -108,21 +107,9 @@ def test_tma_reason_off_the_interpreter(monkeypatch) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_toy
 def test_tune_tiny_runs_end_to_end(tmp_path: Path) -> None:
-    if has_gpu():
-        pytest.skip(
-            "toy interpreter run for CPU hosts: a GPU host runs the compiled kernel "
-            "(validate/correctness), and triton 3.6's interpreter rejects the kernel's tensor "
-            "loop bound that the compiler and triton 3.9's interpreter accept"
-        )
-    # The interpreter on CPU tensors, set before triton is imported; GPUs hidden so a GPU host
-    # runs the same toy problem as a CPU box.
-    env = {
-        **os.environ,
-        "TRITON_INTERPRET": "1",
-        "CUDA_VISIBLE_DEVICES": "",
-        "HIP_VISIBLE_DEVICES": "",
-    }
+    env = cpu_toy_env()
     out = tmp_path / "tune.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "validate" / "tune_sm90.py"), "--tiny", "--out", str(out)],

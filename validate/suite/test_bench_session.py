@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from tether.pytest_plugin import has_gpu
+from tether.pytest_plugin import cpu_toy_env
 from tether.store import load_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,25 +24,14 @@ STEPS = {
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_toy
 def test_gpu_session_tiny_runs_every_step_into_one_store(tmp_path: Path) -> None:
-    if has_gpu():
-        pytest.skip(
-            "toy interpreter run for CPU hosts: a GPU host runs the compiled kernel "
-            "(validate/correctness), and triton 3.6's interpreter rejects the kernel's tensor "
-            "loop bound that the compiler and triton 3.9's interpreter accept"
-        )
-    # Fixture environment: the Triton interpreter (set before triton is imported, hence a
-    # subprocess), a private guard lock, and a load limit a busy CI box cannot trip.
-    env = {
-        **os.environ,
-        "TRITON_INTERPRET": "1",
-        # The toy session runs on the CPU everywhere: on a GPU host the suite's other
-        # workers are busy on the GPUs, and this fixture is not measuring them.
-        "CUDA_VISIBLE_DEVICES": "",
-        "HIP_VISIBLE_DEVICES": "",
-        "TETHER_GUARD_LOCK": str(tmp_path / "guard.lock"),
-        "TETHER_GUARD_LOAD_LIMIT": "1000",
-    }
+    # Fixture environment: the toy interpreter run on the CPU everywhere (on a GPU host the
+    # suite's other workers are busy on the GPUs, and this fixture is not measuring them), a
+    # private guard lock, and a load limit a busy CI box cannot trip.
+    env = cpu_toy_env(
+        TETHER_GUARD_LOCK=str(tmp_path / "guard.lock"), TETHER_GUARD_LOAD_LIMIT="1000"
+    )
     store = tmp_path / "store"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "validate" / "gpu_session.py"), "--store", str(store),
