@@ -97,6 +97,10 @@ class LaunchConfig:
     use_tma: bool = False
     # ``tl.range(..., warp_specialize=True)`` on the unmasked key loop (producer/consumer warps).
     warp_specialize: bool = False
+    # Two query heads of one kv head per program (K/V loads shared, two softmax chains).
+    heads_per_program: int = 1
+    # Causal calls launch the query blocks with the most keys first (a shorter grid tail).
+    longest_first: bool = False
 
 
 def launch_config(

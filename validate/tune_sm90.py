@@ -1,24 +1,31 @@
-"""Issue 7: time candidate launch configs of the Triton arm on Hopper against cuDNN.
+"""Issue 7: time candidate launch configs of the Triton arm on Hopper against SDPA.
 
 Run once on the H200 (tether installed with ``pip install --no-deps --no-build-isolation -e .``)::
 
-    python3 validate/tune_sm90.py --out /path/to/tune-sm90.json
+    python3 validate/tune_sm90.py --out /path/to/tune-sm90.json [--grid schedule|v1]
 
-For each candidate LaunchConfig (block sizes, warps, stages, and the ``use_tma`` /
-``warp_specialize`` options, pruned to what fits shared memory for head_dim 128), the script
-first checks the output on a small shape in each dtype against the f32 reference (the
-suite's rule: at most twice the error of math SDPA in the same dtype); a config that fails
-to compile or is wrong is recorded with the reason and not timed. It then times the Triton
-arm (deferred rescale margin) with ``triton.testing.do_bench`` (median, after warm-up) on
-square causal bf16 d128 GQA 32/8 at 4K and 16K and on the chunked call (qo 2K x kv 16K,
-bf16 and f16); sdpa_cudnn is timed on the square shapes in the same run as the reference.
-A table (TFLOP/s per shape from ``tether.kernels.flops``, ratio against cuDNN) is printed
-last and everything is written as JSON to ``--out``. ``--budget-s`` caps the whole run:
-configs left when it runs out are recorded as not run.
+For each candidate LaunchConfig the script first checks the output on a small shape in each
+dtype against the f32 reference (the suite's rule: at most twice the error of math SDPA in
+the same dtype); a config that fails to compile or is wrong is recorded with the reason and
+not timed. Two grids:
+
+- ``schedule`` (default, round v4): the v3 tiles and neighbours, each with and without two
+  query heads per program and longest-first launch order, on square causal bf16 d128 GQA
+  32/8 at 4K, 8K and 16K and the chunked call (qo 2K x kv 16K). Each shape is timed by
+  tether's engine exactly as a sweep times a cell (graph replay, interleaved, warmed)
+  against the reference arm the goal names (cuDNN for square calls, flash for chunked
+  ones) and an A/A twin of it, so the ratios are the sweep's ratios.
+- ``v1`` (the 2026-11-29 round): block sizes, warps, stages, TMA and warp specialization,
+  timed with ``triton.testing.do_bench`` (median, L2 flushed between calls) against cuDNN
+  on the square shapes.
+
+A table (TFLOP/s per shape from ``tether.kernels.flops``, ratio against the reference) is
+printed last and everything is written as JSON to ``--out``. ``--budget-s`` caps the whole
+run: configs left when it runs out are recorded as not run.
 
 ``--tiny`` runs toy shapes and a few small configs on the CPU under ``TRITON_INTERPRET=1``
-(f16 only: the interpreter's bf16 dot is wrong), timed with a wall clock; cuDNN is recorded
-as unavailable there.
+(f16 only: the interpreter's bf16 dot is wrong), timed with a wall clock; the reference is
+recorded as unavailable there.
 """
 
 from __future__ import annotations
@@ -51,12 +58,14 @@ class Candidate:
 
 def config_name(c: LaunchConfig) -> str:
     opts = ("+tma" if c.use_tma else "") + ("+ws" if c.warp_specialize else "")
+    opts += ("+h2" if c.heads_per_program == 2 else "") + ("+lf" if c.longest_first else "")
     return f"m{c.block_m}n{c.block_n}w{c.num_warps}s{c.num_stages}{opts}"
 
 
 def smem_estimate(c: LaunchConfig, head_dim: int, elem_bytes: int) -> int:
-    """Shared memory the config needs: the Q tile plus one K and one V tile per stage."""
-    return (c.block_m + 2 * c.block_n * c.num_stages) * head_dim * elem_bytes
+    """Shared memory the config needs: the Q tile(s) plus one K and one V tile per stage."""
+    q_rows = c.block_m * c.heads_per_program
+    return (q_rows + 2 * c.block_n * c.num_stages) * head_dim * elem_bytes
 
 
 def sm90_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[Candidate]:
@@ -92,6 +101,32 @@ def sm90_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[Candidate]
     return [Candidate(config_name(c), c) for c in seen]
 
 
+def sm90_schedule_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[Candidate]:
+    """Round v4: the v3 tiles and their neighbours, each with and without two heads per
+    program and longest-first launch order (kernels/NOTES.md), pruned to what fits."""
+    tiles = [
+        launch_config("sm90", head_dim, "bf16"),
+        launch_config("sm90", head_dim, "bf16", kv_len=SHORT_KV_PROBE),
+        LaunchConfig(128, 64, 8, 3),
+        LaunchConfig(128, 64, 8, 2),
+        LaunchConfig(64, 128, 4, 3),
+    ]
+    seen: list[LaunchConfig] = []
+    for t in tiles:
+        for heads in (1, 2):
+            for lf in (False, True):
+                c = LaunchConfig(
+                    t.block_m, t.block_n, t.num_warps, t.num_stages,
+                    heads_per_program=heads, longest_first=lf,
+                )  # fmt: skip
+                if smem_estimate(c, head_dim, elem_bytes) <= SMEM_LIMIT_SM90 and c not in seen:
+                    seen.append(c)
+    return [Candidate(config_name(c), c) for c in seen]
+
+
+SHORT_KV_PROBE = 4096  # a kv_len that takes the short-call config of v3
+
+
 def tiny_candidates() -> list[Candidate]:
     """Small blocks for the interpreter, one per kernel option."""
     configs = [
@@ -99,6 +134,7 @@ def tiny_candidates() -> list[Candidate]:
         LaunchConfig(32, 16, 4, 1, use_tma=True),
         LaunchConfig(16, 32, 4, 1, warp_specialize=True),
         LaunchConfig(32, 32, 4, 1, use_tma=True, warp_specialize=True),
+        LaunchConfig(16, 16, 4, 1, heads_per_program=2, longest_first=True),
     ]
     return [Candidate(config_name(c), c) for c in configs]
 
@@ -108,11 +144,19 @@ def shape_id(s: Shape) -> str:
     return f"{kind}-{s.qo_len}x{s.kv_len}-{s.dtype}"
 
 
-def timed_shapes(tiny: bool) -> list[Shape]:
+def timed_shapes(tiny: bool, grid: str = "v1") -> list[Shape]:
     if tiny:
         base = Shape(1, 32, 32, 2, 1, 32, "f16", True)
         return [base, base.with_(qo_len=16, kv_len=48)]
     base = Shape(1, 4096, 4096, 32, 8, 128, "bf16", True)
+    if grid == "schedule":
+        # The square goal's range (4K to 16K) and the chunked goal's 16K-key call.
+        return [
+            base,
+            base.with_(qo_len=8192, kv_len=8192),
+            base.with_(qo_len=16384, kv_len=16384),
+            base.with_(qo_len=2048, kv_len=16384),
+        ]
     return [
         base,
         base.with_(qo_len=16384, kv_len=16384),
@@ -198,6 +242,23 @@ def bench(fn, tiny: bool, warmup_ms: int, rep_ms: int) -> float:
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
+def engine_ratio(ref_fn, fn, cap_s: float) -> dict[str, Any]:
+    """Time ``fn`` against ``ref_fn`` the way a sweep does: tether's engine, graph replay,
+    interleaved, with an A/A twin of the reference; ms per call and both ratios."""
+    from tether.bench.engine import TimingPolicy, measure
+
+    policy = TimingPolicy(cell_cap_s=cap_s, max_reps=40)
+    timing = measure({"A": ref_fn, "A2": ref_fn, "B": fn}, policy, device="cuda")
+    med = {role: statistics.median(xs) for role, xs in timing.samples.items()}
+    return {
+        "median_ms": med["B"] * 1e3,
+        "ref_ms": med["A"] * 1e3,
+        "ratio_vs_ref": med["A"] / med["B"],
+        "aa_ratio": med["A"] / med["A2"],
+        "flags": list(timing.flags),
+    }
+
+
 def tflops(shape: Shape, ms: float) -> float:
     return flops(shape) / (ms * 1e-3) / 1e12
 
@@ -221,26 +282,42 @@ def provenance() -> dict[str, Any]:
     }
 
 
-def time_reference(shapes, inputs, arch, tiny, warmup_ms, rep_ms) -> dict[str, Any]:
-    """sdpa_cudnn on the square shapes; the reason where it cannot run."""
+def reference_arm(s: Shape) -> str:
+    """The SDPA arm a shape's goal names: cuDNN for square calls, flash for chunked ones
+    (cuDNN builds the bottom-right mask inside a chunked call; see chunked-prefill-cudnn)."""
+    return "sdpa_cudnn" if s.qo_len == s.kv_len else "sdpa_flash"
+
+
+def time_reference(shapes, inputs, arch, tiny, warmup_ms, rep_ms, fns=None) -> dict[str, Any]:
+    """The reference arm per shape (``reference_arm``); the reason where it cannot run.
+
+    With ``fns`` (a dict), the prepared reference calls are put there by shape id for the
+    engine timer, and nothing is timed here.
+    """
     from tether.kernels.arms import get_arm
 
     ref: dict[str, Any] = {}
     for s in shapes:
-        if s.qo_len != s.kv_len:
-            continue
-        sid = shape_id(s)
+        sid, arm = shape_id(s), reference_arm(s)
+        if fns is None and s.qo_len != s.kv_len:
+            continue  # the do_bench table compares square shapes with cuDNN only
         try:
-            fn = get_arm("sdpa_cudnn").prepare(*inputs[sid], s, arch=arch)
+            fn = get_arm(arm).prepare(*inputs[sid], s, arch=arch)
         except ArmUnavailableError as exc:
-            ref[sid] = {"arm": "sdpa_cudnn", "unavailable": str(exc)}
+            ref[sid] = {"arm": arm, "unavailable": str(exc)}
+            continue
+        if fns is not None:
+            fns[sid] = fn
+            ref[sid] = {"arm": arm}
             continue
         ms = bench(fn, tiny, warmup_ms, rep_ms)
-        ref[sid] = {"arm": "sdpa_cudnn", "median_ms": ms, "tflops": tflops(s, ms)}
+        ref[sid] = {"arm": arm, "median_ms": ms, "tflops": tflops(s, ms)}
     return ref
 
 
-def run_candidate(cand, shapes, checks, inputs, ref, arch, device, args) -> dict[str, Any]:
+def run_candidate(
+    cand, shapes, checks, inputs, ref, arch, device, args, ref_fns=None
+) -> dict[str, Any]:
     import torch
     from tether.kernels.triton.attn_fwd import DEFAULT_MARGIN, attn_fwd_launcher
 
@@ -264,10 +341,16 @@ def run_candidate(cand, shapes, checks, inputs, ref, arch, device, args) -> dict
         q, k, v = inputs[sid]
         out = torch.empty_like(q)
         fn = attn_fwd_launcher(q, k, v, out, cand.config, causal=s.causal, margin=DEFAULT_MARGIN)
-        ms = bench(fn, args.tiny, args.warmup_ms, args.rep_ms)
-        row: dict[str, Any] = {"median_ms": ms, "tflops": tflops(s, ms)}
-        if "median_ms" in ref.get(sid, {}):
-            row["ratio_vs_cudnn"] = ref[sid]["median_ms"] / ms  # above 1: faster than cuDNN
+        rec["heads_per_program"] = fn.heads_per_program
+        ref_fn = (ref_fns or {}).get(sid)
+        if ref_fn is not None:
+            row: dict[str, Any] = engine_ratio(ref_fn, fn, args.cell_cap_s)
+            row["tflops"] = tflops(s, row["median_ms"])  # ratio_vs_ref above 1: faster
+        else:
+            ms = bench(fn, args.tiny, args.warmup_ms, args.rep_ms)
+            row = {"median_ms": ms, "tflops": tflops(s, ms)}
+            if "median_ms" in ref.get(sid, {}):
+                row["ratio_vs_cudnn"] = ref[sid]["median_ms"] / ms  # above 1: faster than cuDNN
         rec["results"][sid] = row
     rec["status"] = "ok"
     return rec
@@ -277,19 +360,23 @@ def print_table(report: dict[str, Any], out=sys.stdout) -> None:
     sids = [shape_id(Shape(**s)) for s in report["shapes"]]
     head = ["config", "status", *sids]
     rows = [head]
-    ref_row = ["sdpa_cudnn", "ref"]
+    ref_row = ["reference", "ref"]
     for sid in sids:
         r = report["reference"].get(sid)
-        ref_row.append("-" if r is None else f"{r['tflops']:.4g}" if "tflops" in r else "n/a")
+        if r is None:
+            ref_row.append("-")
+        else:
+            ref_row.append(r["arm"] + (f" {r['tflops']:.4g}" if "tflops" in r else ""))
     rows.append(ref_row)
     for rec in report["configs"]:
         row = [rec["name"] + (" *" if rec.get("is_default") else ""), rec["status"]]
         for sid in sids:
             r = rec.get("results", {}).get(sid)
+            ratio = None if r is None else r.get("ratio_vs_ref", r.get("ratio_vs_cudnn"))
             if r is None:
                 row.append("-")
-            elif "ratio_vs_cudnn" in r:
-                row.append(f"{r['tflops']:.4g} ({r['ratio_vs_cudnn']:.2f}x)")
+            elif ratio is not None:
+                row.append(f"{r['tflops']:.4g} ({ratio:.3f}x)")
             else:
                 row.append(f"{r['tflops']:.4g}")
         rows.append(row)
@@ -298,7 +385,10 @@ def print_table(report: dict[str, Any], out=sys.stdout) -> None:
         print(
             "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip(), file=out
         )
-    print("TFLOP/s per shape; (ratio) = cuDNN time / config time; * = current default", file=out)
+    print(
+        "TFLOP/s per shape; (ratio) = reference time / config time; * = current default",
+        file=out,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,6 +399,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-ms", type=int, default=25)
     ap.add_argument("--rep-ms", type=int, default=100)
     ap.add_argument("--only", default="", help="comma-separated config names to run")
+    ap.add_argument(
+        "--grid",
+        choices=("v1", "schedule"),
+        default="schedule",
+        help="v1: tiles, stages, TMA and warp specialization (do_bench, the 2026-11-29 run); "
+        "schedule: heads per program and launch order on the v3 tiles, timed by tether's "
+        "engine against the reference arm as a sweep times it",
+    )
+    ap.add_argument("--cell-cap-s", type=float, default=2.0, help="engine time cap per shape")
     args = ap.parse_args(argv)
     t_start = time.monotonic()
 
@@ -324,23 +423,39 @@ def main(argv: list[str] | None = None) -> int:
         device = "cuda"
     if not args.tiny and arch != "sm90":
         print(f"tune_sm90: note: running on {arch}, not sm90", file=sys.stderr)
-    shapes = timed_shapes(args.tiny)
+    shapes = timed_shapes(args.tiny, args.grid)
     checks = check_shapes(shapes, args.tiny)
-    cands = tiny_candidates() if args.tiny else sm90_candidates()
+    if args.tiny:
+        cands = tiny_candidates()
+    else:
+        cands = sm90_schedule_candidates() if args.grid == "schedule" else sm90_candidates()
     if args.only:
         keep = set(args.only.split(","))
         cands = [c for c in cands if c.name in keep]
     default = launch_config(arch, shapes[0].head_dim, shapes[0].dtype)
 
     inputs = {shape_id(s): make_inputs(s, device) for s in shapes}
-    ref = time_reference(shapes, inputs, arch, args.tiny, args.warmup_ms, args.rep_ms)
+    # The engine needs CUDA graphs; the interpreter keeps the wall-clock timer.
+    engine = args.grid == "schedule" and not args.tiny
+    ref_fns: dict[str, Any] | None = {} if engine else None
+    ref = time_reference(shapes, inputs, arch, args.tiny, args.warmup_ms, args.rep_ms, ref_fns)
     report: dict[str, Any] = {
         "schema": "tether.tune/1",
         "name": "tune-sm90",
         "tiny": args.tiny,
         "arch": arch,
         "provenance": provenance(),
-        "timing": {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms, "stat": "median"},
+        "timing": (
+            {"timer": "engine", "cell_cap_s": args.cell_cap_s, "stat": "median"}
+            if engine
+            else {
+                "timer": "do_bench",
+                "warmup_ms": args.warmup_ms,
+                "rep_ms": args.rep_ms,
+                "stat": "median",
+            }
+        ),
+        "grid": args.grid,
         "margin": "deferred",
         "shapes": [s.key() for s in shapes],
         "reference": ref,
@@ -352,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
             rec = {"name": cand.name, "config": asdict(cand.config), "status": "not_run"}
             rec["reason"] = f"budget of {args.budget_s:.0f} s spent before this config"
         else:
-            rec = run_candidate(cand, shapes, checks, inputs, ref, arch, device, args)
+            rec = run_candidate(cand, shapes, checks, inputs, ref, arch, device, args, ref_fns)
         rec["is_default"] = cand.config == default
         rec["seconds"] = round(time.monotonic() - t_start - elapsed, 2)
         report["configs"].append(rec)

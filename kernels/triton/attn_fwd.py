@@ -1,7 +1,9 @@
 """Flash-attention forward in Triton: causal (bottom-right) or not, GQA, deferred rescale.
 
 Layout BSHD, contiguous: q [batch, qo_len, hq, d], k/v [batch, kv_len, hkv, d].
-Grid: (cdiv(qo_len, BLOCK_M), batch * hq); one program owns BLOCK_M query rows of one head.
+Grid: (cdiv(qo_len, BLOCK_M), batch * hq / HEADS); one program owns BLOCK_M query rows of
+HEADS query heads (1, or 2 heads that share one kv head); ``longest_first`` swaps the grid's
+axes and reverses the query blocks (see the kernel).
 
 Deferred rescale. A row keeps acc and l in the frame ``f`` of the last max it rescaled to.
 For each key block with block max ``m_blk``: if ``m_blk > f + MARGIN`` the row moves to the
@@ -20,7 +22,10 @@ mask at all; only the diagonal blocks (and the kv tail) are masked per element.
 Hopper options, each a LaunchConfig field and off by default: ``use_tma`` loads Q, K and V
 through tensor descriptors (``tl.make_tensor_descriptor``, one per program and head; rows past
 the end read as zero, and the key tail is still masked in the scores); ``warp_specialize``
-asks the compiler to split the unmasked key loop into producer and consumer warps.
+asks the compiler to split the unmasked key loop into producer and consumer warps;
+``heads_per_program`` 2 runs two query heads of one kv head per program, sharing each K/V
+load and issuing both score MMAs before either softmax (two independent chains that the
+scheduler can overlap); ``longest_first`` launches the query blocks with the most keys first.
 """
 
 from __future__ import annotations
@@ -36,6 +41,108 @@ if TYPE_CHECKING:
 
 LOG2E = 1.4426950408889634
 DEFAULT_MARGIN = 8  # log2 units; see the bound on P in the module docstring
+
+
+@triton.jit
+def _scores(q, kt, IEEE_DOT: tl.constexpr):
+    """Raw Q K^T of one block (unscaled, f32)."""
+    if IEEE_DOT:
+        return tl.dot(q, kt, input_precision="ieee")
+    return tl.dot(q, kt)
+
+
+@triton.jit
+def _update(
+    raw,
+    v,
+    f,
+    l_i,
+    acc,
+    n_rescale,
+    qk_scale,
+    cols,
+    offs_m,
+    shift,
+    kv_len,
+    MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    MARGIN: tl.constexpr,
+    IEEE_DOT: tl.constexpr,
+    COUNT_RESCALES: tl.constexpr,
+):
+    """One key block's online-softmax step for one query tile; returns (f, l, acc, count).
+
+    Unmasked blocks take the block max of the raw scores and fold the scale into the
+    exponent's argument (one FMA per score instead of a multiply and a subtract); the scale is
+    positive (the launcher checks), so ``max(raw) * scale == max(raw * scale)``.
+    """
+    if MASKED:
+        visible = cols[None, :] < kv_len
+        if CAUSAL:
+            visible = visible & (cols[None, :] <= offs_m[:, None] + shift)
+        s = tl.where(visible, raw * qk_scale, float("-inf"))
+        m_blk = tl.max(s, 1)
+        need = m_blk > f + MARGIN
+        f_new = tl.where(need, m_blk, f)
+        # A row that has seen no visible key yet keeps f = -inf; subtract 0 so p is 0, not NaN.
+        f_sub = tl.where(f_new == float("-inf"), 0.0, f_new)
+        alpha = tl.where(need, tl.math.exp2(f - f_sub), 1.0)
+        p = tl.math.exp2(s - f_sub[:, None])
+    else:
+        m_blk = tl.max(raw, 1) * qk_scale
+        need = m_blk > f + MARGIN
+        f_new = tl.where(need, m_blk, f)
+        alpha = tl.where(need, tl.math.exp2(f - f_new), 1.0)
+        p = tl.math.exp2(raw * qk_scale - f_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    if IEEE_DOT:
+        acc += tl.dot(p.to(v.dtype), v, input_precision="ieee")
+    else:
+        acc += tl.dot(p.to(v.dtype), v)
+    if COUNT_RESCALES:
+        n_rescale += need.to(tl.int32)
+    return f_new, l_i, acc, n_rescale
+
+
+@triton.jit
+def _finish(
+    acc,
+    l_i,
+    f,
+    n_rescale,
+    Out,
+    Lse,
+    Counter,
+    b,
+    h,
+    offs_m,
+    offs_d,
+    row_ok,
+    qo_len,
+    stride_ob,
+    stride_om,
+    stride_oh,
+    HQ: tl.constexpr,
+    STORE_LSE: tl.constexpr,
+    COUNT_RESCALES: tl.constexpr,
+):
+    """Normalise and store one query tile's output (and LSE and rescale counts)."""
+    # Rows with no visible key (causal, kv_len < qo_len) produce 0 and lse -inf.
+    empty = l_i == 0.0
+    inv_l = tl.where(empty, 0.0, 1.0 / tl.where(empty, 1.0, l_i))
+    out = acc * inv_l[:, None]
+    o_ptrs = Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    row_index = (b * HQ + h) * qo_len + offs_m
+    if STORE_LSE:
+        # Natural-log LSE of the scaled scores: (f + log2 l) / log2(e).
+        lse = tl.where(
+            empty, float("-inf"), (f + tl.math.log2(tl.where(empty, 1.0, l_i))) / 1.4426950408889634
+        )
+        tl.store(Lse + row_index, lse, mask=row_ok)
+    if COUNT_RESCALES:
+        tl.store(Counter + row_index, n_rescale, mask=row_ok)
 
 
 @triton.jit
@@ -73,11 +180,21 @@ def _attn_fwd(
     IEEE_DOT: tl.constexpr,
     USE_TMA: tl.constexpr = False,
     WARP_SPEC: tl.constexpr = False,
+    HEADS: tl.constexpr = 1,
+    LONGEST_FIRST: tl.constexpr = False,
 ):
-    start_m = tl.program_id(0)
-    off_bh = tl.program_id(1)
-    b = off_bh // HQ
-    h = off_bh % HQ
+    if LONGEST_FIRST:
+        # Grid (batch * hq / HEADS, m blocks): heads vary fastest and the query blocks with the
+        # most keys (the last ones of a causal call) are launched first, so the programs
+        # left for the tail of the grid are the shortest.
+        off_bh = tl.program_id(0)
+        start_m = tl.num_programs(1) - 1 - tl.program_id(1)
+    else:
+        start_m = tl.program_id(0)
+        off_bh = tl.program_id(1)
+    HP: tl.constexpr = HQ // HEADS  # programs per batch row along the heads
+    b = off_bh // HP
+    h = (off_bh % HP) * HEADS  # first query head of the program; HEADS heads share one kv head
     hk = h // GROUP
 
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -87,6 +204,7 @@ def _attn_fwd(
 
     k_base = K + b * stride_kb + hk * stride_kh
     v_base = V + b * stride_vb + hk * stride_vh
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
     if USE_TMA:
         q_desc = tl.make_tensor_descriptor(
             Q + b * stride_qb + h * stride_qh,
@@ -106,15 +224,21 @@ def _attn_fwd(
             strides=[stride_vn, 1],
             block_shape=[BLOCK_N, HEAD_DIM],
         )
-        q = q_desc.load([start_m * BLOCK_M, 0])
+        q0 = q_desc.load([start_m * BLOCK_M, 0])
     else:
-        q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
-        q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+        q0 = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
 
-    f = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    n_rescale = tl.zeros([BLOCK_M], dtype=tl.int32)
+    f0 = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l0 = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc0 = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    cnt0 = tl.zeros([BLOCK_M], dtype=tl.int32)
+    if HEADS == 2:
+        # The second head's tile: same rows, same keys, so the same loop bounds and masks.
+        q1 = tl.load(q_ptrs + stride_qh, mask=row_ok[:, None], other=0.0)
+        f1 = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l1 = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc1 = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        cnt1 = tl.zeros([BLOCK_M], dtype=tl.int32)
 
     # Bottom-right alignment: query i sees keys j <= i + shift.
     shift = kv_len - qo_len
@@ -135,30 +259,24 @@ def _attn_fwd(
         cols = start_n + offs_n
         if USE_TMA:
             kt = tl.trans(k_desc.load([start_n, 0]))
-        else:
-            kt = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None])
-        if IEEE_DOT:
-            s = tl.dot(q, kt, input_precision="ieee") * qk_scale
-        else:
-            s = tl.dot(q, kt) * qk_scale
-        m_blk = tl.max(s, 1)
-        need = m_blk > f + MARGIN
-        f_new = tl.where(need, m_blk, f)
-        alpha = tl.where(need, tl.math.exp2(f - f_new), 1.0)
-        p = tl.math.exp2(s - f_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        if USE_TMA:
             v = v_desc.load([start_n, 0])
         else:
+            kt = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None])
             v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
-        if IEEE_DOT:
-            acc += tl.dot(p.to(v.dtype), v, input_precision="ieee")
-        else:
-            acc += tl.dot(p.to(v.dtype), v)
-        f = f_new
-        if COUNT_RESCALES:
-            n_rescale += need.to(tl.int32)
+        raw0 = _scores(q0, kt, IEEE_DOT)
+        if HEADS == 2:
+            # Both score MMAs are issued before either softmax, so the second head's MMA runs
+            # on the tensor cores while the first head's softmax runs on the CUDA cores.
+            raw1 = _scores(q1, kt, IEEE_DOT)
+        f0, l0, acc0, cnt0 = _update(
+            raw0, v, f0, l0, acc0, cnt0, qk_scale, cols, offs_m, shift, kv_len,
+            False, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES,
+        )  # fmt: skip
+        if HEADS == 2:
+            f1, l1, acc1, cnt1 = _update(
+                raw1, v, f1, l1, acc1, cnt1, qk_scale, cols, offs_m, shift, kv_len,
+                False, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES,
+            )  # fmt: skip
 
     # Stage 2: diagonal and tail blocks, masked per element.
     for start_n in range(lo, hi, BLOCK_N):
@@ -166,60 +284,40 @@ def _attn_fwd(
         col_ok = cols < kv_len
         if USE_TMA:
             kt = tl.trans(k_desc.load([start_n, 0]))  # rows past kv_len read as zero
+            v = v_desc.load([start_n, 0])
         else:
             kt = tl.load(
                 k_base + cols[None, :] * stride_kn + offs_d[:, None],
                 mask=col_ok[None, :],
                 other=0.0,
             )
-        if IEEE_DOT:
-            s = tl.dot(q, kt, input_precision="ieee") * qk_scale
-        else:
-            s = tl.dot(q, kt) * qk_scale
-        visible = col_ok[None, :]
-        if CAUSAL:
-            visible = visible & (cols[None, :] <= offs_m[:, None] + shift)
-        s = tl.where(visible, s, float("-inf"))
-        m_blk = tl.max(s, 1)
-        need = m_blk > f + MARGIN
-        f_new = tl.where(need, m_blk, f)
-        # A row that has seen no visible key yet keeps f = -inf; subtract 0 so p is 0, not NaN.
-        f_sub = tl.where(f_new == float("-inf"), 0.0, f_new)
-        alpha = tl.where(need, tl.math.exp2(f - f_sub), 1.0)
-        p = tl.math.exp2(s - f_sub[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        if USE_TMA:
-            v = v_desc.load([start_n, 0])
-        else:
             v = tl.load(
                 v_base + cols[:, None] * stride_vn + offs_d[None, :],
                 mask=col_ok[:, None],
                 other=0.0,
             )
-        if IEEE_DOT:
-            acc += tl.dot(p.to(v.dtype), v, input_precision="ieee")
-        else:
-            acc += tl.dot(p.to(v.dtype), v)
-        f = f_new
-        if COUNT_RESCALES:
-            n_rescale += need.to(tl.int32)
+        raw0 = _scores(q0, kt, IEEE_DOT)
+        if HEADS == 2:
+            raw1 = _scores(q1, kt, IEEE_DOT)
+        f0, l0, acc0, cnt0 = _update(
+            raw0, v, f0, l0, acc0, cnt0, qk_scale, cols, offs_m, shift, kv_len,
+            True, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES,
+        )  # fmt: skip
+        if HEADS == 2:
+            f1, l1, acc1, cnt1 = _update(
+                raw1, v, f1, l1, acc1, cnt1, qk_scale, cols, offs_m, shift, kv_len,
+                True, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES,
+            )  # fmt: skip
 
-    # Rows with no visible key (causal, kv_len < qo_len) produce 0 and lse -inf.
-    empty = l_i == 0.0
-    inv_l = tl.where(empty, 0.0, 1.0 / tl.where(empty, 1.0, l_i))
-    out = acc * inv_l[:, None]
-    o_ptrs = Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
-    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
-    row_index = (b * HQ + h) * qo_len + offs_m
-    if STORE_LSE:
-        # Natural-log LSE of the scaled scores: (f + log2 l) / log2(e).
-        lse = tl.where(
-            empty, float("-inf"), (f + tl.math.log2(tl.where(empty, 1.0, l_i))) / 1.4426950408889634
-        )
-        tl.store(Lse + row_index, lse, mask=row_ok)
-    if COUNT_RESCALES:
-        tl.store(Counter + row_index, n_rescale, mask=row_ok)
+    _finish(
+        acc0, l0, f0, cnt0, Out, Lse, Counter, b, h, offs_m, offs_d, row_ok, qo_len,
+        stride_ob, stride_om, stride_oh, HQ, STORE_LSE, COUNT_RESCALES,
+    )  # fmt: skip
+    if HEADS == 2:
+        _finish(
+            acc1, l1, f1, cnt1, Out, Lse, Counter, b, h + 1, offs_m, offs_d, row_ok, qo_len,
+            stride_ob, stride_om, stride_oh, HQ, STORE_LSE, COUNT_RESCALES,
+        )  # fmt: skip
 
 
 def tma_unsupported_reason(device: torch.device) -> str | None:
@@ -267,14 +365,28 @@ def attn_fwd_launcher(
     counter int32 [b, hq, qo_len] receives each row's number of rescales (debug only).
     ``config.use_tma`` falls back to pointer loads where descriptors are unsupported; the
     returned callable's ``use_tma`` (bool) and ``tma_fallback`` (reason or None) say which.
+    ``config.heads_per_program`` 2 falls back to 1 when the query heads per kv head are odd
+    (``heads_per_program`` and ``heads_fallback`` on the callable say which ran).
     """
     batch, qo_len, hq, d = q.shape
     kv_len, hkv = k.shape[1], k.shape[2]
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
         if not t.is_contiguous():
             raise ValueError(f"attn_fwd: {name} must be contiguous BSHD")
+    if sm_scale is not None and not sm_scale > 0:
+        # The kernel takes the block max of the unscaled scores (see _update).
+        raise ValueError(f"attn_fwd: sm_scale must be positive, got {sm_scale!r}")
     scale = (d**-0.5 if sm_scale is None else sm_scale) * LOG2E
-    grid = (triton.cdiv(qo_len, config.block_m), batch * hq)
+    heads, heads_fallback = config.heads_per_program, None
+    if heads not in (1, 2):
+        raise ValueError(f"attn_fwd: heads_per_program must be 1 or 2, got {heads}")
+    if heads == 2 and (hq // hkv) % 2:
+        # Two query heads of one program must share their kv head.
+        heads, heads_fallback = 1, f"{hq // hkv} query heads per kv head is odd"
+    m_blocks = triton.cdiv(qo_len, config.block_m)
+    longest_first = config.longest_first and causal
+    programs = batch * hq // heads
+    grid = (programs, m_blocks) if longest_first else (m_blocks, programs)
     # Unused pointer arguments still need a tensor; out is never written through them.
     lse_arg = lse if lse is not None else out
     counter_arg = counter if counter is not None else out
@@ -329,6 +441,8 @@ def attn_fwd_launcher(
             IEEE_DOT=ieee,
             USE_TMA=use_tma,
             WARP_SPEC=config.warp_specialize,
+            HEADS=heads,
+            LONGEST_FIRST=longest_first,
             num_warps=config.num_warps,
             num_stages=config.num_stages,
             **extra,
@@ -337,4 +451,6 @@ def attn_fwd_launcher(
 
     launch.use_tma = use_tma  # type: ignore[attr-defined]
     launch.tma_fallback = tma_fallback  # type: ignore[attr-defined]
+    launch.heads_per_program = heads  # type: ignore[attr-defined]
+    launch.heads_fallback = heads_fallback  # type: ignore[attr-defined]
     return launch

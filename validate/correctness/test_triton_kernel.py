@@ -10,6 +10,7 @@ import pytest
 import torch
 from tether.kernels import Shape
 from tether.kernels.arms import attention_ref
+from tether.pytest_plugin import interpreter_on
 
 from validate.correctness._helpers import (
     DTYPES,
@@ -122,3 +123,80 @@ def test_rows_that_see_no_key_are_zero() -> None:
     assert torch.isneginf(lse[..., :15]).all()
     assert max_err(out, ref) <= 1e-5, f"seed {seed}"
     assert max_err(lse[..., 15:], ref_lse[..., 15:]) <= 1e-5, f"seed {seed}"
+
+
+# Launch schedules: two query heads per program (sharing their kv head) and longest-first
+# order. They change which program computes which rows, never the arithmetic of a row, so in
+# the interpreter (numpy, one fixed order of operations) each variant must match the one-head
+# default bit for bit, LSE too. A GPU compiles each variant separately and may contract or
+# order instructions differently, so there each is held to the suite's error rule instead.
+SCHEDULES = [
+    pytest.param({"heads_per_program": 2}, id="h2"),
+    pytest.param({"longest_first": True}, id="lf"),
+    pytest.param({"heads_per_program": 2, "longest_first": True}, id="h2-lf"),
+]
+
+
+def _launch(shape: Shape, q, k, v, config, causal: bool):
+    from tether.kernels.triton.attn_fwd import attn_fwd_launcher
+
+    out = poisoned_like(q)
+    lse = torch.full((shape.batch, shape.hq, shape.qo_len), float("nan"), device=q.device)
+    launch = attn_fwd_launcher(q, k, v, out, config, causal=causal, lse=lse)
+    launch()
+    return launch, out, lse
+
+
+@pytest.mark.parametrize("options", SCHEDULES)
+@pytest.mark.parametrize(
+    "dims",
+    [
+        pytest.param((2, 40, 40, 4, 2, True), id="b2-sq40-gqa2"),
+        pytest.param((1, 24, 72, 8, 2, True), id="q24-kv72-gqa4"),
+        pytest.param((1, 33, 17, 4, 1, True), id="q33-kv17-keyless-rows"),
+        pytest.param((1, 40, 56, 4, 2, False), id="q40-kv56-full"),
+    ],
+)
+def test_schedules_match_the_default_bit_for_bit(dims: tuple, options: dict) -> None:
+    import dataclasses
+
+    from tether.kernels.arch_caps import launch_config
+    from tether.pytest_plugin import current_arch
+
+    batch, qo, kv, hq, hkv, causal = dims
+    shape = Shape(batch, qo, kv, hq, hkv, 64, "f16", causal)
+    seed = fresh_seed()
+    q, k, v = make_qkv(shape, seed)
+    base = launch_config(current_arch(), 64, "f16", kv)
+    _, out0, lse0 = _launch(shape, q, k, v, base, causal)
+    launch, out1, lse1 = _launch(shape, q, k, v, dataclasses.replace(base, **options), causal)
+    assert launch.heads_per_program == options.get("heads_per_program", 1)
+    if interpreter_on():
+        assert torch.equal(out0, out1), f"seed {seed}"
+        assert torch.equal(lse0.nan_to_num(), lse1.nan_to_num()), f"seed {seed}"
+    else:
+        assert max_err(lse1.nan_to_num(), lse0.nan_to_num()) <= 1e-4, f"seed {seed}"
+    assert_within_baseline("triton", out1, shape, q, k, v, seed)
+
+
+def test_two_heads_per_program_fall_back_when_the_group_is_odd() -> None:
+    from tether.kernels.arch_caps import LaunchConfig
+
+    shape = Shape(1, 32, 32, 6, 2, 64, "f16", True)  # three query heads per kv head
+    seed = fresh_seed()
+    q, k, v = make_qkv(shape, seed)
+    launch, out, _ = _launch(shape, q, k, v, LaunchConfig(16, 16, 4, 1, heads_per_program=2), True)
+    assert launch.heads_per_program == 1
+    assert "odd" in launch.heads_fallback
+    assert_within_baseline("triton", out, shape, q, k, v, seed)
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.5, float("nan")])
+def test_a_scale_that_is_not_positive_is_refused(scale: float) -> None:
+    from tether.kernels.arch_caps import LaunchConfig
+    from tether.kernels.triton.attn_fwd import attn_fwd_launcher
+
+    shape = Shape(1, 16, 16, 2, 2, 64, "f16", True)
+    q, k, v = make_qkv(shape, 0)
+    with pytest.raises(ValueError, match="sm_scale must be positive"):
+        attn_fwd_launcher(q, k, v, torch.empty_like(q), LaunchConfig(16, 16, 4, 1), sm_scale=scale)

@@ -34,14 +34,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _kernel_variants() -> list[pytest.param]:
     seen: dict[tuple, LaunchConfig] = {}
-    for cand in tune_sm90.sm90_candidates():
+    for cand in tune_sm90.sm90_candidates() + tune_sm90.sm90_schedule_candidates():
         c = cand.config
-        seen.setdefault((c.block_m, c.block_n, c.use_tma, c.warp_specialize), c)
+        key = (c.block_m, c.block_n, c.use_tma, c.warp_specialize, c.heads_per_program)
+        seen.setdefault((*key, c.longest_first), c)
     return [pytest.param(c, id=tune_sm90.config_name(c)) for c in seen.values()]
 
 
 SHAPES = [
-    # Two query blocks of 128 with a tail, and a chunked call whose diagonal is offset.
+    # Two query blocks of 128 with a tail, and a chunked call whose diagonal is offset; two
+    # query heads per kv head so a two-heads-per-program variant runs as such.
     pytest.param(Shape(1, 136, 136, 2, 1, 64), id="square-136"),
     pytest.param(Shape(1, 40, 200, 2, 1, 64), id="chunked-40x200"),
 ]
@@ -57,6 +59,7 @@ def test_candidate_config_is_correct(config: LaunchConfig, shape: Shape) -> None
     launch = attn_fwd_launcher(q, k, v, out, config, causal=shape.causal)
     launch()
     assert launch.use_tma == config.use_tma, launch.tma_fallback
+    assert launch.heads_per_program == config.heads_per_program, launch.heads_fallback
     assert_within_baseline(tune_sm90.config_name(config), out, shape, q, k, v, seed)
 
 
@@ -73,6 +76,20 @@ def test_sm90_candidates_are_pruned_and_include_the_options() -> None:
     assert any(c.config.use_tma for c in cands)
     assert any(c.config.warp_specialize for c in cands)
     assert {c.config.num_stages for c in cands} == {2, 3, 4}
+
+
+def test_schedule_candidates_cover_both_options_on_the_v3_tiles() -> None:
+    cands = tune_sm90.sm90_schedule_candidates()
+    names = [c.name for c in cands]
+    assert len(set(names)) == len(names)
+    assert cands[0].config == launch_config("sm90", 128, "bf16")
+    assert {c.config.heads_per_program for c in cands} == {1, 2}
+    assert {c.config.longest_first for c in cands} == {False, True}
+    assert all(
+        tune_sm90.smem_estimate(c.config, 128, 2) <= tune_sm90.SMEM_LIMIT_SM90 for c in cands
+    )
+    # Two 128-row Q tiles beside three stages of 128-key K and V tiles do not fit.
+    assert "m128n128w8s3+h2" not in names
 
 
 def test_check_flags_a_wrong_answer(monkeypatch) -> None:
