@@ -101,6 +101,8 @@ class LaunchConfig:
     heads_per_program: int = 1
     # Causal calls launch the query blocks with the most keys first (a shorter grid tail).
     longest_first: bool = False
+    # Skip the accumulator's rescale for a whole tile when no row of it changed frame.
+    skip_rescale: bool = False
 
 
 def launch_config(

@@ -7,9 +7,12 @@ Run once on the H200 (tether installed with ``pip install --no-deps --no-build-i
 For each candidate LaunchConfig the script first checks the output on a small shape in each
 dtype against the f32 reference (the suite's rule: at most twice the error of math SDPA in
 the same dtype); a config that fails to compile or is wrong is recorded with the reason and
-not timed. Two grids:
+not timed. Three grids:
 
-- ``schedule`` (default, round v4): the v3 tiles and neighbours, each with and without two
+- ``rescale`` (default, round v5): the v4 winner (two heads per program, longest first) and
+  its neighbours, each with and without skipping the tile's rescale, on square calls from
+  1K to 16K and the chunked call; timed as ``schedule`` is.
+- ``schedule`` (round v4): the v3 tiles and neighbours, each with and without two
   query heads per program and longest-first launch order, on square causal bf16 d128 GQA
   32/8 at 4K, 8K and 16K and the chunked call (qo 2K x kv 16K). Each shape is timed by
   tether's engine exactly as a sweep times a cell (graph replay, interleaved, warmed)
@@ -31,6 +34,7 @@ recorded as unavailable there.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import statistics
@@ -59,6 +63,7 @@ class Candidate:
 def config_name(c: LaunchConfig) -> str:
     opts = ("+tma" if c.use_tma else "") + ("+ws" if c.warp_specialize else "")
     opts += ("+h2" if c.heads_per_program == 2 else "") + ("+lf" if c.longest_first else "")
+    opts += "+sk" if c.skip_rescale else ""
     return f"m{c.block_m}n{c.block_n}w{c.num_warps}s{c.num_stages}{opts}"
 
 
@@ -127,6 +132,26 @@ def sm90_schedule_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[C
 SHORT_KV_PROBE = 4096  # a kv_len that takes the short-call config of v3
 
 
+def sm90_rescale_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[Candidate]:
+    """Round v5: the v4 winner (two heads, longest first) and its neighbours in stages and
+    key-tile size, each with and without skipping the tile's rescale; the one-head tiles
+    with longest first for the short calls (kernels/NOTES.md)."""
+    base = [
+        LaunchConfig(128, 64, 8, 3, heads_per_program=2, longest_first=True),
+        LaunchConfig(128, 64, 8, 4, heads_per_program=2, longest_first=True),
+        LaunchConfig(128, 128, 8, 2, heads_per_program=2, longest_first=True),
+        LaunchConfig(128, 128, 8, 3, longest_first=True),
+        LaunchConfig(64, 64, 4, 3, longest_first=True),
+    ]
+    seen: list[LaunchConfig] = [launch_config("sm90", head_dim, "bf16")]
+    for c in base:
+        for skip in (False, True):
+            c2 = dataclasses.replace(c, skip_rescale=skip)
+            if smem_estimate(c2, head_dim, elem_bytes) <= SMEM_LIMIT_SM90 and c2 not in seen:
+                seen.append(c2)
+    return [Candidate(config_name(c), c) for c in seen]
+
+
 def tiny_candidates() -> list[Candidate]:
     """Small blocks for the interpreter, one per kernel option."""
     configs = [
@@ -135,6 +160,7 @@ def tiny_candidates() -> list[Candidate]:
         LaunchConfig(16, 32, 4, 1, warp_specialize=True),
         LaunchConfig(32, 32, 4, 1, use_tma=True, warp_specialize=True),
         LaunchConfig(16, 16, 4, 1, heads_per_program=2, longest_first=True),
+        LaunchConfig(16, 16, 4, 1, heads_per_program=2, skip_rescale=True),
     ]
     return [Candidate(config_name(c), c) for c in configs]
 
@@ -149,6 +175,16 @@ def timed_shapes(tiny: bool, grid: str = "v1") -> list[Shape]:
         base = Shape(1, 32, 32, 2, 1, 32, "f16", True)
         return [base, base.with_(qo_len=16, kv_len=48)]
     base = Shape(1, 4096, 4096, 32, 8, 128, "bf16", True)
+    if grid == "rescale":
+        # v5 adds the short calls, where the short-call config is decided.
+        return [
+            base.with_(qo_len=1024, kv_len=1024),
+            base.with_(qo_len=2048, kv_len=2048),
+            base,
+            base.with_(qo_len=8192, kv_len=8192),
+            base.with_(qo_len=16384, kv_len=16384),
+            base.with_(qo_len=2048, kv_len=16384),
+        ]
     if grid == "schedule":
         # The square goal's range (4K to 16K) and the chunked goal's 16K-key call.
         return [
@@ -401,11 +437,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated config names to run")
     ap.add_argument(
         "--grid",
-        choices=("v1", "schedule"),
-        default="schedule",
+        choices=("v1", "schedule", "rescale"),
+        default="rescale",
         help="v1: tiles, stages, TMA and warp specialization (do_bench, the 2026-11-29 run); "
-        "schedule: heads per program and launch order on the v3 tiles, timed by tether's "
-        "engine against the reference arm as a sweep times it",
+        "schedule (v4): heads per program and launch order on the v3 tiles; rescale (v5): "
+        "skipping the tile's rescale on the v4 winner and its neighbours, 1K to 16K; both "
+        "timed by tether's engine against the reference arm as a sweep times it",
     )
     ap.add_argument("--cell-cap-s", type=float, default=2.0, help="engine time cap per shape")
     args = ap.parse_args(argv)
@@ -428,7 +465,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.tiny:
         cands = tiny_candidates()
     else:
-        cands = sm90_schedule_candidates() if args.grid == "schedule" else sm90_candidates()
+        cands = {
+            "v1": sm90_candidates,
+            "schedule": sm90_schedule_candidates,
+            "rescale": sm90_rescale_candidates,
+        }[args.grid]()
     if args.only:
         keep = set(args.only.split(","))
         cands = [c for c in cands if c.name in keep]
@@ -436,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
 
     inputs = {shape_id(s): make_inputs(s, device) for s in shapes}
     # The engine needs CUDA graphs; the interpreter keeps the wall-clock timer.
-    engine = args.grid == "schedule" and not args.tiny
+    engine = args.grid != "v1" and not args.tiny
     ref_fns: dict[str, Any] | None = {} if engine else None
     ref = time_reference(shapes, inputs, arch, args.tiny, args.warmup_ms, args.rep_ms, ref_fns)
     report: dict[str, Any] = {

@@ -25,7 +25,8 @@ the end read as zero, and the key tail is still masked in the scores); ``warp_sp
 asks the compiler to split the unmasked key loop into producer and consumer warps;
 ``heads_per_program`` 2 runs two query heads of one kv head per program, sharing each K/V
 load and issuing both score MMAs before either softmax (two independent chains that the
-scheduler can overlap); ``longest_first`` launches the query blocks with the most keys first.
+scheduler can overlap); ``longest_first`` launches the query blocks with the most keys first;
+``skip_rescale`` multiplies the accumulator only when some row of the tile changed frame.
 """
 
 from __future__ import annotations
@@ -69,8 +70,13 @@ def _update(
     MARGIN: tl.constexpr,
     IEEE_DOT: tl.constexpr,
     COUNT_RESCALES: tl.constexpr,
+    SKIP_RESCALE: tl.constexpr = False,
 ):
     """One key block's online-softmax step for one query tile; returns (f, l, acc, count).
+
+    ``SKIP_RESCALE`` (unmasked blocks only): the accumulator is multiplied by alpha only when
+    some row of the tile moved to a new frame; with the deferred margin most blocks after the
+    first few move none, so the ``BLOCK_M x HEAD_DIM`` multiply is skipped for the whole tile.
 
     Unmasked blocks take the block max of the raw scores and fold the scale into the
     exponent's argument (one FMA per score instead of a multiply and a subtract); the scale is
@@ -95,7 +101,11 @@ def _update(
         alpha = tl.where(need, tl.math.exp2(f - f_new), 1.0)
         p = tl.math.exp2(raw * qk_scale - f_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None]
+    if SKIP_RESCALE and not MASKED:
+        if tl.max(need.to(tl.int32), 0) > 0:
+            acc = acc * alpha[:, None]
+    else:
+        acc = acc * alpha[:, None]
     if IEEE_DOT:
         acc += tl.dot(p.to(v.dtype), v, input_precision="ieee")
     else:
@@ -182,6 +192,7 @@ def _attn_fwd(
     WARP_SPEC: tl.constexpr = False,
     HEADS: tl.constexpr = 1,
     LONGEST_FIRST: tl.constexpr = False,
+    SKIP_RESCALE: tl.constexpr = False,
 ):
     if LONGEST_FIRST:
         # Grid (batch * hq / HEADS, m blocks): heads vary fastest and the query blocks with the
@@ -270,12 +281,12 @@ def _attn_fwd(
             raw1 = _scores(q1, kt, IEEE_DOT)
         f0, l0, acc0, cnt0 = _update(
             raw0, v, f0, l0, acc0, cnt0, qk_scale, cols, offs_m, shift, kv_len,
-            False, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES,
+            False, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES, SKIP_RESCALE,
         )  # fmt: skip
         if HEADS == 2:
             f1, l1, acc1, cnt1 = _update(
                 raw1, v, f1, l1, acc1, cnt1, qk_scale, cols, offs_m, shift, kv_len,
-                False, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES,
+                False, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES, SKIP_RESCALE,
             )  # fmt: skip
 
     # Stage 2: diagonal and tail blocks, masked per element.
@@ -443,6 +454,7 @@ def attn_fwd_launcher(
             WARP_SPEC=config.warp_specialize,
             HEADS=heads,
             LONGEST_FIRST=longest_first,
+            SKIP_RESCALE=config.skip_rescale,
             num_warps=config.num_warps,
             num_stages=config.num_stages,
             **extra,

@@ -125,8 +125,8 @@ def test_rows_that_see_no_key_are_zero() -> None:
     assert max_err(lse[..., 15:], ref_lse[..., 15:]) <= 1e-5, f"seed {seed}"
 
 
-# Launch schedules: two query heads per program (sharing their kv head) and longest-first
-# order. They change which program computes which rows, never the arithmetic of a row, so in
+# Launch schedules: two query heads per program (sharing their kv head), longest-first
+# order and the skipped tile rescale. They change which program computes which rows, never the arithmetic of a row, so in
 # the interpreter (numpy, one fixed order of operations) each variant must match the one-head
 # default bit for bit, LSE too. A GPU compiles each variant separately and may contract or
 # order instructions differently, so there each is held to the suite's error rule instead.
@@ -134,6 +134,9 @@ SCHEDULES = [
     pytest.param({"heads_per_program": 2}, id="h2"),
     pytest.param({"longest_first": True}, id="lf"),
     pytest.param({"heads_per_program": 2, "longest_first": True}, id="h2-lf"),
+    # Skipping a rescale whose alpha is exactly 1 for every row changes no bit either.
+    pytest.param({"skip_rescale": True}, id="sk"),
+    pytest.param({"heads_per_program": 2, "longest_first": True, "skip_rescale": True}, id="all"),
 ]
 
 

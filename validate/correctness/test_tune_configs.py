@@ -34,10 +34,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _kernel_variants() -> list[pytest.param]:
     seen: dict[tuple, LaunchConfig] = {}
-    for cand in tune_sm90.sm90_candidates() + tune_sm90.sm90_schedule_candidates():
+    grids = (
+        tune_sm90.sm90_candidates()
+        + tune_sm90.sm90_schedule_candidates()
+        + tune_sm90.sm90_rescale_candidates()
+    )
+    for cand in grids:
         c = cand.config
         key = (c.block_m, c.block_n, c.use_tma, c.warp_specialize, c.heads_per_program)
-        seen.setdefault((*key, c.longest_first), c)
+        seen.setdefault((*key, c.longest_first, c.skip_rescale), c)
     return [pytest.param(c, id=tune_sm90.config_name(c)) for c in seen.values()]
 
 
