@@ -78,8 +78,9 @@ def detect_arch() -> str:
     raise UnknownArchError(f"unsupported NVIDIA GPU arch sm{cap[0]}{cap[1]}")
 
 
-# At or below this many keys an sm90 call counts as short (see launch_config).
-SM90_SHORT_KV = 4096
+# Below this many two-head, 128-row programs an sm90 call counts as short (see
+# launch_config): about two waves over an H200's 132 SMs.
+SM90_MIN_PROGRAMS = 256
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,17 @@ class LaunchConfig:
 
 
 def launch_config(
-    arch: str, head_dim: int, dtype: str = "f16", kv_len: int | None = None
+    arch: str,
+    head_dim: int,
+    dtype: str = "f16",
+    *,
+    qo_len: int | None = None,
+    batch_heads: int | None = None,
 ) -> LaunchConfig:
-    """The kernel's launch config on ``arch`` for ``head_dim``, ``dtype`` and ``kv_len``.
+    """The kernel's launch config on ``arch`` for ``head_dim`` and ``dtype``.
 
-    ``kv_len`` None means a long call (the config for the large shapes).
+    ``qo_len`` and ``batch_heads`` (batch x query heads) size the grid; without them the
+    config is the one for large calls.
     """
     check_arch(arch)
     if dtype == "f32" and arch != "cpu":
@@ -130,13 +137,18 @@ def launch_config(
         if head_dim <= 64:
             return LaunchConfig(block_m=128, block_n=64, num_warps=4, num_stages=3)
         if head_dim <= 128:
-            # v3: picked by validate/tune_sm90.py on an H200 over the candidate grid
-            # (kernels/NOTES.md; its output is kernels/tuning/sm90-tune-2026-11-29.json):
-            # short calls launch few programs per SM with 128-row tiles, so they take the
-            # 64x64 tile that led at the 4K square; long calls take the 128x128 tile.
-            if kv_len is not None and kv_len <= SM90_SHORT_KV:
-                return LaunchConfig(block_m=64, block_n=64, num_warps=4, num_stages=3)
-            return LaunchConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
+            # v6, from the v4 and v5 tuning runs on an H200 (kernels/NOTES.md; the runs are
+            # kernels/tuning/sm90-tune-v4-2026-11-29.json and -v5-): two query heads per
+            # program, launched longest first, on a 128 x 64 tile with 4 stages. A call too
+            # small to fill the GPU about twice with such programs takes the 64 x 64 tile,
+            # one head per program, also longest first (the v5 run's best at 1K).
+            if qo_len is not None and batch_heads is not None:
+                programs = batch_heads // 2 * -(-qo_len // 128)
+                if programs < SM90_MIN_PROGRAMS:
+                    return LaunchConfig(64, 64, num_warps=4, num_stages=3, longest_first=True)
+            return LaunchConfig(
+                128, 64, num_warps=8, num_stages=4, heads_per_program=2, longest_first=True
+            )
         return LaunchConfig(block_m=64, block_n=32, num_warps=8, num_stages=2)
     if arch == "gfx1151":
         # RDNA: smaller LDS and wave32; keep tiles modest.

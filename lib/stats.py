@@ -347,6 +347,7 @@ class CellAgreement:
     high: float
     inside: bool
     gpu: Any  # the other run's extra.gpu for this cell (sharded runs), else None
+    inside_run: bool | None = None  # inside the run-to-run band (None: no control run)
 
 
 @dataclass(frozen=True)
@@ -354,22 +355,51 @@ class Agreement:
     base_id: str
     other_id: str
     cells: tuple[CellAgreement, ...]
+    # The run-level A/A control: a second run of the same cells, commit and harness, set up
+    # like ``base``. Its largest cell deviation from ``base`` bounds how far two runs of one
+    # setup drift apart, which a cell's own A/A floor (noise inside one run) does not cover.
+    control_id: str | None = None
+    run_band: tuple[float, float] | None = None
 
     @property
     def agree(self) -> int:
         return sum(c.inside for c in self.cells)
 
+    @property
+    def agree_run(self) -> int | None:
+        """Cells inside their floors or inside the run-to-run band; None without a control."""
+        if self.run_band is None:
+            return None
+        return sum(bool(c.inside or c.inside_run) for c in self.cells)
 
-def agreement(base: Any, other: Any) -> Agreement | None:
+
+def _ratios(run: Any) -> dict[str, CellStat]:
+    return {s.label: s for s in cell_stats(run)}
+
+
+def run_band(base: Any, control: Any) -> tuple[float, float] | None:
+    """The band two runs of the same setup span: ``exp(+-max |log(control / base)|)`` over
+    the cells' ratios; None when the runs do not cover the same cells."""
+    a, c = _ratios(base), _ratios(control)
+    if not a or set(a) != set(c):
+        return None
+    worst = max(abs(float(np.log(c[k].ratio / a[k].ratio))) for k in a)
+    return (float(np.exp(-worst)), float(np.exp(worst)))
+
+
+def agreement(base: Any, other: Any, control: Any = None) -> Agreement | None:
     """Cell-by-cell agreement of two runs of the same cells; None when their cells differ.
 
     Used for a sharded run against an unsharded one of the same cells: the ratio of the
-    two speedups must lie inside the product of the two cells' A/A floors.
+    two speedups must lie inside the product of the two cells' A/A floors. With ``control``
+    (another run set up like ``base``), each cell is also judged against the run-to-run band
+    of ``base`` and ``control`` (``run_band``): the sharded run reproduces the unsharded one
+    when it differs from it no more than two unsharded runs differ from each other.
     """
-    a = {s.label: s for s in cell_stats(base)}
-    b = {s.label: s for s in cell_stats(other)}
+    a, b = _ratios(base), _ratios(other)
     if not a or set(a) != set(b):
         return None
+    band = run_band(base, control) if control is not None else None
     gpus = {
         key_label(field_of(c, "key", {})): (field_of(c, "extra", {}) or {}).get("gpu")
         for c in field_of(other, "cells", ())
@@ -388,6 +418,13 @@ def agreement(base: Any, other: Any) -> Agreement | None:
             high=high,
             inside=low <= rel <= high,
             gpu=gpus.get(label),
+            inside_run=None if band is None else band[0] <= rel <= band[1],
         )
         rows.append(row)
-    return Agreement(str(field_of(base, "id")), str(field_of(other, "id")), tuple(rows))
+    return Agreement(
+        str(field_of(base, "id")),
+        str(field_of(other, "id")),
+        tuple(rows),
+        control_id=None if band is None else str(field_of(control, "id")),
+        run_band=band,
+    )

@@ -73,11 +73,18 @@ def smem_estimate(c: LaunchConfig, head_dim: int, elem_bytes: int) -> int:
     return (q_rows + 2 * c.block_n * c.num_stages) * head_dim * elem_bytes
 
 
+# Each round's baseline is the default of its day, kept here so that a grid means the same
+# candidates after the default moves on.
+V1_DEFAULT = LaunchConfig(128, 64, 8, 3)
+V3_LONG = LaunchConfig(128, 128, 8, 3)
+V3_SHORT = LaunchConfig(64, 64, 4, 3)
+
+
 def sm90_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[Candidate]:
     """BLOCK_M {64,128} x BLOCK_N {64,128} x warps {4,8} x stages {2,3,4}, pruned, plus options.
 
     Pruned: 8 warps on 64 rows (two warpgroups share one 64-row MMA tile) and whatever does
-    not fit shared memory. The TMA and warp-specialize variants are added on the current
+    not fit shared memory. The TMA and warp-specialize variants are added on the v1
     default and on the 128 x 128 tile.
     """
     grid: list[LaunchConfig] = []
@@ -90,7 +97,7 @@ def sm90_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[Candidate]
                     c = LaunchConfig(bm, bn, warps, stages)
                     if smem_estimate(c, head_dim, elem_bytes) <= SMEM_LIMIT_SM90:
                         grid.append(c)
-    default = launch_config("sm90", head_dim, "bf16")
+    default = V1_DEFAULT
     big = LaunchConfig(128, 128, 8, 2)
     extras = [
         LaunchConfig(default.block_m, default.block_n, default.num_warps, default.num_stages, **o)
@@ -110,8 +117,8 @@ def sm90_schedule_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[C
     """Round v4: the v3 tiles and their neighbours, each with and without two heads per
     program and longest-first launch order (kernels/NOTES.md), pruned to what fits."""
     tiles = [
-        launch_config("sm90", head_dim, "bf16"),
-        launch_config("sm90", head_dim, "bf16", kv_len=SHORT_KV_PROBE),
+        V3_LONG,
+        V3_SHORT,
         LaunchConfig(128, 64, 8, 3),
         LaunchConfig(128, 64, 8, 2),
         LaunchConfig(64, 128, 4, 3),
@@ -129,9 +136,6 @@ def sm90_schedule_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[C
     return [Candidate(config_name(c), c) for c in seen]
 
 
-SHORT_KV_PROBE = 4096  # a kv_len that takes the short-call config of v3
-
-
 def sm90_rescale_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[Candidate]:
     """Round v5: the v4 winner (two heads, longest first) and its neighbours in stages and
     key-tile size, each with and without skipping the tile's rescale; the one-head tiles
@@ -143,7 +147,7 @@ def sm90_rescale_candidates(head_dim: int = 128, elem_bytes: int = 2) -> list[Ca
         LaunchConfig(128, 128, 8, 3, longest_first=True),
         LaunchConfig(64, 64, 4, 3, longest_first=True),
     ]
-    seen: list[LaunchConfig] = [launch_config("sm90", head_dim, "bf16")]
+    seen: list[LaunchConfig] = [V3_LONG]
     for c in base:
         for skip in (False, True):
             c2 = dataclasses.replace(c, skip_rescale=skip)

@@ -176,6 +176,7 @@ class SweepDoc:
     # the same commit and harness (the newest such), cell by cell within both A/A floors.
     shards: Any = None
     shards_against: RunRef | None = None
+    shards_control: RunRef | None = None  # the second unsharded run (run-level A/A control)
 
     @property
     def headline_aggregate(self) -> Aggregate | None:
@@ -199,7 +200,8 @@ def sweep_doc(runs: list[Any], arch: str, name: str, population: Population, cur
         for role, names in (field_of(cell, "kernels", {}) or {}).items():
             kernels.setdefault(role, set()).update(names)
     arms = field_of(field_of(run, "config", {}), "arms", {}) or {}
-    twin = _unsharded_twin(runs, run)
+    twins = _unsharded_twins(runs, run)
+    twin, control = [*twins, None, None][:2]
     return SweepDoc(
         name=name,
         arch=arch,
@@ -213,8 +215,9 @@ def sweep_doc(runs: list[Any], arch: str, name: str, population: Population, cur
         arms={k: str(arms[k]) for k in sorted(arms)},
         kernels={k: tuple(sorted(kernels[k])) for k in sorted(kernels)},
         figure=figure_path(arch, name) if points else None,
-        shards=agreement(twin, run) if twin is not None else None,
+        shards=agreement(twin, run, control) if twin is not None else None,
         shards_against=run_ref(twin, current) if twin is not None else None,
+        shards_control=run_ref(control, current) if control is not None else None,
     )
 
 
@@ -222,10 +225,12 @@ def _sharded(run: Any) -> bool:
     return any((field_of(c, "extra", {}) or {}).get("gpu") for c in field_of(run, "cells", ()))
 
 
-def _unsharded_twin(runs: list[Any], run: Any) -> Any:
-    """The newest ok unsharded run of the same sweep, arch, commit and harness as ``run``."""
+def _unsharded_twins(runs: list[Any], run: Any) -> list[Any]:
+    """The ok unsharded runs of the same sweep, arch, commit and harness as a sharded ``run``,
+    newest first: the first is the run it is judged against, the second (if any) the
+    run-level A/A control. Empty for an unsharded ``run``."""
     if not _sharded(run):
-        return None
+        return []
     same = ("kind", "name", "status")
     prov = ("arch", "git_sha", "harness_fingerprint")
     twins = [
@@ -236,8 +241,8 @@ def _unsharded_twin(runs: list[Any], run: Any) -> Any:
         and all(_prov(r, k) == _prov(run, k) for k in prov)
         and not _sharded(r)
     ]
-    return max(
-        twins, key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))), default=None
+    return sorted(
+        twins, key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))), reverse=True
     )
 
 

@@ -123,10 +123,17 @@ def test_every_region_has_its_markers() -> None:
 
 
 def test_sm90_short_calls_take_the_small_tile() -> None:
-    from tether.kernels.arch_caps import SM90_SHORT_KV
+    from tether.kernels.arch_caps import SM90_MIN_PROGRAMS
 
-    short = launch_config("sm90", 128, "bf16", SM90_SHORT_KV)
-    long = launch_config("sm90", 128, "bf16", SM90_SHORT_KV + 1)
-    assert (short.block_m, short.block_n) < (long.block_m, long.block_n)
-    # No length given means the long-call config.
+    # batch x hq 32: 16 two-head programs per 128-row block, so SM90_MIN_PROGRAMS / 16
+    # blocks is the first long call.
+    blocks = SM90_MIN_PROGRAMS // 16
+    short = launch_config("sm90", 128, "bf16", qo_len=(blocks - 1) * 128, batch_heads=32)
+    long = launch_config("sm90", 128, "bf16", qo_len=blocks * 128, batch_heads=32)
+    assert (short.block_m, short.heads_per_program) == (64, 1)
+    assert (long.block_m, long.heads_per_program) == (128, 2)
+    assert short.longest_first and long.longest_first
+    # More heads or a larger batch fill the GPU at a shorter length.
+    assert launch_config("sm90", 128, "bf16", qo_len=(blocks - 1) * 128, batch_heads=128) == long
+    # No grid given means the long-call config.
     assert launch_config("sm90", 128, "bf16") == long

@@ -170,7 +170,7 @@ def test_schedules_match_the_default_bit_for_bit(dims: tuple, options: dict) -> 
     shape = Shape(batch, qo, kv, hq, hkv, 64, "f16", causal)
     seed = fresh_seed()
     q, k, v = make_qkv(shape, seed)
-    base = launch_config(current_arch(), 64, "f16", kv)
+    base = launch_config(current_arch(), 64, "f16")
     _, out0, lse0 = _launch(shape, q, k, v, base, causal)
     launch, out1, lse1 = _launch(shape, q, k, v, dataclasses.replace(base, **options), causal)
     assert launch.heads_per_program == options.get("heads_per_program", 1)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from tether.kernels import Shape
-from tether.kernels.arch_caps import LaunchConfig, launch_config
+from tether.kernels.arch_caps import LaunchConfig
 from tether.kernels.triton.attn_fwd import attn_fwd_launcher, tma_unsupported_reason
 from tether.pytest_plugin import cpu_toy_env, interpreter_on
 
@@ -73,7 +73,7 @@ def test_sm90_candidates_are_pruned_and_include_the_options() -> None:
     names = [c.name for c in cands]
     assert 12 <= len(cands) <= 20
     assert len(set(names)) == len(names)
-    assert cands[0].config == launch_config("sm90", 128, "bf16")
+    assert cands[0].config == tune_sm90.V1_DEFAULT
     assert all(
         tune_sm90.smem_estimate(c.config, 128, 2) <= tune_sm90.SMEM_LIMIT_SM90 for c in cands
     )
@@ -87,7 +87,7 @@ def test_schedule_candidates_cover_both_options_on_the_v3_tiles() -> None:
     cands = tune_sm90.sm90_schedule_candidates()
     names = [c.name for c in cands]
     assert len(set(names)) == len(names)
-    assert cands[0].config == launch_config("sm90", 128, "bf16")
+    assert cands[0].config == tune_sm90.V3_LONG
     assert {c.config.heads_per_program for c in cands} == {1, 2}
     assert {c.config.longest_first for c in cands} == {False, True}
     assert all(

@@ -36,3 +36,20 @@ def test_a_shifted_run_is_flagged(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_different_cells_are_refused(tmp_path: Path) -> None:
     assert compare_runs.main(_pair(tmp_path, 0.9, {"hq": [16], "seqlen": [256, 512]})) == 2
+
+
+def test_a_control_run_sets_the_run_to_run_band(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The other run is three percent off (outside the floors). A control as far off as that
+    # makes it reproduce; a control identical to the base does not.
+    args = _pair(tmp_path, 0.9 * 1.03)
+    far = make_sweep_run(axes=AXES, ratio=0.9 * 1.04, store=tmp_path / "c")
+    assert compare_runs.main([*args, "--control", str(far.path)]) == 0
+    out = capsys.readouterr().out
+    assert "band ok" in out and "4 of 4 cells inside their floors or the band" in out
+    same = make_sweep_run(axes=AXES, ratio=0.9, store=tmp_path / "d")
+    assert compare_runs.main([*args, "--control", str(same.path)]) == 1
+    assert "band OUTSIDE" in capsys.readouterr().out
+    other_cells = make_sweep_run(axes={"hq": [16], "seqlen": [256]}, store=tmp_path / "e")
+    assert compare_runs.main([*args, "--control", str(other_cells.path)]) == 2

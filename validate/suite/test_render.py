@@ -224,3 +224,39 @@ def test_a_sharded_run_is_judged_against_its_unsharded_twin(tmp_path: Path) -> N
     backends = _text(render_all(ROOT, store), BACKENDS)
     n = len(twin.cells)
     assert f"{n} of {n} cells agree within the product of the two runs' A/A floors." in backends
+
+
+def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(tmp_path: Path) -> None:
+    import dataclasses
+
+    store = tmp_path / "results"
+    first = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T00:00:00Z")
+    # FIXTURE: the control drifts by three percent on one cell, the sharded run by two on
+    # another, so that cell is outside both floors but inside the run-to-run band.
+    c0 = first.cells[0]
+    drift = dataclasses.replace(
+        c0, samples={**c0.samples, "B": tuple(x / 1.03 for x in c0.samples["B"])}
+    )
+    write_run(dataclasses.replace(first, cells=(drift, *first.cells[1:])), store)
+    twin = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T01:00:00Z")
+    write_run(twin, store)
+    c1 = twin.cells[1]
+    moved = dataclasses.replace(
+        c1, samples={**c1.samples, "B": tuple(x / 1.02 for x in c1.samples["B"])}
+    )
+    cells = (twin.cells[0], moved, *twin.cells[2:])
+    sharded = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T02:00:00Z")
+    sharded = dataclasses.replace(
+        sharded,
+        cells=tuple(
+            dataclasses.replace(c, extra={"gpu": {"index": i % 2, "name": "FIXTURE GPU"}})
+            for i, c in enumerate(cells)
+        ),
+    )
+    write_run(sharded, store)
+    backends = _text(render_all(ROOT, store), BACKENDS)
+    n = len(twin.cells)
+    assert f"{n - 1} of {n} cells agree within the product of the two runs' A/A floors." in backends
+    assert "run-level A/A control" in backends and first.id in backends
+    assert f"{n} of {n} cells of the sharded run lie inside their floors or that band" in backends
+    assert "no more than two unsharded runs differ from each other" in backends

@@ -216,3 +216,44 @@ def test_agreement_judges_each_cell_within_both_floors() -> None:
     assert [c.inside for c in found.cells].count(False) == 1
     # Different cells: no verdict at all.
     assert agreement(base, dataclasses.replace(same, cells=same.cells[1:])) is None
+
+
+def _scaled_b(run, index: int, factor: float):
+    """``run`` with cell ``index``'s B samples made ``factor`` times faster (a FIXTURE edit)."""
+    import dataclasses
+
+    cell = run.cells[index]
+    faster = dataclasses.replace(
+        cell, samples={**cell.samples, "B": tuple(x / factor for x in cell.samples["B"])}
+    )
+    cells = list(run.cells)
+    cells[index] = faster
+    return dataclasses.replace(run, cells=tuple(cells))
+
+
+def test_the_run_level_control_widens_each_cell_to_the_run_to_run_band() -> None:
+    import math
+
+    from tether.stats import agreement, run_band
+
+    base = make_sweep_run(ratio=0.8, noise=0.001, n=9, seed=1)
+    # The control run drifted by two percent on its second cell: the band is +-2 percent.
+    control = _scaled_b(base, 1, 1.02)
+    band = run_band(base, control)
+    assert band is not None and math.isclose(band[1], 1.02) and math.isclose(band[0], 1 / 1.02)
+    # The other run moved one cell by one percent (outside the floors, inside the band) and
+    # another by five percent (outside both).
+    other = _scaled_b(_scaled_b(base, 0, 1.01), 2, 1.05)
+    found = agreement(base, other, control)
+    assert found is not None and found.run_band == band and found.control_id == str(control.id)
+    assert [c.inside for c in found.cells[:3]] == [False, True, False]
+    assert [c.inside_run for c in found.cells[:3]] == [True, True, False]
+    assert found.agree_run == len(found.cells) - 1
+    # Without a control there is no band and no verdict on it.
+    plain = agreement(base, other)
+    assert plain is not None and plain.run_band is None and plain.agree_run is None
+    assert all(c.inside_run is None for c in plain.cells)
+    # A control over other cells gives no band.
+    import dataclasses
+
+    assert run_band(base, dataclasses.replace(control, cells=control.cells[1:])) is None
