@@ -140,7 +140,17 @@ def kernels_fingerprint(root: Path | None = None) -> str:
 
 
 def git_state(root: Path | None = None) -> tuple[str, bool | None]:
-    """(HEAD sha, dirty) of the checkout at ``root``; ("unknown", None) outside one."""
+    """(HEAD sha, dirty) of the checkout at ``root``; ("unknown", None) outside one.
+
+    A valid TETHER_GIT_SHA stamp wins over the checkout's own git: whoever copied the tree
+    to a lent host states what they copied, and a ``.git`` that travelled with the copy (or
+    was left there by an earlier one) can name another commit. Seen on a lent H200: its
+    ``.git`` still named the session's first commit, so runs of later commits were recorded
+    as that commit, dirty.
+    """
+    stamped = stamped_git_state()
+    if stamped[1] is not None:
+        return stamped
     base = root or default_root()
 
     def git(*args: str) -> str:

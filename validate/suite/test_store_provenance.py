@@ -165,3 +165,26 @@ def test_source_digest_is_the_same_text_on_every_python() -> None:
         "Module(body=[FunctionDef(name='f',args=arguments(args=[arg(arg='x')]),"
         "body=[Return(value=BinOp(left=Name(id='x'),op=Add(),right=Constant(value=1)))])])"
     )
+
+
+def test_a_stamp_wins_over_a_stale_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lent host's copy carried a .git that still named an older commit; the sender's stamp
+    # says what was copied and must be what the run records.
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "f.py").write_text("A = 1\n", encoding="utf-8")
+    git("add", "f.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "fixture")
+    (tmp_path / "f.py").write_text("A = 2\n", encoding="utf-8")  # the copy is newer
+    stale, _ = git_state(tmp_path)
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.setenv("TETHER_GIT_SHA", sha)
+    monkeypatch.setenv("TETHER_GIT_DIRTY", "0")
+    assert sha != stale and git_state(tmp_path) == (sha, False)
+    # A malformed stamp is ignored: the checkout's own state stands.
+    monkeypatch.setenv("TETHER_GIT_DIRTY", "maybe")
+    assert git_state(tmp_path) == (stale, True)
