@@ -16,7 +16,6 @@ import json
 import os
 import socket
 import stat
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -109,19 +108,10 @@ def open_checked(path: Path, flags: int, mode: int = 0o644) -> int:
 
 
 def _git_sha() -> str:
-    try:
-        proc = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=3,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    sha = proc.stdout.strip()
-    return sha if proc.returncode == 0 and len(sha) == 40 else "unknown"
+    """The holder's commit, by the same rule as a run's provenance (a sender's stamp first)."""
+    from tether.store.provenance import git_state
+
+    return git_state(Path(__file__).resolve().parent)[0]
 
 
 def _ci_url() -> str | None:

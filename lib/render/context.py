@@ -177,6 +177,7 @@ class SweepDoc:
     shards: Any = None
     shards_against: RunRef | None = None
     shards_control: RunRef | None = None  # the second unsharded run (run-level A/A control)
+    shards_run: RunRef | None = None  # the sharded run judged (the newest of its commit)
 
     @property
     def headline_aggregate(self) -> Aggregate | None:
@@ -200,8 +201,7 @@ def sweep_doc(runs: list[Any], arch: str, name: str, population: Population, cur
         for role, names in (field_of(cell, "kernels", {}) or {}).items():
             kernels.setdefault(role, set()).update(names)
     arms = field_of(field_of(run, "config", {}), "arms", {}) or {}
-    twins = _unsharded_twins(runs, run)
-    twin, control = [*twins, None, None][:2]
+    sharded, twin, control = _shard_comparison(runs, run)
     return SweepDoc(
         name=name,
         arch=arch,
@@ -215,9 +215,10 @@ def sweep_doc(runs: list[Any], arch: str, name: str, population: Population, cur
         arms={k: str(arms[k]) for k in sorted(arms)},
         kernels={k: tuple(sorted(kernels[k])) for k in sorted(kernels)},
         figure=figure_path(arch, name) if points else None,
-        shards=agreement(twin, run, control) if twin is not None else None,
-        shards_against=run_ref(twin, current) if twin is not None else None,
+        shards=agreement(twin, sharded, control) if sharded is not None else None,
+        shards_against=run_ref(twin, current) if sharded is not None else None,
         shards_control=run_ref(control, current) if control is not None else None,
+        shards_run=run_ref(sharded, current) if sharded is not None else None,
     )
 
 
@@ -225,25 +226,28 @@ def _sharded(run: Any) -> bool:
     return any((field_of(c, "extra", {}) or {}).get("gpu") for c in field_of(run, "cells", ()))
 
 
-def _unsharded_twins(runs: list[Any], run: Any) -> list[Any]:
-    """The ok unsharded runs of the same sweep, arch, commit and harness as a sharded ``run``,
-    newest first: the first is the run it is judged against, the second (if any) the
-    run-level A/A control. Empty for an unsharded ``run``."""
-    if not _sharded(run):
-        return []
+def _shard_comparison(runs: list[Any], run: Any) -> tuple[Any, Any, Any]:
+    """(sharded, base, control) among the ok runs of ``run``'s sweep, arch, commit and
+    harness: the newest sharded run, the newest unsharded run it is judged against, and the
+    next unsharded run (the run-level A/A control) or None. (None, None, None) unless the
+    commit has both a sharded and an unsharded run."""
     same = ("kind", "name", "status")
     prov = ("arch", "git_sha", "harness_fingerprint")
-    twins = [
-        r
-        for r in runs
-        if r is not run
-        and all(field_of(r, k) == field_of(run, k) for k in same)
-        and all(_prov(r, k) == _prov(run, k) for k in prov)
-        and not _sharded(r)
-    ]
-    return sorted(
-        twins, key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))), reverse=True
+    group = sorted(
+        (
+            r
+            for r in runs
+            if all(field_of(r, k) == field_of(run, k) for k in same)
+            and all(_prov(r, k) == _prov(run, k) for k in prov)
+        ),
+        key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))),
+        reverse=True,
     )
+    sharded = [r for r in group if _sharded(r)]
+    unsharded = [r for r in group if not _sharded(r)]
+    if not sharded or not unsharded:
+        return None, None, None
+    return sharded[0], unsharded[0], (unsharded[1] if len(unsharded) > 1 else None)
 
 
 @dataclass(frozen=True)
@@ -288,6 +292,10 @@ class GateDoc:
     latest: RunRef | None  # the newest ok gate run named after the gate
     latest_tflops: float | None
     latest_passed: bool | None
+    # The threshold the newest gate run was judged against, when it is not today's (a raised
+    # gate): its pass then says nothing about today's threshold, so both verdicts are shown.
+    latest_threshold: float | None = None
+    latest_passes_now: bool | None = None
 
 
 def _by_id(runs: list[Any], run_id: str | None) -> Any:
@@ -297,7 +305,11 @@ def _by_id(runs: list[Any], run_id: str | None) -> Any:
 def gate_doc(runs: list[Any], gate: Gate, current: str) -> GateDoc:
     before, after = _by_id(runs, gate.before_run), _by_id(runs, gate.after_run)
     latest = newest(runs, "gate", gate.id, gate.arch)
-    passed = field_of(field_of(latest, "results", {}) or {}, "passed") if latest else None
+    results = (field_of(latest, "results", {}) or {}) if latest else {}
+    passed = field_of(results, "passed")
+    then = field_of(results, "threshold_tflops")
+    latest_tflops = measured_tflops(latest, gate.shape) if latest else None
+    stale = then is not None and gate.threshold_tflops is not None and then != gate.threshold_tflops
     return GateDoc(
         gate=gate,
         shape=" ".join(f"{k}={gate.shape[k]}" for k in sorted(gate.shape)),
@@ -306,8 +318,12 @@ def gate_doc(runs: list[Any], gate: Gate, current: str) -> GateDoc:
         after=run_ref(after, current) if after else None,
         after_tflops=measured_tflops(after, gate.shape, gate.after_role) if after else None,
         latest=run_ref(latest, current) if latest else None,
-        latest_tflops=measured_tflops(latest, gate.shape) if latest else None,
+        latest_tflops=latest_tflops,
         latest_passed=bool(passed) if passed is not None else None,
+        latest_threshold=float(then) if stale else None,
+        latest_passes_now=(
+            latest_tflops >= gate.threshold_tflops if stale and latest_tflops is not None else None
+        ),
     )
 
 

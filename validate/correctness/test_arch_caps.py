@@ -97,20 +97,30 @@ def test_policy_is_conservative_and_complete() -> None:
         assert th.evidence.predicates == ("geomean_win", "no_loss_outside_floor")
 
 
-def test_gate_shape_is_the_chunked_prefill_call() -> None:
-    (gate,) = GATES
-    shape = Shape(**gate.shape)  # type: ignore[arg-type]
-    assert (shape.qo_len, shape.kv_len, shape.hq, shape.hkv, shape.head_dim) == (
+def test_gate_shapes_are_the_issue_calls() -> None:
+    shapes = {gate.id: Shape(**gate.shape) for gate in GATES}  # type: ignore[arg-type]
+    chunked = shapes["sm90-chunked-prefill-16k-f16"]
+    assert (chunked.qo_len, chunked.kv_len, chunked.hq, chunked.hkv, chunked.head_dim) == (
         2048,
         16384,
         32,
         8,
         128,
     )
-    assert get_arm(gate.arm).supports(shape, gate.arch) is None
-    if gate.threshold_tflops is not None:
-        # A threshold cites the runs it was set from (tether check verifies it sits between).
-        assert gate.before_run and gate.after_run
+    square = shapes["sm90-square-prefill-16k-bf16"]
+    assert (square.qo_len, square.kv_len, square.hq, square.hkv, square.dtype) == (
+        16384,
+        16384,
+        32,
+        8,
+        "bf16",
+    )
+    assert len({g.region for g in GATES}) == len(GATES)
+    for gate in GATES:
+        assert get_arm(gate.arm).supports(shapes[gate.id], gate.arch) is None
+        if gate.threshold_tflops is not None:
+            # A threshold cites the runs it was set from (tether check verifies it sits between).
+            assert gate.before_run and gate.after_run
 
 
 def test_every_region_has_its_markers() -> None:

@@ -226,7 +226,16 @@ def test_a_sharded_run_is_judged_against_its_unsharded_twin(tmp_path: Path) -> N
     assert f"{n} of {n} cells agree within the product of the two runs' A/A floors." in backends
 
 
-def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "sharded_started",
+    [
+        pytest.param("2026-01-01T02:00:00Z", id="sharded-newest"),
+        pytest.param("2026-01-01T00:30:00Z", id="sharded-between-the-unsharded-runs"),
+    ],
+)
+def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(
+    tmp_path: Path, sharded_started: str
+) -> None:
     import dataclasses
 
     store = tmp_path / "results"
@@ -245,7 +254,7 @@ def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(tmp_path: Path
         c1, samples={**c1.samples, "B": tuple(x / 1.02 for x in c1.samples["B"])}
     )
     cells = (twin.cells[0], moved, *twin.cells[2:])
-    sharded = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T02:00:00Z")
+    sharded = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started=sharded_started)
     sharded = dataclasses.replace(
         sharded,
         cells=tuple(
@@ -260,3 +269,22 @@ def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(tmp_path: Path
     assert "run-level A/A control" in backends and first.id in backends
     assert f"{n} of {n} cells of the sharded run lie inside their floors or that band" in backends
     assert "no more than two unsharded runs differ from each other" in backends
+    assert f"Sharded across GPUs: run `{sharded.id}`" in backends
+
+
+def test_a_raised_gate_does_not_inherit_the_old_runs_pass() -> None:
+    from tether.kernels.policy import Gate
+    from tether.render.context import gate_doc
+
+    from validate.suite.runfactory import make_gate_run
+
+    # FIXTURE: the newest gate run passed a threshold of 100 with 120; the gate now asks 150.
+    latest = make_gate_run(name="fixture-gate", threshold_tflops=100.0, measured_tflops=120.0)
+    shape = {"batch": 1, "qo_len": 64, "kv_len": 64}
+    raised = Gate("fixture-gate", "gate-fixture", "sm90", "triton", shape, 150.0)
+    doc = gate_doc([latest], raised, current="sha256:none")
+    assert doc.latest_passed is True
+    assert doc.latest_threshold == 100.0 and doc.latest_passes_now is False
+    same = Gate("fixture-gate", "gate-fixture", "sm90", "triton", shape, 100.0)
+    doc = gate_doc([latest], same, current="sha256:none")
+    assert doc.latest_threshold is None and doc.latest_passes_now is None

@@ -188,3 +188,16 @@ def test_a_stamp_wins_over_a_stale_checkout(
     # A malformed stamp is ignored: the checkout's own state stands.
     monkeypatch.setenv("TETHER_GIT_DIRTY", "maybe")
     assert git_state(tmp_path) == (stale, True)
+
+
+def test_the_guard_holder_record_names_the_stamped_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One rule for "which commit is this": the guard's holder record must not consult git on
+    # its own (on a lent host it named a stale commit while the runs named the right one).
+    from tether.guard import lock
+
+    sha = "89abcdef0123456789abcdef0123456789abcdef"
+    monkeypatch.setenv("TETHER_GIT_SHA", sha)
+    monkeypatch.setenv("TETHER_GIT_DIRTY", "0")
+    assert lock._git_sha() == sha
