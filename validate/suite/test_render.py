@@ -288,3 +288,20 @@ def test_a_raised_gate_does_not_inherit_the_old_runs_pass() -> None:
     same = Gate("fixture-gate", "gate-fixture", "sm90", "triton", shape, 100.0)
     doc = gate_doc([latest], same, current="sha256:none")
     assert doc.latest_threshold is None and doc.latest_passes_now is None
+
+
+@pytest.mark.parametrize(
+    ("ratio", "verdict"),
+    [
+        # The FIXTURE's ratio is B's time over A's: below 1 means B is faster.
+        pytest.param(0.8, "B is faster than A (geomean above", id="faster"),
+        pytest.param(1.25, "B is slower than A (geomean below", id="slower"),
+    ],
+)
+def test_each_sweep_section_states_its_verdict_from_the_data(
+    tmp_path: Path, ratio: float, verdict: str
+) -> None:
+    store = tmp_path / "results"
+    make_sweep_run(axes=AXES, ratio=ratio, noise=0.0, n=5, store=store)
+    backends = _text(render_all(ROOT, store), BACKENDS)
+    assert f"- Verdict over the whole map: {verdict}" in backends
