@@ -49,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if found.run_band is None:
         return 0 if found.agree == len(found.cells) else 1
     low, high = found.run_band
+    print(f"control {found.control_id} against base: {found.control_agree} of "
+          f"{len(found.cells)} cells within their own A/A floors")  # fmt: skip
     print(f"control {found.control_id}: run-to-run band [{low:.4f}, {high:.4f}]; "
           f"{found.agree_run} of {len(found.cells)} cells inside their floors or the band")  # fmt: skip
     return 0 if found.agree_run == len(found.cells) else 1

@@ -360,6 +360,9 @@ class Agreement:
     # setup drift apart, which a cell's own A/A floor (noise inside one run) does not cover.
     control_id: str | None = None
     run_band: tuple[float, float] | None = None
+    # Cells on which the control and ``base`` (two runs of one setup) agree within the
+    # product of their own A/A floors: what that criterion gives when nothing changed.
+    control_agree: int | None = None
 
     @property
     def agree(self) -> int:
@@ -400,6 +403,7 @@ def agreement(base: Any, other: Any, control: Any = None) -> Agreement | None:
     if not a or set(a) != set(b):
         return None
     band = run_band(base, control) if control is not None else None
+    twin = agreement(base, control) if band is not None else None
     gpus = {
         key_label(field_of(c, "key", {})): (field_of(c, "extra", {}) or {}).get("gpu")
         for c in field_of(other, "cells", ())
@@ -427,4 +431,5 @@ def agreement(base: Any, other: Any, control: Any = None) -> Agreement | None:
         tuple(rows),
         control_id=None if band is None else str(field_of(control, "id")),
         run_band=band,
+        control_agree=None if twin is None else twin.agree,
     )

@@ -267,6 +267,7 @@ def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(
     n = len(twin.cells)
     assert f"{n - 1} of {n} cells agree within the product of the two runs' A/A floors." in backends
     assert "run-level A/A control" in backends and first.id in backends
+    assert f"agree within the product of their own A/A floors on {n - 1} of {n} cells" in backends
     assert f"{n} of {n} cells of the sharded run lie inside their floors or that band" in backends
     assert "no more than two unsharded runs differ from each other" in backends
     assert f"Sharded across GPUs: run `{sharded.id}`" in backends

@@ -249,6 +249,8 @@ def test_the_run_level_control_widens_each_cell_to_the_run_to_run_band() -> None
     assert [c.inside for c in found.cells[:3]] == [False, True, False]
     assert [c.inside_run for c in found.cells[:3]] == [True, True, False]
     assert found.agree_run == len(found.cells) - 1
+    # The control itself is outside the floors on the cell it drifted on.
+    assert found.control_agree == len(found.cells) - 1
     # Without a control there is no band and no verdict on it.
     plain = agreement(base, other)
     assert plain is not None and plain.run_band is None and plain.agree_run is None
