@@ -329,16 +329,12 @@ _GATE_SM90 = Gate(
     after_run="20261129T230456Z-probe-triton-chunked-prefill-sm90-697f7a28",
 )
 
-# The square causal call of issue 7's rate goal: 16K tokens, GQA 32/8, head_dim 128, bf16.
+# The square causal call of issue 7's rate goal: the chunked call's heads and head_dim, 16K
+# queries against 16K keys, bf16.
 SQUARE_PREFILL_16K: dict[str, object] = {
-    "batch": 1,
+    **CHUNKED_PREFILL_16K,
     "qo_len": 16384,
-    "kv_len": 16384,
-    "hq": 32,
-    "hkv": 8,
-    "head_dim": 128,
     "dtype": "bf16",
-    "causal": True,
 }
 
 # BEGIN GENERATED: gate-sm90-square-prefill-16k (tether render)

@@ -95,14 +95,20 @@ def test_git_state_stamped_for_a_tree_without_history(
         assert git_state(tmp_path) == ("unknown", None)
 
 
-def test_git_state_in_a_checkout(tmp_path: Path) -> None:
+def _fixture_checkout(path: Path) -> None:
+    """A one-commit git checkout at ``path`` (FIXTURE) with f.py committed as ``A = 1``."""
+
     def git(*args: str) -> None:
-        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
 
     git("init", "-q")
-    (tmp_path / "f.py").write_text("A = 1\n", encoding="utf-8")
+    (path / "f.py").write_text("A = 1\n", encoding="utf-8")
     git("add", "f.py")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "fixture")
+
+
+def test_git_state_in_a_checkout(tmp_path: Path) -> None:
+    _fixture_checkout(tmp_path)
     sha, dirty = git_state(tmp_path)
     assert re.fullmatch(r"[0-9a-f]{40}", sha) and dirty is False
     (tmp_path / "f.py").write_text("A = 2\n", encoding="utf-8")
@@ -172,13 +178,7 @@ def test_a_stamp_wins_over_a_stale_checkout(
 ) -> None:
     # A lent host's copy carried a .git that still named an older commit; the sender's stamp
     # says what was copied and must be what the run records.
-    def git(*args: str) -> None:
-        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
-
-    git("init", "-q")
-    (tmp_path / "f.py").write_text("A = 1\n", encoding="utf-8")
-    git("add", "f.py")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "fixture")
+    _fixture_checkout(tmp_path)
     (tmp_path / "f.py").write_text("A = 2\n", encoding="utf-8")  # the copy is newer
     stale, _ = git_state(tmp_path)
     sha = "0123456789abcdef0123456789abcdef01234567"
