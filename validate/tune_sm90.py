@@ -22,7 +22,7 @@ not timed. Three grids:
   timed with ``triton.testing.do_bench`` (median, L2 flushed between calls) against cuDNN
   on the square shapes.
 
-A table (TFLOP/s per shape from ``tether.kernels.flops``, ratio against the reference) is
+A table (TFLOP/s per shape from ``tether_kernels.flops``, ratio against the reference) is
 printed last and everything is written as JSON to ``--out``. ``--budget-s`` caps the whole
 run: configs left when it runs out are recorded as not run.
 
@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import ArmUnavailableError
-from tether.kernels import Shape, flops
-from tether.kernels.arch_caps import LaunchConfig, detect_arch, launch_config
+from tether_kernels import Shape, flops
+from tether_kernels.arch_caps import LaunchConfig, detect_arch, launch_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SMEM_LIMIT_SM90 = 227 * 1024  # bytes of shared memory one block may use on sm90
@@ -225,7 +225,7 @@ def check_shapes(shapes: list[Shape], tiny: bool) -> list[Shape]:
 
 def make_inputs(shape: Shape, device: str, seed: int = 0):
     import torch
-    from tether.kernels.arms import torch_dtype
+    from tether_kernels.arms import torch_dtype
 
     gen = torch.Generator(device="cpu").manual_seed(seed)
     dims_q = (shape.batch, shape.qo_len, shape.hq, shape.head_dim)
@@ -240,8 +240,8 @@ def make_inputs(shape: Shape, device: str, seed: int = 0):
 def check_config(c: LaunchConfig, shape: Shape, arch: str, device: str) -> dict[str, Any]:
     """Max error of ``c`` against the f32 reference, and the tolerance (STYLE.md 6)."""
     import torch
-    from tether.kernels.arms import attention_ref, get_arm
-    from tether.kernels.triton.attn_fwd import attn_fwd_launcher
+    from tether_kernels.arms import attention_ref, get_arm
+    from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
     q, k, v = make_inputs(shape, device, seed=shape.qo_len * 7919 + shape.kv_len)
     out = torch.full_like(q, float("nan"))
@@ -334,7 +334,7 @@ def time_reference(shapes, inputs, arch, tiny, warmup_ms, rep_ms, fns=None) -> d
     With ``fns`` (a dict), the prepared reference calls are put there by shape id for the
     engine timer, and nothing is timed here.
     """
-    from tether.kernels.arms import get_arm
+    from tether_kernels.arms import get_arm
 
     ref: dict[str, Any] = {}
     for s in shapes:
@@ -359,7 +359,7 @@ def run_candidate(
     cand, shapes, checks, inputs, ref, arch, device, args, ref_fns=None
 ) -> dict[str, Any]:
     import torch
-    from tether.kernels.triton.attn_fwd import DEFAULT_MARGIN, attn_fwd_launcher
+    from tether_kernels.triton.attn_fwd import DEFAULT_MARGIN, attn_fwd_launcher
 
     rec: dict[str, Any] = {"name": cand.name, "config": asdict(cand.config), "results": {}}
     try:

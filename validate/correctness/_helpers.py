@@ -16,9 +16,9 @@ import random
 
 import pytest
 import torch
-from tether.kernels import Shape
-from tether.kernels.arms import attention_ref, get_arm, torch_dtype
 from tether.pytest_plugin import current_arch, device
+from tether_kernels import Shape
+from tether_kernels.arms import attention_ref, get_arm, torch_dtype
 
 # Outputs are O(1); in f32 the baseline's own error is a few ulps, so a ratio alone is noise.
 ABS_EPS = 1e-6

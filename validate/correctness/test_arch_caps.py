@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 from tether.errors import UnknownArchError
-from tether.kernels import ARCHES, Shape, arch_caps
-from tether.kernels.arch_caps import GATES, POLICY, detect_arch, launch_config, parse_gcn_arch
-from tether.kernels.arms import get_arm
+from tether_kernels import ARCHES, Shape, arch_caps
+from tether_kernels.arch_caps import GATES, POLICY, detect_arch, launch_config, parse_gcn_arch
+from tether_kernels.arms import get_arm
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_detect_arch_names_an_unknown_gpu(monkeypatch) -> None:
 
 
 def test_importing_the_policy_does_not_import_torch() -> None:
-    code = "import sys, tether.kernels, tether.kernels.arch_caps, tether.kernels.arms; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
+    code = "import sys, tether_kernels, tether_kernels.arch_caps, tether_kernels.arms; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"
 
@@ -133,7 +133,7 @@ def test_every_region_has_its_markers() -> None:
 
 
 def test_sm90_short_calls_take_the_small_tile() -> None:
-    from tether.kernels.arch_caps import SM90_MIN_PROGRAMS
+    from tether_kernels.arch_caps import SM90_MIN_PROGRAMS
 
     # batch x hq 32: 16 two-head programs per 128-row block, so SM90_MIN_PROGRAMS / 16
     # blocks is the first long call.

@@ -7,9 +7,9 @@ import re
 import pytest
 import torch
 from tether.errors import ArmUnavailableError
-from tether.kernels import Shape
-from tether.kernels.arms import ARMS, get_arm
 from tether.pytest_plugin import current_arch, has_gpu
+from tether_kernels import Shape
+from tether_kernels.arms import ARMS, get_arm
 
 from validate.correctness._helpers import (
     assert_within_baseline,
@@ -115,7 +115,7 @@ def test_expected_kernels_cover_every_arch() -> None:
 
 def test_backend_refusal_surfaces_from_prepare() -> None:
     # Forcing a backend that cannot run here must raise with the shape, never fall back.
-    from tether.kernels.arms import _sdpa_prepare
+    from tether_kernels.arms import _sdpa_prepare
 
     if has_gpu():
         pytest.skip("the efficient backend runs on GPUs; this refusal is the CPU's")
@@ -164,7 +164,7 @@ def test_sdpa_call_allocates_no_segment_after_warmup(arm: str) -> None:
 
 
 def test_cpu_view_ops_are_allowed_but_copies_are_not() -> None:
-    from tether.kernels.arms import _VIEW_OPS
+    from tether_kernels.arms import _VIEW_OPS
 
     def allowed(name: str) -> bool:
         return any(re.search(p, name) for p in _VIEW_OPS)

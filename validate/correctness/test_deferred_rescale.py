@@ -12,10 +12,10 @@ import math
 
 import pytest
 import torch
-from tether.kernels import Shape
-from tether.kernels.arch_caps import launch_config
-from tether.kernels.arms import prepare_triton_debug, torch_dtype
 from tether.pytest_plugin import current_arch, device
+from tether_kernels import Shape
+from tether_kernels.arch_caps import launch_config
+from tether_kernels.arms import prepare_triton_debug, torch_dtype
 
 from validate.correctness._helpers import assert_within_baseline, fresh_seed, poisoned_like
 

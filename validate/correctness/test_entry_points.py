@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 from tether.errors import ArmUnavailableError, UnknownArchError, UsageError
-from tether.kernels import (
+from tether.policy import Threshold
+from tether.pytest_plugin import current_arch, interpreter_on
+from tether_kernels import (
     ARCHES,
     ENTRY_POINTS,
     Shape,
@@ -16,9 +18,7 @@ from tether.kernels import (
     route,
     single_prefill,
 )
-from tether.kernels.arms import attention_ref
-from tether.kernels.policy import Threshold
-from tether.pytest_plugin import current_arch, interpreter_on
+from tether_kernels.arms import attention_ref
 
 from validate.correctness._helpers import assert_within_baseline, fresh_seed, make_qkv
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tether.kernels import Shape, attended_pairs, flops
+from tether_kernels import Shape, attended_pairs, flops
 
 
 def brute_pairs(qo_len: int, kv_len: int, causal: bool) -> int:

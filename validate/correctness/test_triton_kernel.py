@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tether.kernels import Shape
-from tether.kernels.arms import attention_ref
 from tether.pytest_plugin import interpreter_on
+from tether_kernels import Shape
+from tether_kernels.arms import attention_ref
 
 from validate.correctness._helpers import (
     DTYPES,
@@ -102,8 +102,8 @@ def test_custom_scale_is_used() -> None:
     shape = Shape(1, 32, 32, 2, 2, 64, "f32", True)
     seed = fresh_seed()
     q, k, v = make_qkv(shape, seed)
-    from tether.kernels.arms import get_arm
     from tether.pytest_plugin import current_arch
+    from tether_kernels.arms import get_arm
 
     out = poisoned_like(q)
     get_arm("triton").prepare(q, k, v, shape, out=out, arch=current_arch(), sm_scale=0.3)()
@@ -141,7 +141,7 @@ SCHEDULES = [
 
 
 def _launch(shape: Shape, q, k, v, config, causal: bool):
-    from tether.kernels.triton.attn_fwd import attn_fwd_launcher
+    from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
     out = poisoned_like(q)
     lse = torch.full((shape.batch, shape.hq, shape.qo_len), float("nan"), device=q.device)
@@ -163,8 +163,8 @@ def _launch(shape: Shape, q, k, v, config, causal: bool):
 def test_schedules_match_the_default_bit_for_bit(dims: tuple, options: dict) -> None:
     import dataclasses
 
-    from tether.kernels.arch_caps import launch_config
     from tether.pytest_plugin import current_arch
+    from tether_kernels.arch_caps import launch_config
 
     batch, qo, kv, hq, hkv, causal = dims
     shape = Shape(batch, qo, kv, hq, hkv, 64, "f16", causal)
@@ -183,7 +183,7 @@ def test_schedules_match_the_default_bit_for_bit(dims: tuple, options: dict) -> 
 
 
 def test_two_heads_per_program_fall_back_when_the_group_is_odd() -> None:
-    from tether.kernels.arch_caps import LaunchConfig
+    from tether_kernels.arch_caps import LaunchConfig
 
     shape = Shape(1, 32, 32, 6, 2, 64, "f16", True)  # three query heads per kv head
     seed = fresh_seed()
@@ -196,8 +196,8 @@ def test_two_heads_per_program_fall_back_when_the_group_is_odd() -> None:
 
 @pytest.mark.parametrize("scale", [0.0, -0.5, float("nan")])
 def test_a_scale_that_is_not_positive_is_refused(scale: float) -> None:
-    from tether.kernels.arch_caps import LaunchConfig
-    from tether.kernels.triton.attn_fwd import attn_fwd_launcher
+    from tether_kernels.arch_caps import LaunchConfig
+    from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
     shape = Shape(1, 16, 16, 2, 2, 64, "f16", True)
     q, k, v = make_qkv(shape, 0)

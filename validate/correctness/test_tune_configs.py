@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from tether.kernels import Shape
-from tether.kernels.arch_caps import LaunchConfig
-from tether.kernels.triton.attn_fwd import attn_fwd_launcher, tma_unsupported_reason
 from tether.pytest_plugin import cpu_toy_env, interpreter_on
+from tether_kernels import Shape
+from tether_kernels.arch_caps import LaunchConfig
+from tether_kernels.triton.attn_fwd import attn_fwd_launcher, tma_unsupported_reason
 
 from validate import tune_sm90
 from validate.correctness._helpers import (
@@ -100,7 +100,7 @@ def test_schedule_candidates_cover_both_options_on_the_v3_tiles() -> None:
 def test_check_flags_a_wrong_answer(monkeypatch) -> None:
     if not interpreter_on():
         pytest.skip("the tiny candidates run on CPU tensors, which needs TRITON_INTERPRET=1")
-    import tether.kernels.triton.attn_fwd as attn_fwd
+    import tether_kernels.triton.attn_fwd as attn_fwd
 
     real = attn_fwd.attn_fwd_launcher
 

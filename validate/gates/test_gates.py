@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from tether.bench.gate import measure_gate, skip_reason
-from tether.kernels.arch_caps import GATES
+from tether_kernels.arch_caps import GATES
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from tether.bench.engine import TimingPolicy
 from tether.bench.gate import NO_EVIDENCE, measure_gate, run_gates, skip_reason
 from tether.bench.sweep import Target
 from tether.errors import UsageError
-from tether.kernels.policy import Gate
+from tether.policy import Gate
 from tether.store import load_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,8 +55,8 @@ def test_unknown_gate_id_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_gate_command_skips_policy_gates_on_this_host(tmp_path: Path) -> None:
     from tether.cli import main
-    from tether.kernels.arch_caps import GATES
     from tether.pytest_plugin import current_arch
+    from tether_kernels.arch_caps import GATES
 
     if any(g.arch == current_arch() for g in GATES):
         pytest.skip("this host is a gate's arch: validate/gates/test_gates.py measures it here")
@@ -78,7 +78,7 @@ def test_a_gate_run_records_its_threshold_and_the_runs_it_was_set_from(tmp_path:
         "threshold_tflops": 1e-9,
         "before_run": "before-id",
         "after_run": "after-id",
-        "policy": "tether.kernels.arch_caps.GATES fixture-gate",
+        "policy": "tether_kernels.arch_caps.GATES fixture-gate",
     }
     assert {"threshold_tflops", "measured_tflops", "passed"} <= set(run.results)
     assert out.run_id == run.id

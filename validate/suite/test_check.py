@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from tether.cli import main
-from tether.kernels import arch_caps
-from tether.kernels.policy import Evidence, Gate, Population, Threshold
+from tether.policy import Evidence, Gate, Population, Threshold
 from tether.store import Run, write_run
+from tether_kernels import arch_caps
 
 from validate.suite.runfactory import make_gate_run, make_sweep_run
 

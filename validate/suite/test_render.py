@@ -274,7 +274,7 @@ def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(
 
 
 def test_a_raised_gate_does_not_inherit_the_old_runs_pass() -> None:
-    from tether.kernels.policy import Gate
+    from tether.policy import Gate
     from tether.render.context import gate_doc
 
     from validate.suite.runfactory import make_gate_run

@@ -6,7 +6,7 @@ import statistics
 
 import numpy as np
 import pytest
-from tether.kernels.policy import WHOLE_MAP, Evidence, Population
+from tether.policy import WHOLE_MAP, Evidence, Population
 from tether.stats import (
     PREDICATES,
     aa_statistics,

@@ -206,30 +206,40 @@ def _walk(root: Path, suffix: str, under: Path) -> Iterator[Path]:
     yield from sorted(found)
 
 
-def hand_written_markdown(root: Path) -> list[Path]:
-    """Markdown that people write: every *.md except README.md and docs/ (wholly rendered)."""
-    return [
-        path
-        for path in _walk(root, ".md", root)
-        if path.relative_to(root).parts[0] != "docs" and path.relative_to(root) != Path("README.md")
-    ]
+def scanned_files(root: Path) -> list[Path]:
+    """The project's hand-written files to scan: what [tool.tether.scan] includes and does not
+    exclude, minus the store, scratch, environments and the wholly rendered files (those are
+    diffed against a fresh render instead)."""
+    from tether import project
+
+    proj = project.get(root)
+    rendered = {Path(p) for p in proj.render_files}
+    out = []
+    for suffix in (".md", ".py", ".j2"):
+        for path in _walk(root, suffix, root):
+            rel = path.relative_to(root)
+            if rel in rendered or _under(path, (proj.store, proj.scratch)):
+                continue
+            if proj.scanned(rel.as_posix()):
+                out.append(path)
+    return sorted(out)
 
 
-def source_files(root: Path) -> list[Path]:
-    """Python sources whose comments and docstrings are scanned: kernels/ and lib/."""
-    return [path for top in ("kernels", "lib") for path in _walk(root, ".py", root / top)]
+def _under(path: Path, folders: Iterable[Path]) -> bool:
+    return any(path.resolve().is_relative_to(f) for f in folders)
 
 
 def scan_tree(root: Path, skip: Iterable[Path] = ()) -> list[Finding]:
     """Every stray figure or claim word in hand-written text under ``root``."""
     skipped = {p.resolve() for p in skip}
     findings: list[Finding] = []
-    for path in hand_written_markdown(root):
-        if path.resolve() not in skipped:
-            rel = path.relative_to(root).as_posix()
-            findings += scan_markdown(path.read_text(encoding="utf-8"), rel)
-    for path in source_files(root):
-        if path.resolve() not in skipped:
-            rel = path.relative_to(root).as_posix()
-            findings += scan_python(path.read_text(encoding="utf-8"), rel)
+    for path in scanned_files(root):
+        if path.resolve() in skipped:
+            continue
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".py":
+            findings += scan_python(text, rel)
+        elif path.suffix == ".md":
+            findings += scan_markdown(text, rel)
     return findings

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import jinja2
+
 from tether.errors import TetherError, UnsafeTextError
 
 # Characters that would change Markdown structure or inject markup, and their escapes.

@@ -18,7 +18,6 @@ from tether.render.regions import RegionError
 from tether.render.targets import figure_specs, render_files, render_regions
 
 __all__ = [
-    "FIGURES_DIR",
     "FigureSpec",
     "RegionError",
     "TemplateError",
@@ -27,8 +26,6 @@ __all__ = [
     "render_parts",
     "write_all",
 ]
-
-FIGURES_DIR = Path("docs/figures")
 
 
 def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict[Path, FigureSpec]]:
@@ -39,9 +36,12 @@ def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict
     root = Path(root)
     runs = load_runs(store)
     context = build_context(root, runs)
-    env = make_env(root / "docs_src")
+    from tether import project
+
+    proj = project.get(root)
+    env = make_env(proj.templates)
     texts: dict[Path, bytes] = {}
-    texts.update(render_files(env, context))
+    texts.update(render_files(env, context, dict(proj.render_files)))
     texts.update(render_regions(root, env, context))
     return dict(sorted(texts.items())), figure_specs(context)
 
@@ -89,8 +89,11 @@ def write_all(root: Path, store: Path | Any, out_root: Path | None = None) -> li
             continue
         _write_atomic(path, data)
         changed.append(rel)
-    figures = dest / FIGURES_DIR
-    if figures.is_dir():
+    from tether import project
+
+    owned = project.get(root).figures
+    figures = dest / owned if owned else None
+    if figures is not None and figures.is_dir():
         for svg in sorted(figures.glob("*.svg")):
             rel = svg.relative_to(dest)
             if rel not in rendered:

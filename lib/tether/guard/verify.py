@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from tether.errors import RunFileError, WrongVendorError
+from tether.errors import RunFileError, UsageError, WrongVendorError
 from tether.guard import devinfo
 from tether.guard.hold import run_held
 from tether.guard.idle import detect_vendor
@@ -59,7 +59,7 @@ def parse_junit(path: Path) -> JUnitCounts:
 def resolve_vendor(requested: str) -> str:
     """The vendor to verify; a request for the other vendor (or on no GPU) is WrongVendorError."""
     if requested not in VENDORS:
-        raise WrongVendorError(f"--vendor {requested!r}: expected one of {', '.join(VENDORS)}")
+        raise UsageError(f"--vendor {requested!r}: expected one of {', '.join(VENDORS)}")
     found = detect_vendor()
     if requested == "auto":
         return found  # cpu on a host with no GPU: the suite still runs, recorded as vendor cpu

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tether.errors import UnknownArchError
-from tether.kernels.policy import Evidence, Gate, Population, Threshold
+from tether.policy import Evidence, Gate, Population, Threshold
 
 ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
 AMD_ARCHES: tuple[str, ...] = ("gfx942", "gfx950", "gfx1151")

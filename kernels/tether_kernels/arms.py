@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tether.errors import ArmUnavailableError
-from tether.kernels.arch_caps import AMD_ARCHES, ARCH_ARMS, check_arch
-from tether.kernels.shapes import Shape
+
+from tether_kernels.arch_caps import AMD_ARCHES, ARCH_ARMS, check_arch
+from tether_kernels.shapes import Shape
 
 if TYPE_CHECKING:
     import torch
@@ -141,7 +142,7 @@ class Arm:
         import torch
 
         if arch is None:
-            from tether.kernels.arch_caps import detect_arch
+            from tether_kernels.arch_caps import detect_arch
 
             arch = detect_arch()
         reason = self.supports(shape, arch)
@@ -185,8 +186,8 @@ def _triton_supports(shape: Shape, arch: str) -> str | None:
 
 def _triton_prepare(margin: int) -> Callable[..., Launch]:
     def prepare(q, k, v, shape, out, lse, arch, sm_scale=None, counter=None):
-        from tether.kernels.arch_caps import launch_config
-        from tether.kernels.triton.attn_fwd import attn_fwd_launcher
+        from tether_kernels.arch_caps import launch_config
+        from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
         return attn_fwd_launcher(
             q,

@@ -12,18 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+
 from tether import trends
 from tether.render import plots
 from tether.render.env import TemplateError, render_template
 from tether.render.figures import FigureSpec, inputs_digest
 from tether.render.regions import replace_regions
 
-# Whole files: output path -> template under docs_src/.
-FILES: dict[str, str] = {
-    "README.md": "README.md.j2",
-    "docs/backends.md": "backends.md.j2",
-}
-POLICY_FILE = "kernels/arch_caps.py"
 THRESHOLD_TEMPLATE = "policy_threshold.py.j2"
 GATE_TEMPLATE = "policy_gate.py.j2"
 PY_REGION_WIDTH = 100
@@ -39,10 +34,13 @@ class RegionTarget:
     context: dict[str, Any]
 
 
-def render_files(env: jinja2.Environment, context: dict[str, Any]) -> dict[Path, bytes]:
+def render_files(
+    env: jinja2.Environment, context: dict[str, Any], files: dict[str, str]
+) -> dict[Path, bytes]:
+    """The project's whole-file targets ([tool.tether.render] files: output -> template)."""
     return {
         Path(out): render_template(env, tpl, context).encode("utf-8")
-        for out, tpl in sorted(FILES.items())
+        for out, tpl in sorted(files.items())
     }
 
 
@@ -96,14 +94,16 @@ def render_figures(context: dict[str, Any]) -> dict[Path, bytes]:
     return {path: spec.draw() for path, spec in figure_specs(context).items()}
 
 
-def region_targets(context: dict[str, Any]) -> list[RegionTarget]:
-    """Regions from the policy: one per Threshold and one per Gate in kernels/arch_caps.py."""
+def region_targets(context: dict[str, Any], policy_file: str | None) -> list[RegionTarget]:
+    """Regions from the policy: one per Threshold and one per Gate in the policy file."""
+    if policy_file is None:
+        return []
     targets = [
-        RegionTarget(POLICY_FILE, region, THRESHOLD_TEMPLATE, {"doc": doc})
+        RegionTarget(policy_file, region, THRESHOLD_TEMPLATE, {"doc": doc})
         for region, doc in sorted(context["thresholds"].items())
     ]
     targets += [
-        RegionTarget(POLICY_FILE, region, GATE_TEMPLATE, {"doc": doc})
+        RegionTarget(policy_file, region, GATE_TEMPLATE, {"doc": doc})
         for region, doc in sorted(context["gates"].items())
     ]
     return targets
@@ -127,8 +127,12 @@ def render_regions(
     root: Path, env: jinja2.Environment, context: dict[str, Any]
 ) -> dict[Path, bytes]:
     """Each file holding regions, as it reads with every region re-rendered."""
+    from tether import project
+
+    proj = project.get(root)
+    policy_file = proj.rel(proj.policy) if proj.policy else None
     by_file: dict[str, dict[str, str]] = {}
-    for target in region_targets(context):
+    for target in region_targets(context, policy_file):
         body = render_template(env, target.template, {**context, **target.context})
         if not body.endswith("\n"):
             body += "\n"

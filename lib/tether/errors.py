@@ -1,7 +1,8 @@
 """One root for every error tether raises, and the one table that maps them to exit codes.
 
 Exit codes (kept in ``EXIT_CODES`` only): 0 clean, 1 drift / check / gate failed or bad data,
-2 usage, 75 host busy or not measured (EX_TEMPFAIL, so schedulers can retry).
+2 usage, 75 host busy or not measured (EX_TEMPFAIL, so schedulers can retry), 77 not run here
+(the hardware a verb needs is absent: neither a pass nor a fail).
 """
 
 from __future__ import annotations
@@ -33,10 +34,6 @@ class UnsafeTextError(TetherError):
     """A string from a run file would change the structure of the Markdown it lands in."""
 
 
-class DriftError(TetherError):
-    """Published text differs from what the store renders."""
-
-
 class NotMeasuredError(TetherError):
     """The host could not be had in time (busy, locked); nothing was measured."""
 
@@ -57,17 +54,18 @@ class ArmUnavailableError(TetherError):
     """An arm cannot serve this shape on this device. Never answered by a silent fallback."""
 
 
-class GateFailedError(TetherError):
-    """A throughput gate measured below its policy threshold."""
+class NotRunHereError(TetherError):
+    """The hardware a verb needs is absent on this host: nothing ran, nothing passed or failed."""
 
 
-class WrongVendorError(UsageError):
+class WrongVendorError(NotRunHereError):
     """A vendor-specific command ran on the other vendor's GPU (or none)."""
 
 
 # The only place an exception becomes an exit code. Order matters: first match wins.
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (NotMeasuredError, 75),
+    (NotRunHereError, 77),
     (UsageError, 2),
     (TetherError, 1),
 )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tether.kernels.policy import WHOLE_MAP, Gate, Population, Threshold
+from tether.policy import WHOLE_MAP, Gate, Population, Threshold
 from tether.render.env import TemplateError
 from tether.stats import (
     Aggregate,
@@ -403,28 +403,32 @@ def _same_code(a: bytes, b: bytes) -> bool:
 
 
 def policy(root: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
-    """POLICY and GATES of the checkout at ``root`` (its kernels/arch_caps.py); None without one.
+    """POLICY and GATES of the project at ``root`` (its [tool.tether] policy file); None
+    when it declares none.
 
-    The checkout's own file, not whichever arch_caps this interpreter imported: ``tether
-    check --root OTHER`` must judge OTHER's policy against OTHER's store. The package's own
-    checkout uses the imported module; another is loaded from its file (data and pure
-    dataclasses, no torch at import), cached by content.
+    The project's own file, not whatever module this interpreter imported under that name:
+    ``tether check --root OTHER`` must judge OTHER's policy against OTHER's store. A module
+    already imported from this very file is used as is (with whatever a test patched into
+    it), as is one whose code equals the file's (generated comments aside); any other is
+    loaded from the file (data and pure dataclasses, no torch at import), cached by content.
     """
-    path = root / "kernels" / "arch_caps.py"
+    from tether import project
+
+    path = project.get(root).policy
+    if path is None:
+        return None
     if not path.is_file():
-        return None
-    try:
-        from tether.kernels import arch_caps
-    except ModuleNotFoundError as exc:
-        if exc.name != "tether.kernels.arch_caps":
-            raise
-        return None
+        raise TemplateError(f"{path}: the project's policy file is missing")
     raw = path.read_bytes()
-    own = Path(arch_caps.__file__).resolve()
-    if own == path.resolve() or _same_code(own.read_bytes(), raw):
-        # The same policy code (generated comments aside): the imported module, and whatever
-        # a test patched into it.
-        return tuple(arch_caps.POLICY), tuple(arch_caps.GATES)
+    for module in list(sys.modules.values()):
+        own = getattr(module, "__file__", None)
+        if not own or not hasattr(module, "POLICY") or not hasattr(module, "GATES"):
+            continue
+        own_path = Path(own).resolve()
+        if own_path == path.resolve() or (
+            own_path.name == path.name and _same_code(own_path.read_bytes(), raw)
+        ):
+            return tuple(module.POLICY), tuple(module.GATES)
     key = (str(path.resolve()), hashlib.sha256(raw).digest())
     if key not in _POLICY_CACHE:
         name = "_tether_policy_" + key[1].hex()[:16]

@@ -1,6 +1,6 @@
 """Throughput gates: measure a gate's shape with the timing engine, record a ``gate`` run.
 
-The thresholds live in the policy (``tether.kernels.arch_caps.GATES``) with the before/after
+The thresholds live in the policy (``tether_kernels.arch_caps.GATES``) with the before/after
 runs they were set from; this module only measures and judges. The pytest gates
 (``validate/gates/``) and ``tether gate`` both call ``measure_gate`` so they cannot disagree.
 """
@@ -66,7 +66,7 @@ def gate_record(gate: Any) -> dict[str, Any]:
         "threshold_tflops": gate.threshold_tflops,
         "before_run": gate.before_run,
         "after_run": gate.after_run,
-        "policy": f"tether.kernels.arch_caps.GATES {gate.id}",
+        "policy": f"tether_kernels.arch_caps.GATES {gate.id}",
     }
 
 
@@ -109,7 +109,7 @@ def measure_gate(
             "measured_tflops": measured,
             "passed": measured >= threshold,
             "shape": shape_text(dict(gate.shape)),
-            "policy": f"tether.kernels.arch_caps.GATES {gate.id}",
+            "policy": f"tether_kernels.arch_caps.GATES {gate.id}",
         }
 
     run = run_sweep(
@@ -134,7 +134,7 @@ def run_gates(
 ) -> list[GateOutcome]:
     """Measure every gate (or only ``gate_id``) that applies to this host."""
     if gates is None:
-        from tether.kernels.arch_caps import GATES
+        from tether_kernels.arch_caps import GATES
 
         gates = GATES
     chosen = [g for g in gates if gate_id is None or g.id == gate_id]

@@ -16,7 +16,6 @@ Findings print as ``path:line: what``; exit 0 when there are none, 1 otherwise.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -26,23 +25,10 @@ from tether._scan import Finding, scan_tree
 from tether.errors import RunFileError, StoreError, TetherError
 
 if TYPE_CHECKING:
-    from tether.cli import Context
-    from tether.kernels.policy import Gate, Threshold
+    from tether.policy import Gate, Threshold
     from tether.render import FigureSpec
 
 FIX_COMMAND = "tether render  (or: make docs)"
-CHECK_DESCRIPTION = """\
-Fail when the rendered docs, the store or the policy have drifted. Read-only, no GPU.
-
-Text targets (README.md, docs/*.md, policy regions) are always re-rendered and diffed.
-SVG figures are the slow part (matplotlib), so by default a figure is trusted when the
-digest embedded in it (of the plotted data, the drawing code and the matplotlib version)
-equals the digest computed from the store and the file's body still matches its own
-embedded body digest; any mismatch redraws it and fails. The trade-off: an edit that also
-forges both digests passes the default check. --full redraws every figure and compares
-bytes, which catches that; CI (.ci/run) runs --full, pre-commit runs the default.
-"""
-ARCH_CAPS = Path("kernels/arch_caps.py")
 
 __all__ = [
     "FIX_COMMAND",
@@ -51,7 +37,6 @@ __all__ = [
     "check_rendered",
     "check_thresholds",
     "load_checked_store",
-    "register",
     "run_check",
 ]
 
@@ -157,9 +142,13 @@ def figures_to_compare(
 
 
 def _stale_docs(root: Path, expected: Iterable[Path]) -> list[Finding]:
-    """Files under docs/ that no target renders: left over from an older render, or typed."""
-    docs = root / "docs"
-    if not docs.is_dir():
+    """Files in the project's figures folder (the one folder render owns) that no target
+    renders: left over from an older render, or added by hand."""
+    from tether import project
+
+    figures = project.get(root).figures
+    docs = root / figures if figures else None
+    if docs is None or not docs.is_dir():
         return []
     rendered = {Path(p).as_posix() for p in expected}
     stale = []
@@ -173,10 +162,19 @@ def _stale_docs(root: Path, expected: Iterable[Path]) -> list[Finding]:
 # -- policy evidence -------------------------------------------------------------------------
 
 
+def _policy_rel(root: Path) -> str:
+    from tether import project
+
+    proj = project.get(root)
+    return proj.rel(proj.policy) if proj.policy else "pyproject.toml"
+
+
 def _marker_line(root: Path, region: str) -> int:
-    """Line of the region's BEGIN marker in arch_caps.py, so a finding points at the policy."""
-    path = root / ARCH_CAPS
-    if path.is_file():
+    """Line of the region's BEGIN marker in the policy file, so a finding points at it."""
+    from tether import project
+
+    path = project.get(root).policy
+    if path is not None and path.is_file():
         needle = f"BEGIN GENERATED: {region}"
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if needle in line:
@@ -210,7 +208,7 @@ def check_thresholds(
     for th in policy:
         if th.min_qo_len is None:
             continue
-        where = (ARCH_CAPS.as_posix(), _marker_line(root, th.region))
+        where = (_policy_rel(root), _marker_line(root, th.region))
         run = latest(runs, "sweep", th.evidence.sweep, th.arch)
         label = (
             f"policy {th.region} ({th.arch} {th.entry} -> {th.arm} at qo_len >= {th.min_qo_len})"
@@ -243,7 +241,7 @@ def check_gates(root: Path, gates: Iterable[Gate], runs: list[Any], current: str
     for gate in gates:
         if gate.threshold_tflops is None:
             continue
-        where = (ARCH_CAPS.as_posix(), _marker_line(root, gate.region))
+        where = (_policy_rel(root), _marker_line(root, gate.region))
         values = {}
         cited = (
             ("before", gate.before_run, gate.before_role),
@@ -307,7 +305,7 @@ def run_check(
 ) -> list[Finding]:
     """Every finding for the checkout at ``root`` against the store at ``store``, sorted.
 
-    ``policy`` and ``gates`` default to ``tether.kernels.arch_caps``; tests pass their own.
+    ``policy`` and ``gates`` default to ``tether_kernels.arch_caps``; tests pass their own.
     ``full`` redraws every figure and compares bytes (see ``figures_to_compare``).
     """
     diffs = diff_out if diff_out is not None else []
@@ -336,39 +334,3 @@ def run_check(
         findings += check_gates(root, own_gates if gates is None else gates, runs, current)
     findings += scan_tree(root)
     return sorted(set(findings))
-
-
-def _handle(args: argparse.Namespace, ctx: Context) -> int:
-    diffs: list[str] = []
-    findings = run_check(ctx.root, ctx.store, diffs, full=args.full)
-    for line in diffs:
-        ctx.out.write(line)
-    for finding in findings:
-        print(finding, file=ctx.out)
-    if findings:
-        print(
-            f"tether check: {len(findings)} finding(s); generated text is fixed by "
-            f"{FIX_COMMAND}, hand-typed figures by deleting them or rendering them",
-            file=ctx.err,
-        )
-        return 1
-    if not args.quiet:
-        print("tether check: clean", file=ctx.out)
-    return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``tether check`` to the CLI."""
-    parser = sub.add_parser(
-        "check",
-        help="fail when rendered docs, the store or the policy have drifted (read-only, no GPU)",
-        description=CHECK_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("-q", "--quiet", action="store_true", help="print findings only")
-    parser.add_argument(
-        "--full",
-        action="store_true",
-        help="redraw every SVG figure and compare bytes (slow; CI runs this)",
-    )
-    parser.set_defaults(handler=_handle)

@@ -24,7 +24,7 @@ from tether._pysource import docstring_owners
 from tether.errors import UnknownArchError
 from tether.store.model import ARCHES, Cell, Run
 
-# Modules of lib/bench whose code decides what a sample means (allocation, warm-up, timing,
+# Modules of tether.bench whose code decides what a sample means (allocation, warm-up, timing,
 # interleaving, A/A, fidelity). A change to any of them supersedes earlier runs.
 MEASUREMENT_SOURCES: tuple[str, ...] = (
     "__init__",
@@ -35,36 +35,38 @@ MEASUREMENT_SOURCES: tuple[str, ...] = (
     "shard",  # which worker times which cell
     "sweep",  # grid, A/A control, per-cell flags
 )
-# Modules of lib/bench that only present results; editing them must not supersede runs.
-# A lib/bench module in neither tuple counts as measurement: a spurious supersede is a
+# Modules of tether.bench that only present results; editing them must not supersede runs.
+# A tether.bench module in neither tuple counts as measurement: a spurious supersede is a
 # re-measure, a missed one is a published number from a harness that no longer exists.
-PRESENTATION_SOURCES: tuple[str, ...] = ("cli", "progress", "report")
-# arch_caps.py holds the launch configs (tile sizes change the kernel that runs); its
-# generated policy comments do not count, since the fingerprint is over the AST.
-KERNEL_SOURCES: tuple[str, ...] = ("kernels/arch_caps.py", "kernels/arms.py", "kernels/prefill.py")
+PRESENTATION_SOURCES: tuple[str, ...] = ("progress", "report", "demo")
 GIT_TIMEOUT_S = 5.0
 UNKNOWN = "unknown"
+BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
 
 
 def default_root() -> Path:
-    """The source tree this package was loaded from (lib/store/provenance.py -> root)."""
-    return Path(__file__).resolve().parents[2]
+    """The configured project found from the working directory."""
+    from tether.project import find_root
+
+    return find_root()
+
+
+def _project(root: Path | None) -> Any:
+    from tether import project
+
+    return project.get(root)
 
 
 def harness_files(root: Path | None = None) -> list[Path]:
-    """The measurement modules present under ``root/lib/bench`` (missing ones skipped)."""
-    bench = (root or default_root()) / "lib" / "bench"
-    found = sorted(bench.glob("*.py")) if bench.is_dir() else []
-    return [p for p in found if p.stem not in PRESENTATION_SOURCES]
+    """tether's own measurement modules, then the project's declared harness files."""
+    own = sorted(BENCH_DIR.glob("*.py")) if BENCH_DIR.is_dir() else []
+    own = [p for p in own if p.stem not in PRESENTATION_SOURCES]
+    return own + _project(root).harness_files()
 
 
 def kernel_files(root: Path | None = None) -> list[Path]:
-    """The kernel sources present: kernels/triton/*.py and KERNEL_SOURCES."""
-    base = root or default_root()
-    triton = base / "kernels" / "triton"
-    files = sorted(triton.glob("*.py")) if triton.is_dir() else []
-    files += [base / rel for rel in KERNEL_SOURCES if (base / rel).is_file()]
-    return files
+    """The project's kernel sources ([tool.tether.fingerprint] kernels)."""
+    return _project(root).kernel_files()
 
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
@@ -117,24 +119,32 @@ def _file_digest(path: Path) -> bytes:
     return _DIGESTS[key]
 
 
+def _label(path: Path, root: Path) -> str:
+    """A file's name in a fingerprint: tether's own modules by their package path (the same
+    wherever tether is installed), the project's files relative to the project root."""
+    if path.is_relative_to(BENCH_DIR):
+        return "tether/bench/" + path.relative_to(BENCH_DIR).as_posix()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+
+
 def fingerprint(files: Iterable[Path], root: Path) -> str:
-    """``sha256:<hex>`` over (relative path, AST digest) of each file, in path order."""
+    """``sha256:<hex>`` over (name, AST digest) of each file, in name order."""
     h = hashlib.sha256()
-    for path in sorted(files):
-        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
-        h.update(rel.encode() + b"\0")
+    for label, path in sorted((_label(p, root), p) for p in files):
+        h.update(label.encode() + b"\0")
         h.update(_file_digest(path))
     return "sha256:" + h.hexdigest()
 
 
 def harness_fingerprint(root: Path | None = None) -> str:
-    """Fingerprint of the measurement harness (see MEASUREMENT_SOURCES)."""
+    """Fingerprint of the measurement harness (see MEASUREMENT_SOURCES and the project's
+    [tool.tether.fingerprint] harness)."""
     base = (root or default_root()).resolve()
     return fingerprint(harness_files(base), base)
 
 
 def kernels_fingerprint(root: Path | None = None) -> str:
-    """Fingerprint of the kernel sources."""
+    """Fingerprint of the project's kernel sources."""
     base = (root or default_root()).resolve()
     return fingerprint(kernel_files(base), base)
 

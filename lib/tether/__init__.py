@@ -1,7 +1,7 @@
 """tether: Triton attention prefill kernels whose published numbers cannot drift from the raw logs.
 
 The suite (guard, bench, store, stats, render, check) lives here; the kernels are
-``tether.kernels``. Importing ``tether`` imports no GPU code.
+``tether_kernels``. Importing ``tether`` imports no GPU code.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tether.errors import UsageError
-from tether.kernels.routing import route
-from tether.kernels.shapes import Shape
+
+from tether_kernels.routing import route
+from tether_kernels.shapes import Shape
 
 if TYPE_CHECKING:
     import torch
@@ -48,7 +49,8 @@ def _run_arm(
     arm_name: str, q, k, v, shape: Shape, arch: str, return_lse: bool, sm_scale: float | None
 ):
     import torch
-    from tether.kernels.arms import get_arm
+
+    from tether_kernels.arms import get_arm
 
     arm = get_arm(arm_name)
     out = torch.empty_like(q) if arm.writes_out else None
@@ -62,7 +64,7 @@ def _run_arm(
 def _call(entry: str, q, k, v, causal, sm_scale, return_lse, arch):
     shape = _shape_of(q, k, v, causal, entry)
     if arch is None:
-        from tether.kernels.arch_caps import detect_arch
+        from tether_kernels.arch_caps import detect_arch
 
         arch = detect_arch()
     arm = route(entry, shape, arch, return_lse=return_lse)

@@ -13,8 +13,9 @@ SDPA preference order, a documented choice made here, not a fallback inside an a
 from __future__ import annotations
 
 from tether.errors import ArmUnavailableError, UsageError
-from tether.kernels.arch_caps import SDPA_PREFERENCE, check_arch, thresholds_for
-from tether.kernels.shapes import Shape
+
+from tether_kernels.arch_caps import SDPA_PREFERENCE, check_arch, thresholds_for
+from tether_kernels.shapes import Shape
 
 ENTRY_POINTS: tuple[str, ...] = ("single_prefill", "batch_prefill")
 
@@ -27,7 +28,7 @@ def reachable_entry_points(shape: Shape) -> tuple[str, ...]:
 
 
 def _first_supported(candidates: tuple[str, ...], shape: Shape, arch: str, need_lse: bool) -> str:
-    from tether.kernels.arms import get_arm
+    from tether_kernels.arms import get_arm
 
     reasons = []
     for name in candidates:

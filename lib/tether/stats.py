@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tether.kernels.policy import WHOLE_MAP, Evidence, Population, shape_fields
+
+from tether.policy import WHOLE_MAP, Evidence, Population, shape_fields
 
 # The axes a curve may be drawn over, in order of preference.
 CURVE_AXES = ("seqlen", "kv_len", "qo_len")
@@ -279,7 +280,7 @@ def _geomean_loss_or_level(agg: Aggregate) -> bool:
     return agg.count > 0 and not _geomean_win(agg)
 
 
-# Keyed by tether.kernels.policy.PREDICATE_NAMES; an empty population satisfies none of them.
+# Keyed by tether.policy.PREDICATE_NAMES; an empty population satisfies none of them.
 PREDICATES: dict[str, Callable[[Aggregate], bool]] = {
     "geomean_win": _geomean_win,
     "no_loss_outside_floor": _no_loss_outside_floor,

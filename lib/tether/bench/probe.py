@@ -46,6 +46,7 @@ def matmul_bound(
 ) -> tuple[float, dict[str, Any]]:
     """Throughput (1e12 FLOPs per second) of an n x n x n matmul in ``dtype`` (2 n^3 FLOPs), timed by the engine."""
     import torch
+
     from tether.bench.sweep import _TORCH_DTYPES
 
     torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])

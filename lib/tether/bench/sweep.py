@@ -27,7 +27,7 @@ from typing import Any, TextIO
 from tether.bench.engine import Probes, TimingPolicy, measure
 from tether.bench.fidelity import Profile, check_arms
 from tether.bench.progress import SweepProgress
-from tether.errors import ArmUnavailableError, TetherError, UsageError
+from tether.errors import ArmUnavailableError, UsageError
 
 ROLES = ("A", "A2", "B")
 ArmChoice = (
@@ -60,8 +60,9 @@ class SweepDef:
 
 def shape_of(key: Mapping[str, Any], fixed: Mapping[str, Any]) -> Any:
     """The kernel Shape of one cell (``seqlen`` expands to qo_len and kv_len)."""
-    from tether.kernels import Shape
-    from tether.kernels.policy import shape_fields
+    from tether_kernels import Shape
+
+    from tether.policy import shape_fields
 
     full = shape_fields(key, fixed)
     full.pop("seqlen", None)
@@ -99,11 +100,11 @@ def list_sweeps(root: Path) -> list[str]:
     return sorted(p.stem.replace("_", "-") for p in folder.glob("*.py") if p.stem[0] != "_")
 
 
-ArmLookup = Callable[[str], Any]  # arm name -> arm (tether.kernels.arms.get_arm, or a fake)
+ArmLookup = Callable[[str], Any]  # arm name -> arm (tether_kernels.arms.get_arm, or a fake)
 
 
 def _default_lookup() -> ArmLookup:
-    from tether.kernels.arms import get_arm
+    from tether_kernels.arms import get_arm
 
     return get_arm
 
@@ -176,7 +177,7 @@ def make_inputs(shape: Any, device: str, seed: int) -> tuple[Any, Any, Any, Any]
 
 def reach_of(shape: Any, entry_points: tuple[str, ...], arch: str) -> dict[str, Any]:
     """Which of the sweep's entry points reach this cell, and the arm the router picks there."""
-    from tether.kernels import reachable_entry_points, route
+    from tether_kernels import reachable_entry_points, route
 
     reached = [e for e in reachable_entry_points(shape) if e in entry_points]
     return {"entry_points": reached, "routes": {e: route(e, shape, arch) for e in reached}}
@@ -195,7 +196,7 @@ class Target:
     @staticmethod
     def detect() -> Target:
         import torch
-        from tether.kernels.arch_caps import detect_arch
+        from tether_kernels.arch_caps import detect_arch
 
         arch = detect_arch()
         if arch == "cpu" or not torch.cuda.is_available():
@@ -235,7 +236,8 @@ def measure_cell(
     get_arm: ArmLookup | None = None,
 ) -> Any:
     """Prepare, time and profile one cell; returns a ``tether.store`` Cell."""
-    from tether.kernels import flops
+    from tether_kernels import flops
+
     from tether.store.model import Cell
 
     get_arm = get_arm or _default_lookup()
@@ -372,7 +374,3 @@ def _safe_reason(reason: str | None) -> str | None:
     for bad in "|<>[]`\r\n":
         reason = reason.replace(bad, " ")
     return " ".join(reason.split())[:500] or "rejected"
-
-
-class SweepRejected(TetherError):
-    """A sweep wrote a ``rejected`` run (the reason is in the run)."""

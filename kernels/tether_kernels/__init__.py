@@ -1,0 +1,24 @@
+"""tether_kernels: Triton flash-attention prefill, the arms it is compared with, and routing.
+
+Importing this package imports neither torch nor triton; the entry points import them when
+called.
+"""
+
+from __future__ import annotations
+
+from tether_kernels.arch_caps import ARCHES
+from tether_kernels.prefill import batch_prefill, single_prefill
+from tether_kernels.routing import ENTRY_POINTS, reachable_entry_points, route
+from tether_kernels.shapes import Shape, attended_pairs, flops
+
+__all__ = [
+    "ARCHES",
+    "ENTRY_POINTS",
+    "Shape",
+    "attended_pairs",
+    "batch_prefill",
+    "flops",
+    "reachable_entry_points",
+    "route",
+    "single_prefill",
+]

@@ -1,0 +1,145 @@
+"""tether: measure GPU kernels under a host lock, keep every raw sample, publish only what the
+samples show.
+
+Verbs (``tether VERB --help`` for each):
+
+  sweep, gate, probe      measure arms over a grid, a throughput gate, a bound (write a run)
+  compare                 two runs cell by cell against both A/A floors and their bands
+  demo                    a small guarded sweep and the docs rendered from it
+  guard, verify           hold the host for a command; run the test suite held, recorded
+  store                   list, show, validate, merge and clean results stores
+  render, check           write the docs from the store; fail when anything published drifted
+
+Global options (--root, --store) work before or after the verb. Exit codes: 0 ok, 1 failed
+(a check, a gate, bad data), 2 usage, 75 host busy (nothing measured), 77 not run here (the
+hardware a verb needs is absent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from tether import project as project_mod
+from tether.errors import TetherError, UsageError, exit_code_for
+
+# Each module registers its verbs (see its ``register``); all of them live in this package.
+COMMAND_MODULES: tuple[str, ...] = (
+    "tether.cli.bench",  # sweep, gate, probe, demo
+    "tether.cli.guard",  # guard, verify
+    "tether.cli.store",  # store ls|show|validate|merge|clean
+    "tether.cli.render",  # render
+    "tether.cli.check",  # check
+)
+
+
+@dataclass
+class Context:
+    """What every handler gets besides its arguments."""
+
+    project: project_mod.Project
+    store: Path  # the results store (the project's, unless --store says otherwise)
+    out: TextIO
+    err: TextIO
+    store_given: bool = False  # --store was passed (a verb that reads may require it to exist)
+
+    @property
+    def root(self) -> Path:
+        return self.project.root
+
+
+Handler = Callable[[argparse.Namespace, Context], int]
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The configured project at or above ``start`` (see tether.project.find_root)."""
+    return project_mod.find_root(start)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of exiting, so in-process callers keep control."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+        if message:
+            self._print_message(message, sys.stderr)
+        raise _Exit(status)
+
+
+class _Exit(Exception):
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
+def _add_globals(parser: argparse.ArgumentParser, top: bool) -> None:
+    """--root and --store on ``parser`` and every subparser below it, so they work anywhere.
+
+    Below the top level the default is SUPPRESS: an option left out after the verb never
+    overwrites the value given before it.
+    """
+    default = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=default,
+        help="the project (default: found from the working directory)",
+    )
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=default,
+        help="results store (default: the project's [tool.tether] store)",
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _add_globals(sub, top=False)
+
+
+def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="tether",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="VERB", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    _add_globals(parser, top=True)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Run the CLI; returns the exit code instead of exiting so tests can call it."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        parser = build_parser(out)
+        try:
+            args = parser.parse_args(list(argv) if argv is not None else None)
+        except _Exit as stop:
+            return stop.status
+        handler: Handler | None = getattr(args, "handler", None)
+        if handler is None:
+            parser.print_help(out)
+            return 2
+        root = args.root.resolve() if args.root else project_mod.find_root()
+        proj = project_mod.get(root)
+        store = args.store.resolve() if args.store else proj.store
+        ctx = Context(project=proj, store=store, out=out, err=err, store_given=bool(args.store))
+        return handler(args, ctx)
+    except TetherError as exc:
+        print(f"tether: error: {exc}", file=err)
+        return exit_code_for(exc)
+    except KeyboardInterrupt:
+        print("tether: interrupted", file=err)
+        return 130

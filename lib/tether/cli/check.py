@@ -1,0 +1,56 @@
+"""``tether check``: fail when rendered docs, the store or the policy have drifted."""
+
+from __future__ import annotations
+
+import argparse
+
+from tether.check import FIX_COMMAND, run_check
+from tether.cli import Context
+
+CHECK_DESCRIPTION = """\
+Fail when the rendered docs, the store or the policy have drifted. Read-only, no GPU.
+
+Text targets (README.md, docs/*.md, policy regions) are always re-rendered and diffed.
+SVG figures are the slow part (matplotlib), so by default a figure is trusted when the
+digest embedded in it (of the plotted data, the drawing code and the matplotlib version)
+equals the digest computed from the store and the file's body still matches its own
+embedded body digest; any mismatch redraws it and fails. The trade-off: an edit that also
+forges both digests passes the default check. --full redraws every figure and compares
+bytes, which catches that; CI (.ci/run) runs --full, pre-commit runs the default.
+"""
+
+
+def _handle(args: argparse.Namespace, ctx: Context) -> int:
+    diffs: list[str] = []
+    findings = run_check(ctx.root, ctx.store, diffs, full=args.full)
+    for line in diffs:
+        ctx.out.write(line)
+    for finding in findings:
+        print(finding, file=ctx.out)
+    if findings:
+        print(
+            f"tether check: {len(findings)} finding(s); generated text is fixed by "
+            f"{FIX_COMMAND}, hand-typed figures by deleting them or rendering them",
+            file=ctx.err,
+        )
+        return 1
+    if not args.quiet:
+        print("tether check: clean", file=ctx.out)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``tether check`` to the CLI."""
+    parser = sub.add_parser(
+        "check",
+        help="fail when rendered docs, the store or the policy have drifted (read-only, no GPU)",
+        description=CHECK_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="redraw every SVG figure and compare bytes (slow; CI runs this)",
+    )
+    parser.set_defaults(handler=_handle)
