@@ -171,6 +171,11 @@ _EVIDENCE = Evidence(
 )
 
 
+def _takes(min_qo_len: int | None) -> tuple[tuple[str, str, object], ...] | None:
+    """single_prefill takes the arm from ``min_qo_len`` queries on; None: never (not set)."""
+    return None if min_qo_len is None else (("qo_len", ">=", min_qo_len),)
+
+
 def _threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
     return Threshold(
         region=f"policy-single-prefill-{arch}",
@@ -178,8 +183,8 @@ def _threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
         entry="single_prefill",
         arm="triton",
         otherwise=otherwise,
-        min_qo_len=min_qo_len,
         evidence=_EVIDENCE,
+        takes=_takes(min_qo_len),
     )
 
 
@@ -202,83 +207,75 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
         entry="single_prefill",
         arm="triton",
         otherwise=otherwise,
-        min_qo_len=min_qo_len,
         evidence=_CHUNKED_EVIDENCE,
-        chunked_only=True,
+        takes=_takes(min_qo_len),
+        scope=(("kv_len", ">", "qo_len"),),
     )
 
 
 # Conservative: no threshold holds until a sweep in the store shows its evidence predicates.
 # BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
 # Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
+# where: not set.
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
-# run 20261129T230511Z-sweep-prefill-triton-vs-sdpa-sm90-af7d01dd
-# (2026-11-29, git f6844fd0b69d)
-# 18 cells, geomean 0.949, A/A floor 0.999-1.001,
-# worst cell batch=1 hq=64 seqlen=16384
-# at 0.848, 14 below 1.00, 14 outside their floor.
-# geomean_win: does not hold
-# no_loss_outside_floor: does not hold
+# not measured: the store has no guarded ok run of this sweep on sm90.
 # END GENERATED: policy-single-prefill-sm90
 _SM90 = _threshold("sm90", "sdpa_cudnn", None)
 # BEGIN GENERATED: policy-sm90-single-prefill-chunked (tether render)
 # Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
-# Applies to chunked prefill only (kv_len > qo_len).
+# where: not set.
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
-# run 20261129T230706Z-sweep-chunked-prefill-sm90-5dab61da
-# (2026-11-29, git f6844fd0b69d)
-# 6 cells, geomean 1.741, A/A floor 0.999-1.003,
-# worst cell dtype=f16 kv_len=16384
-# at 1.661, 0 below 1.00, 0 outside their floor.
-# geomean_win: holds
-# no_loss_outside_floor: holds
+# not measured: the store has no guarded ok run of this sweep on sm90.
 # END GENERATED: policy-sm90-single-prefill-chunked
-_SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", 2048)
+_SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", None)
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
+# where: not set.
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
-# not measured: the store has no ok run of this sweep on gfx942.
+# not measured: the store has no guarded ok run of this sweep on gfx942.
 # END GENERATED: policy-single-prefill-gfx942
 _GFX942 = _threshold("gfx942", "sdpa_flash", None)
 # BEGIN GENERATED: policy-gfx942-single-prefill-chunked (tether render)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
-# Applies to chunked prefill only (kv_len > qo_len).
+# where: not set.
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
-# not measured: the store has no ok run of this sweep on gfx942.
+# not measured: the store has no guarded ok run of this sweep on gfx942.
 # END GENERATED: policy-gfx942-single-prefill-chunked
 _GFX942_CHUNKED = _chunked_threshold("gfx942", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx950 (tether render)
 # Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
+# where: not set.
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
-# not measured: the store has no ok run of this sweep on gfx950.
+# not measured: the store has no guarded ok run of this sweep on gfx950.
 # END GENERATED: policy-single-prefill-gfx950
 _GFX950 = _threshold("gfx950", "sdpa_flash", None)
 # BEGIN GENERATED: policy-gfx950-single-prefill-chunked (tether render)
 # Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
-# Applies to chunked prefill only (kv_len > qo_len).
+# where: not set.
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
-# not measured: the store has no ok run of this sweep on gfx950.
+# not measured: the store has no guarded ok run of this sweep on gfx950.
 # END GENERATED: policy-gfx950-single-prefill-chunked
 _GFX950_CHUNKED = _chunked_threshold("gfx950", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx1151 (tether render)
 # Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
+# where: not set.
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
-# not measured: the store has no ok run of this sweep on gfx1151.
+# not measured: the store has no guarded ok run of this sweep on gfx1151.
 # END GENERATED: policy-single-prefill-gfx1151
 _GFX1151 = _threshold("gfx1151", "sdpa_flash", None)
 # BEGIN GENERATED: policy-gfx1151-single-prefill-chunked (tether render)
 # Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
-# Applies to chunked prefill only (kv_len > qo_len).
+# where: not set.
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
-# not measured: the store has no ok run of this sweep on gfx1151.
+# not measured: the store has no guarded ok run of this sweep on gfx1151.
 # END GENERATED: policy-gfx1151-single-prefill-chunked
 _GFX1151_CHUNKED = _chunked_threshold("gfx1151", "sdpa_flash", None)
 
@@ -307,29 +304,23 @@ CHUNKED_PREFILL_16K: dict[str, object] = {
 }
 
 # BEGIN GENERATED: gate-sm90-chunked-prefill-16k (tether render)
-# Gate sm90-chunked-prefill-16k-f16 on sm90: triton, threshold 530.0 TFLOP/s.
-# before: 20261129T220035Z-probe-triton-chunked-prefill-sm90-2a17143b
-#   measured 494.5
-# after: 20261129T230456Z-probe-triton-chunked-prefill-sm90-697f7a28
-#   measured 566.3
+# Gate sm90-chunked-prefill-16k-f16 on sm90: triton, threshold not set.
+# before: not cited
+# after: not cited
 # END GENERATED: gate-sm90-chunked-prefill-16k
 _GATE_SM90 = Gate(
     id="sm90-chunked-prefill-16k-f16",
     region="gate-sm90-chunked-prefill-16k",
     arch="sm90",
     arm="triton",
-    shape=CHUNKED_PREFILL_16K,
-    # Raised with kernel v6 (kernels/NOTES.md): set between what this call ran at before, the
-    # v3 Triton kernel's probe, and what it runs at now, the v6 probe; the gate fails if the
-    # kernel falls back toward v3. It first sat between the cuDNN path the call took before
-    # the chunked threshold routed it to Triton and the v3 probe. tether check verifies the
-    # value still sits between the two cited measurements.
-    threshold_tflops=530.0,
-    before_run="20261129T220035Z-probe-triton-chunked-prefill-sm90-2a17143b",
-    after_run="20261129T230456Z-probe-triton-chunked-prefill-sm90-697f7a28",
+    case="attention",
+    call=CHUNKED_PREFILL_16K,
+    # Not set: the runs it was set from before carried no guard record and are retired. It is
+    # set again between a guarded before and after, clear of both runs' replicate bands.
+    threshold=None,
 )
 
-# The square causal call of issue 7's rate goal: the chunked call's heads and head_dim, 16K
+# The square causal call of the Hopper rate goal: the chunked call's heads and head_dim, 16K
 # queries against 16K keys, bf16.
 SQUARE_PREFILL_16K: dict[str, object] = {
     **CHUNKED_PREFILL_16K,
@@ -338,25 +329,18 @@ SQUARE_PREFILL_16K: dict[str, object] = {
 }
 
 # BEGIN GENERATED: gate-sm90-square-prefill-16k (tether render)
-# Gate sm90-square-prefill-16k-bf16 on sm90: triton, threshold 490.0 TFLOP/s.
-# before: 20261129T220044Z-sweep-prefill-triton-vs-sdpa-sm90-31ab500e
-#   measured 463.0
-# after: 20261129T230511Z-sweep-prefill-triton-vs-sdpa-sm90-af7d01dd
-#   measured 526.2
+# Gate sm90-square-prefill-16k-bf16 on sm90: triton, threshold not set.
+# before: not cited
+# after: not cited
 # END GENERATED: gate-sm90-square-prefill-16k
 _GATE_SM90_SQUARE = Gate(
     id="sm90-square-prefill-16k-bf16",
     region="gate-sm90-square-prefill-16k",
     arch="sm90",
     arm="triton",
-    shape=SQUARE_PREFILL_16K,
-    # The Triton arm on the square call, before kernel v6 (the v3 kernel's cell in the
-    # prefill sweep of that day) and after it (the v6 sweep's cell): the gate fails if the
-    # kernel falls back toward v3. single_prefill still routes this call to cuDNN on sm90
-    # (the policy above); the gate guards the kernel, not the route.
-    threshold_tflops=490.0,
-    before_run="20261129T220044Z-sweep-prefill-triton-vs-sdpa-sm90-31ab500e",
-    after_run="20261129T230511Z-sweep-prefill-triton-vs-sdpa-sm90-af7d01dd",
+    case="attention",
+    call=SQUARE_PREFILL_16K,
+    threshold=None,
 )
 
 

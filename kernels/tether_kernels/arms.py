@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from tether.errors import ArmUnavailableError
 
-from tether_kernels.arch_caps import AMD_ARCHES, ARCH_ARMS, check_arch
+from tether_kernels.arch_caps import AMD_ARCHES, ARCH_ARMS, LaunchConfig, check_arch
 from tether_kernels.shapes import Shape
 
 if TYPE_CHECKING:
@@ -398,11 +398,26 @@ def prepare_triton_debug(
     return _triton_prepare(margin)(q, k, v, shape, out, lse, arch, None, counter=counter)
 
 
+def prepare_triton_config(
+    q, k, v, shape: Shape, out, config: LaunchConfig, arm: str = "triton", arch: str = "sm90"
+) -> Launch:
+    """The Triton arm forced to launch ``config`` (tuning cells), deferred (``triton``) or
+    eager (``triton_eager``); refuses what the arm refuses."""
+    from tether_kernels.triton.attn_fwd import attn_fwd_launcher
+
+    margin = {"triton": 8, "triton_eager": 0}[arm]
+    reason = _triton_supports(shape, arch)
+    if reason is not None:
+        raise ArmUnavailableError(f"arm {arm}: {reason}")
+    return attn_fwd_launcher(q, k, v, out, config, causal=shape.causal, margin=margin)
+
+
 __all__ = [
     "ARMS",
     "Arm",
     "attention_ref",
     "get_arm",
+    "prepare_triton_config",
     "prepare_triton_debug",
     "torch_dtype",
 ]

@@ -1,10 +1,10 @@
 """Routing: which arm an entry point takes for a shape on an arch. Pure, no GPU, no torch.
 
 single_prefill follows the arch's policy thresholds (arch_caps.POLICY), read in order: the
-first threshold that applies to the shape (``chunked_only`` ones only when kv_len > qo_len)
-and whose ``min_qo_len`` is reached sends the call to its arm; when none does, the call takes
-the ``otherwise`` arm of the first threshold that applies. ``min_qo_len`` None means that
-threshold never sends a call to its arm. batch_prefill is its own path: the arch's preferred
+first threshold whose scope holds for the shape (e.g. chunked prefill only) and whose
+``takes`` conditions hold sends the call to its arm; when none does, the call takes the
+``otherwise`` arm of the first threshold in scope. A threshold whose ``takes`` is None is not
+set and never sends a call to its arm. batch_prefill is its own path: the arch's preferred
 SDPA arm.
 When the chosen arm cannot serve the shape (say cuDNN for f32), routing walks the arch's
 SDPA preference order, a documented choice made here, not a fallback inside an arm.
@@ -61,11 +61,9 @@ def route(entry: str, shape: Shape, arch: str, *, return_lse: bool = False) -> s
     if return_lse:
         return _first_supported(("triton",), shape, arch, need_lse=True)
     if entry == "single_prefill":
-        applying = [
-            th for th in thresholds_for(arch, entry) if th.applies(shape.qo_len, shape.kv_len)
-        ]
+        applying = [th for th in thresholds_for(arch, entry) if th.applies(shape.key())]
         for th in applying:
-            if th.takes_arm(shape.qo_len, shape.kv_len):
+            if th.takes_arm(shape.key()):
                 return _first_supported((th.arm, *sdpa), shape, arch, need_lse=False)
         if applying:
             return _first_supported((applying[0].otherwise, *sdpa), shape, arch, need_lse=False)

@@ -32,23 +32,40 @@ _BEGIN = re.compile(r"BEGIN GENERATED:\s*([A-Za-z0-9][A-Za-z0-9._:+-]*)")
 _END = re.compile(r"END GENERATED:\s*([A-Za-z0-9][A-Za-z0-9._:+-]*)")
 
 _PERF_WORDS = (
-    r"(?:faster|slower|speed-?ups?|throughput|regress\w*|gains?|wins?|loss(?:es)?|quicker)"
+    r"(?:faster|slower|speed-?ups?|throughput|regress\w*|gains?|wins?|loss(?:es)?|loses?"
+    r"|quicker|outperforms?|beats?|ahead|behind)"
 )
+# A quantifier over a set of measured things: "every tile", "all cells", "no shape", "each row".
+_QUANTIFIED = r"\b(?:every|all|each|no|none\s+of\s+the)\s+(?:[+\w-]+\s+){0,3}?"
+_NUMBER = r"(?<![\w.])\d+(?:\.\d+)?"
 
 # (pattern, what it is) pairs; the description lands in the finding.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # A ratio, not a product of dimensions: ``2048 × 2048`` is a shape.
-    (re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?×(?!\s?\d)"), "ratio figure"),
-    (re.compile(r"(?<![\w.])\d+(?:\.\d+)?x(?![\w])"), "ratio figure"),
+    (re.compile(_NUMBER + r"\s?×(?!\s?\d)"), "ratio figure"),
+    (re.compile(_NUMBER + r"x(?![\w])"), "ratio figure"),
     # The decimal keeps ``x86`` and ``x4`` (a batch count) out.
     (re.compile(r"(?<![\w.])[x×]\d+\.\d+(?![\w.])"), "ratio figure"),
-    (re.compile(r"(?<![\w])[TGP]FLOP(?:/s|S)\b", re.IGNORECASE), "throughput figure unit"),
-    (re.compile(r"(?<![\w])[GT]B/s\b"), "bandwidth figure unit"),
+    (
+        re.compile(
+            _NUMBER + r"\s+(?:times|fold)\b[^\n]{0,40}?\b" + _PERF_WORDS + r"\b", re.IGNORECASE
+        ),
+        "ratio figure in words",
+    ),
+    (re.compile(r"(?<![\w])[TGPM]FLOP(?:/s|S)\b", re.IGNORECASE), "throughput figure unit"),
+    (re.compile(r"(?<![\w])[GTM]B/s\b"), "bandwidth figure unit"),
     (re.compile(r"(?<![\w])(?:ms|us|µs|ns)/call\b"), "latency figure unit"),
     (
         re.compile(
-            rf"\d+(?:\.\d+)?\s?%[^\n]{{0,60}}?\b{_PERF_WORDS}\b"
-            rf"|\b{_PERF_WORDS}\b[^\n]{{0,60}}?\d+(?:\.\d+)?\s?%",
+            _NUMBER + r"\s?(?:ms|us|µs|ns|s|milliseconds?|microseconds?)\s+(?:per|a|an)\s+call\b",
+            re.IGNORECASE,
+        ),
+        "latency figure",
+    ),
+    (
+        re.compile(
+            _NUMBER + r"\s?(?:%|percent\b|per\s?cent\b)[^\n]{0,60}?\b" + _PERF_WORDS + r"\b"
+            r"|\b" + _PERF_WORDS + r"\b[^\n]{0,60}?" + _NUMBER + r"\s?(?:%|percent\b|per\s?cent\b)",
             re.IGNORECASE,
         ),
         "percentage beside a performance word",
@@ -56,8 +73,23 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bmonotonic(?:ally)?\b", re.IGNORECASE), "claim word"),
     (re.compile(r"\bno\s+regressions?\b", re.IGNORECASE), "claim word"),
     (re.compile(r"\bnothing\s+regresses\b", re.IGNORECASE), "claim word"),
-    (re.compile(r"\bno\s+cell\s+regresses\b", re.IGNORECASE), "claim word"),
-    (re.compile(r"\b(?:every|all)\s+cells?\b", re.IGNORECASE), "claim word"),
+    # A quantified set said to gain or to lose.
+    (
+        re.compile(
+            _QUANTIFIED + r"(?:is\s+|are\s+|was\s+|were\s+)?" + _PERF_WORDS + r"\b", re.IGNORECASE
+        ),
+        "claim over a set",
+    ),
+    # An outcome stated as a verdict: a size called level, a goal or target called reached.
+    (re.compile(r"\b(?:is|are|stays?|stayed|was|were)\s+level\b", re.IGNORECASE), "claim word"),
+    (re.compile(r"\blevel\s+(?:at|on|across)\s+\d", re.IGNORECASE), "claim word"),
+    (
+        re.compile(
+            r"\b(?:goal|target)s?\s+(?:is\s+|are\s+|was\s+|were\s+)?(?:met|missed|reached)\b|\bmet\s+only\b",
+            re.IGNORECASE,
+        ),
+        "outcome claim",
+    ),
 )
 
 
@@ -79,16 +111,43 @@ class Finding:
         return f"{self.path}:{self.line}: {self.what}"
 
 
-def scan_line(text: str) -> list[str]:
-    """What is wrong with one line of hand-written prose, as descriptions; [] when clean."""
+def scan_line(text: str, figures_only: bool = False) -> list[str]:
+    """What is wrong with one line of hand-written prose, as descriptions; [] when clean.
+
+    ``figures_only``: report literal figures (a number with a unit, a ratio, a percentage)
+    but not claim words or bare units (a template's claim words sit in branches its data
+    chooses, and its units sit beside computed numbers).
+    """
     if ALLOW_MARKER in text:
         return []
     found = []
     for pattern, what in _PATTERNS:
+        if figures_only and not _has_number(pattern):
+            continue
         match = pattern.search(text)
         if match:
             found.append(f"{what} typed by hand: {match.group(0).strip()!r}")
     return found
+
+
+def _has_number(pattern: re.Pattern[str]) -> bool:
+    return r"\d" in pattern.pattern
+
+
+# Jinja syntax: expressions, statements and comments (rendered from data, never typed).
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
+
+
+def scan_template(text: str, path: str) -> list[Finding]:
+    """Literal figures in a jinja template's own text: a figure typed into a template reaches
+    every rendered document and the diff against a fresh render cannot see it."""
+    blanked = _JINJA.sub(
+        lambda m: " " * len(m.group(0).split("\n")[0]) + "\n" * m.group(0).count("\n"), text
+    )
+    findings = []
+    for number, line in enumerate(blanked.splitlines(), start=1):
+        findings += [Finding(path, number, what) for what in scan_line(line, figures_only=True)]
+    return findings
 
 
 def generated_lines(lines: list[str], path: str) -> tuple[set[int], list[Finding]]:
@@ -242,4 +301,6 @@ def scan_tree(root: Path, skip: Iterable[Path] = ()) -> list[Finding]:
             findings += scan_python(text, rel)
         elif path.suffix == ".md":
             findings += scan_markdown(text, rel)
+        elif path.suffix == ".j2":
+            findings += scan_template(text, rel)
     return findings

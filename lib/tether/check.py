@@ -27,6 +27,8 @@ from tether.errors import RunFileError, StoreError, TetherError
 if TYPE_CHECKING:
     from tether.policy import Gate, Threshold
     from tether.render import FigureSpec
+    from tether.stats import CellStat
+    from tether.store.model import Run
 
 FIX_COMMAND = "tether render  (or: make docs)"
 
@@ -39,13 +41,6 @@ __all__ = [
     "load_checked_store",
     "run_check",
 ]
-
-
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    # The store hands out dataclasses; fixtures and older callers pass plain dictionaries.
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
 
 
 def _rel(path: object, root: Path) -> str:
@@ -182,116 +177,149 @@ def _marker_line(root: Path, region: str) -> int:
     return 1
 
 
-def _run_by_id(runs: Iterable[Any], run_id: str | None) -> Any:
-    if run_id is None:
-        return None
-    for run in runs:
-        if _field(run, "id") == run_id:
-            return run
-    return None
+def _superseded(run: Run, current: str) -> bool:
+    return run.harness_fingerprint != current
 
 
-def _superseded(run: Any, current: str) -> bool:
-    from tether.store import is_superseded
-
-    return is_superseded(run, current)
+def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
+    """Where ``th`` applies but its evidence has no cell: each lower bound of its region
+    (``field >= v`` or ``field > v``) must be reached by some evidence cell at or below it, or
+    the threshold routes calls that no measurement saw. Empty when the region is covered."""
+    if th.takes is None:
+        return []
+    gaps = []
+    for name, op, value in th.takes:
+        if op not in (">=", ">") or not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        seen = [c.fields[name] for c in cells if isinstance(c.fields.get(name), (int, float))]
+        if not seen:
+            gaps.append(f"no evidence cell has a {name}")
+        elif min(seen) > value:
+            gaps.append(
+                f"{name} {op} {value} starts below the evidence, whose cells begin at "
+                f"{name} {min(seen)}"
+            )
+    return gaps
 
 
 def check_thresholds(
-    root: Path, policy: Iterable[Threshold], runs: list[Any], current: str
+    root: Path, policy: Iterable[Threshold], runs: list[Run], current: str
 ) -> list[Finding]:
-    """Each non-None threshold rests on the current, non-superseded run of its sweep."""
-    from tether.stats import evaluate
-    from tether.store import latest
+    """Each set threshold rests on the cited (guarded, current) run of its sweep, whose
+    predicates hold, and applies only where that evidence has cells."""
+    from tether.stats import aggregate, cell_stats, evaluate
+    from tether.store.cite import cited, siblings
 
     findings = []
     for th in policy:
-        if th.min_qo_len is None:
+        if not th.is_set:
             continue
         where = (_policy_rel(root), _marker_line(root, th.region))
-        run = latest(runs, "sweep", th.evidence.sweep, th.arch)
         label = (
-            f"policy {th.region} ({th.arch} {th.entry} -> {th.arm} at qo_len >= {th.min_qo_len})"
+            f"policy {th.region} ({th.arch} {th.entry} -> {th.arm} where {th.describe_region()})"
         )
+        run = cited(runs, "sweep", th.evidence.sweep, th.arch)
         if run is None:
             findings.append(
-                Finding(*where, f"{label} rests on sweep {th.evidence.sweep!r} with no ok run")
+                Finding(
+                    *where,
+                    f"{label} rests on sweep {th.evidence.sweep!r} with no guarded ok run "
+                    "(unguarded runs are never evidence)",
+                )
             )
             continue
         if _superseded(run, current):
             findings.append(
                 Finding(
                     *where,
-                    f"{label} rests on run {_field(run, 'id')} from a superseded harness; "
-                    "re-measure before citing it as current",
+                    f"{label} rests on run {run.id} from a superseded harness; re-measure "
+                    "before citing it as current",
                 )
             )
             continue
-        ok, why = evaluate(th.evidence, run)
+        sibs = siblings(runs, run)
+        ok, why = evaluate(th.evidence, run, sibs)
         if not ok:
             findings.append(Finding(*where, f"{label}: evidence does not hold: {why}"))
+        admitted = list(aggregate(cell_stats(run, sibs), th.evidence.population).cells)
+        for gap in coverage_gaps(th, admitted):
+            findings.append(
+                Finding(*where, f"{label}: applies outside its evidence in run {run.id}: {gap}")
+            )
     return findings
 
 
-def check_gates(root: Path, gates: Iterable[Gate], runs: list[Any], current: str) -> list[Finding]:
-    """Each gate with a threshold sits strictly between its cited before and after runs."""
-    from tether.stats import measured_tflops
+def check_gates(root: Path, gates: Iterable[Gate], runs: list[Run], current: str) -> list[Finding]:
+    """Each set gate sits strictly between its cited before and after measurements, clear of
+    both replicate bands; both are guarded, current and unthrottled."""
+    from tether.stats import rate_of
+    from tether.store.cite import by_id
 
     findings = []
     for gate in gates:
-        if gate.threshold_tflops is None:
+        if gate.threshold is None:
             continue
         where = (_policy_rel(root), _marker_line(root, gate.region))
-        values = {}
+        bands = {}
         cited = (
             ("before", gate.before_run, gate.before_role),
             ("after", gate.after_run, gate.after_role),
         )
         for role, run_id, sample_role in cited:
-            run = _run_by_id(runs, run_id)
+            run = by_id(runs, run_id)
             if run is None:
                 findings.append(
                     Finding(*where, f"gate {gate.id}: {role} run {run_id!r} is not in the store")
                 )
                 continue
+            if not run.evidence_grade:
+                findings.append(
+                    Finding(
+                        *where,
+                        f"gate {gate.id}: {role} run {run_id} is not evidence "
+                        f"(status {run.status}, guard {run.guard.mode})",
+                    )
+                )
             if _superseded(run, current):
                 findings.append(
                     Finding(
                         *where, f"gate {gate.id}: {role} run {run_id} is from a superseded harness"
                     )
                 )
-            value = measured_tflops(run, gate.shape, sample_role)
-            if value is None:
+            stat = rate_of(run, gate.call, sample_role)
+            if stat is None:
                 findings.append(
                     Finding(
                         *where,
                         f"gate {gate.id}: {role} run {run_id} has no {sample_role} samples "
-                        "for the gate's shape",
+                        "for the gate's call",
                     )
                 )
-            else:
-                values[role] = value
-        if len(values) == 2 and not values["before"] < gate.threshold_tflops < values["after"]:
+                continue
+            if stat.throttled:
+                findings.append(
+                    Finding(
+                        *where,
+                        f"gate {gate.id}: {role} run {run_id}'s cell ran clock throttled; a "
+                        "throttled cell is never a gate's before or after",
+                    )
+                )
+            bands[role] = stat.band
+        if len(bands) == 2 and not bands["before"][1] < gate.threshold < bands["after"][0]:
+            from tether.render.env import rate
+
             findings.append(
                 Finding(
                     *where,
-                    f"gate {gate.id}: threshold {gate.threshold_tflops:g} is not strictly between "
-                    f"before {values['before']:.4g} and after {values['after']:.4g}",
+                    f"gate {gate.id}: threshold {rate(gate.threshold, gate.unit)} is not clear of "
+                    f"both bands: before up to {rate(bands['before'][1], gate.unit)}, after from "
+                    f"{rate(bands['after'][0], gate.unit)}",
                 )
             )
     return findings
 
 
 # -- the whole check -------------------------------------------------------------------------
-
-
-def _all_runs(store: Any) -> list[Any]:
-    runs = _field(store, "runs", None)
-    if runs is None and isinstance(store, Iterable):
-        runs = store
-    if isinstance(runs, Mapping):
-        runs = runs.values()
-    return list(runs or ())
 
 
 def run_check(
@@ -326,7 +354,7 @@ def run_check(
             findings.append(Finding(where, 1, f"cannot render: {exc}"))
         else:
             findings += check_rendered(root, expected, diffs, matched)
-        runs = _all_runs(loaded)
+        runs = list(loaded)
         own_policy, own_gates = checkout_policy(root) or ((), ())
         # The harness of the checkout being checked, as the renderer judges it.
         current = harness_fingerprint(root)

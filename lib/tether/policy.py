@@ -1,26 +1,53 @@
-"""The vocabulary of routing policy: populations, evidence predicates, thresholds and gates.
+"""The vocabulary of policy: populations, evidence, routing thresholds and gates.
 
-Pure data, no torch: the renderer and ``tether check`` import it on machines without a GPU.
-``arch_caps.py`` holds the values; ``tether.stats`` evaluates the predicates against the store.
+Pure data, no torch: the renderer and ``tether check`` read a project's policy file (its
+``[tool.tether] policy``) on machines without a GPU. The project holds the values; tether
+evaluates them against the store (``tether.stats``) and judges them (``tether.check``).
+
+Conditions are ``(field, op, value)`` over a cell's fields (its key over the grid's fixed
+values); a value that names another field compares the two fields (``("kv_len", ">",
+"qo_len")``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-# Comparison operators a population condition may use.
-_OPS = {
+# Comparison operators a condition may use.
+OPS = {
     ">=": lambda a, b: a >= b,
     ">": lambda a, b: a > b,
     "<=": lambda a, b: a <= b,
     "<": lambda a, b: a < b,
     "==": lambda a, b: a == b,
 }
+Condition = tuple[str, str, object]
+
+
+def holds(conditions: tuple[Condition, ...], fields: Mapping[str, object]) -> bool:
+    """Whether every condition holds on ``fields`` (a missing field fails its condition)."""
+    for name, op, value in conditions:
+        if isinstance(value, str) and value in fields:
+            value = fields[value]
+        if name not in fields:
+            return False
+        try:
+            if not OPS[op](fields[name], value):
+                return False
+        except TypeError:
+            return False
+    return True
+
+
+def describe(conditions: tuple[Condition, ...]) -> str:
+    return ", ".join(f"{n} {op} {v}" for n, op, v in conditions)
 
 
 def shape_fields(key: Mapping[str, object], fixed: Mapping[str, object]) -> dict[str, object]:
-    """A cell's full shape: its key over the grid's fixed values; axis ``seqlen`` means square."""
+    """A cell's fields: its key over the grid's fixed values; an axis ``seqlen`` stands for
+    equal ``qo_len`` and ``kv_len`` (a square call), as tether's attention sweeps use it."""
     full = {**fixed, **key}
     if "seqlen" in full:
         full.setdefault("qo_len", full["seqlen"])
@@ -34,40 +61,33 @@ class Population:
 
     name: str
     entry: str | None = None  # keep cells whose reach.entry_points include this entry point
-    # (field, op, value) over shape_fields; a value that names a field compares the two fields
-    where: tuple[tuple[str, str, object], ...] = ()
+    where: tuple[Condition, ...] = ()
 
-    def admits(self, full_shape: Mapping[str, object], entry_points: tuple[str, ...]) -> bool:
+    def admits(self, fields: Mapping[str, object], entry_points: tuple[str, ...]) -> bool:
         if self.entry is not None and self.entry not in entry_points:
             return False
-        for name, op, value in self.where:
-            # A value naming another shape field compares the two fields (kv_len > qo_len).
-            if isinstance(value, str) and value in full_shape:
-                value = full_shape[value]
-            if name not in full_shape or not _OPS[op](full_shape[name], value):
-                return False
-        return True
+        return holds(self.where, fields)
 
     def describe(self) -> str:
-        parts = []
-        if self.entry:
-            parts.append(f"reachable from {self.entry}")
-        parts += [f"{n} {op} {v}" for n, op, v in self.where]
+        parts = [f"reachable from {self.entry}"] if self.entry else []
+        if self.where:
+            parts.append(describe(self.where))
         return ", ".join(parts) or "whole map"
 
 
 WHOLE_MAP = Population(name="whole-map")
 
 # Predicate names tether.stats knows how to evaluate (tether.stats.PREDICATES).
-#   "geomean_win": population geomean above 1 and above the population's A/A floor
-#   "no_loss_outside_floor": no cell of the population is a loss judged against its own floor
+#   "geomean_win": population geomean above 1 and above the population's noise (A/A floor and
+#     replicate band)
+#   "no_loss_outside_floor": no cell of the population is a loss judged against its own noise
 #   "geomean_loss_or_level": the opposite of geomean_win (used to justify *not* routing)
 PREDICATE_NAMES = ("geomean_win", "no_loss_outside_floor", "geomean_loss_or_level")
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a policy rests on: a sweep, a population of its cells, and a predicate over them."""
+    """What a policy rests on: a sweep, a population of its cells, and predicates over them."""
 
     sweep: str
     population: Population
@@ -76,11 +96,15 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Threshold:
-    """single_prefill takes ``arm`` at or above ``min_qo_len`` on ``arch``; None: never.
+    """An entry point takes ``arm`` on ``arch`` for calls where ``takes`` holds; else
+    ``otherwise``.
 
-    ``region`` names the generated policy-comment region rendered above the value.
-    ``chunked_only``: the threshold applies only when kv_len > qo_len (chunked prefill);
-    square and shorter-key shapes are left to the arch's other thresholds.
+    ``scope``: the calls this threshold speaks for at all (e.g. chunked prefill only,
+    ``(("kv_len", ">", "qo_len"),)``); calls outside it are left to the arch's other
+    thresholds. ``takes``: within the scope, the conditions that send a call to ``arm``;
+    None means the threshold is not set (no call goes to ``arm``: the conservative start of
+    every arch). The check requires ``scope + takes`` to lie inside the cells its evidence
+    covers. ``region`` names the generated comment region rendered above the value.
     """
 
     region: str
@@ -88,42 +112,51 @@ class Threshold:
     entry: str
     arm: str
     otherwise: str
-    min_qo_len: int | None
     evidence: Evidence
-    chunked_only: bool = False
+    takes: tuple[Condition, ...] | None = None
+    scope: tuple[Condition, ...] = ()
 
-    def applies(self, qo_len: int, kv_len: int) -> bool:
-        """Whether this threshold speaks for a call of ``qo_len`` queries and ``kv_len`` keys."""
-        return not self.chunked_only or kv_len > qo_len
+    def applies(self, fields: Mapping[str, object]) -> bool:
+        """Whether this threshold speaks for a call with these fields."""
+        return holds(self.scope, fields)
 
-    def takes_arm(self, qo_len: int, kv_len: int) -> bool:
-        """Whether the call goes to ``arm``: the threshold applies and ``min_qo_len`` is reached."""
-        return (
-            self.applies(qo_len, kv_len)
-            and self.min_qo_len is not None
-            and qo_len >= self.min_qo_len
-        )
+    def takes_arm(self, fields: Mapping[str, object]) -> bool:
+        """Whether the call goes to ``arm``: in scope, set, and every ``takes`` condition holds."""
+        return self.takes is not None and self.applies(fields) and holds(self.takes, fields)
+
+    @property
+    def is_set(self) -> bool:
+        return self.takes is not None
+
+    def describe_region(self) -> str:
+        if self.takes is None:
+            return "not set"
+        return describe(self.scope + self.takes) or "every call"
 
 
 @dataclass(frozen=True)
 class Gate:
-    """A throughput gate: ``arm`` on ``shape`` must clear ``threshold_tflops`` on ``arch``.
+    """A throughput gate: ``arm`` on the call ``call`` must do at least ``threshold`` units of
+    work per second on ``arch`` (``unit`` as the case model counts work: FLOP, B, ...).
 
     The threshold sits between the ``before`` and ``after`` runs it was set from (run ids in
-    the store); ``tether check`` verifies that it does. None: no evidence yet, the gate skips.
+    the store, guarded, unthrottled) and clear of their replicate bands; ``tether check``
+    verifies that it does. None: no evidence yet, the gate does not run.
     """
 
     id: str
     region: str
     arch: str
     arm: str
-    shape: Mapping[str, object]
-    threshold_tflops: float | None
+    case: str  # the project's case model (tether.registry.case) that builds ``call``
+    call: Mapping[str, Any]
+    threshold: float | None
+    unit: str = "FLOP"
     before_run: str | None = None
     after_run: str | None = None
     # Which sample role of each cited run holds the measurement: "B" (the arm under test, as
-    # in a probe or gate run) or "A" (the arm a sweep compares against, e.g. the SDPA path a
-    # call took before the policy routed it to Triton).
+    # in a probe or gate run) or "A" (the arm a sweep compares against, e.g. the path a call
+    # took before the policy routed it elsewhere).
     before_role: str = "B"
     after_role: str = "B"
     notes: tuple[str, ...] = field(default=())

@@ -1,4 +1,5 @@
-"""Statistics recomputed from raw samples: ratios, A/A floors, verdicts, aggregates, claims.
+"""Statistics recomputed from raw samples: ratios, A/A floors, replicate bands, verdicts,
+aggregates, claims, gate and probe rates.
 
 Conventions, fixed here and nowhere else:
 
@@ -7,45 +8,44 @@ Conventions, fixed here and nowhere else:
 - A cell's *A/A floor* is the range of the same statistic taken between the A arm and its own
   A/A control (``A2``). Samples are split by repetition index into even and odd halves, and the
   floor is ``[min, max]`` of ``median(A_h) / median(A2_g)`` over the full sets and the four
-  half pairings, widened to include 1.0 (two instances of one arm are level by definition).
-  Medians of halves converge as samples accrue, so the floor tightens with more samples; a
-  pairwise range by index would only widen.
-- A cell's *verdict* is ``level`` when its ratio lies inside its floor, ``win`` above it and
-  ``loss`` below it.
-- An aggregate's floor applies the same construction to the geomean: for each of the five
-  A/A statistics, the geomean over the population's cells; ``[min, max]`` widened to 1.0.
+  half pairings, widened to include 1.0 (two instances of one arm do not differ by definition).
+  It is the noise between two instances of one arm inside one pass.
+- A cell's *replicate band* is the range of its ratio across replicate blocks (the grid
+  measured again later in the run, with fresh inputs and fresh graphs), relative to the
+  cell's ratio and widened to include 1.0; and, where the store holds other runs of the same
+  sweep, commit and harness, across those runs too. It is the run-to-run noise a within-pass
+  floor misses (clocks, power, placement).
+- A cell's *verdict* is ``win`` when even the low end of its band keeps the ratio above its
+  floor (``ratio * band_lo > floor_hi``), ``loss`` when even the high end keeps it below
+  (``ratio * band_hi < floor_lo``), else ``level``.
+- An aggregate applies the same constructions to the geomean over its cells.
 
-Runs and cells are read by attribute or by key, so this module works on tether.store's
-dataclasses and on plain run-file dictionaries alike. Pure numpy and Python, no torch.
+Pure Python and numpy, no torch. Runs are ``tether.store.Run`` objects.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from tether.errors import TetherError, UsageError
 from tether.policy import WHOLE_MAP, Evidence, Population, shape_fields
+from tether.store.model import CONTROL, Cell, Run
 
-# The axes a curve may be drawn over, in order of preference.
+# The axes a curve may be drawn over, in order of preference; then any other numeric axis.
 CURVE_AXES = ("seqlen", "kv_len", "qo_len")
+THROTTLED = "clock_throttled"
 
 
-def field_of(obj: Any, name: str, default: Any = None) -> Any:
-    """``obj.name`` or ``obj[name]``: the store's dataclasses and raw JSON both work."""
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
+class StatsError(TetherError):
+    """A run's samples cannot be summarised (names the run and the cell)."""
 
 
-def _median(xs: Sequence[float]) -> float:
-    # statistics.median equals np.median bit for bit (the middle value, or the two middle values
-    # summed then halved) and costs far less on the short sample lists of a cell; the check
-    # computes every run's headline for the trends, so this is on its path.
+def median(xs: Sequence[float]) -> float:
     if not len(xs):
         raise ValueError("median of no samples")
     return float(statistics.median(float(x) for x in xs))
@@ -63,8 +63,8 @@ def aa_statistics(a: Sequence[float], a2: Sequence[float]) -> tuple[float, ...]:
     if not a or not a2:
         raise ValueError("A/A statistics need at least one A and one A2 sample")
     a_halves, a2_halves = _halves(a), _halves(a2)
-    out = [_median(a) / _median(a2)]
-    out += [_median(x) / _median(y) for x in a_halves for y in a2_halves]
+    out = [median(a) / median(a2)]
+    out += [median(x) / median(y) for x in a_halves for y in a2_halves]
     return tuple(out)
 
 
@@ -73,17 +73,47 @@ def floor_of(stats: Iterable[float]) -> tuple[float, float]:
     return (min(*vals, 1.0), max(*vals, 1.0))
 
 
-def verdict(ratio: float, floor: tuple[float, float]) -> str:
-    if ratio > floor[1]:
+def widen(*bands: tuple[float, float] | None) -> tuple[float, float]:
+    """The union of relative bands, always including 1.0."""
+    lo, hi = 1.0, 1.0
+    for b in bands:
+        if b is not None:
+            lo, hi = min(lo, b[0]), max(hi, b[1])
+    return (lo, hi)
+
+
+def verdict(
+    ratio: float, floor: tuple[float, float], band: tuple[float, float] = (1.0, 1.0)
+) -> str:
+    """``win``/``loss`` only outside both the A/A floor and the replicate band."""
+    if ratio * band[0] > floor[1]:
         return "win"
-    if ratio < floor[0]:
+    if ratio * band[1] < floor[0]:
         return "loss"
     return "level"
 
 
+def key_label(key: Mapping[str, object]) -> str:
+    return " ".join(f"{k}={key[k]}" for k in sorted(key))
+
+
+def block_ratios(cell: Cell) -> list[float]:
+    """The cell's ratio in each replicate block (one value when it has one block)."""
+    a = cell.block_samples("A")
+    b = cell.block_samples("B")
+    return [median(x) / median(y) for x, y in zip(a, b, strict=True)]
+
+
+def block_band(cell: Cell, ratio: float) -> tuple[float, float]:
+    """How far the cell's ratio moves between replicate blocks, relative to ``ratio``."""
+    return widen(
+        (min(r / ratio for r in block_ratios(cell)), max(r / ratio for r in block_ratios(cell)))
+    )
+
+
 @dataclass(frozen=True)
 class CellStat:
-    """One cell judged against its own A/A control."""
+    """One cell judged against its own A/A control and its replicate band."""
 
     key: Mapping[str, object]
     label: str  # the key as ``axis=value`` pairs, sorted by axis
@@ -92,30 +122,32 @@ class CellStat:
     ratio: float  # median(A) / median(B): above 1 means B is faster
     aa: tuple[float, ...]
     floor: tuple[float, float]
+    band: tuple[float, float]  # replicate band (blocks, and sibling runs when given)
+    blocks: tuple[float, ...]  # the ratio in each replicate block
     verdict: str  # win | loss | level
     flags: tuple[str, ...]
-    shape: Mapping[str, object]  # shape_fields(key, grid.fixed)
+    fields: Mapping[str, object]  # shape_fields(key, grid.fixed)
     entry_points: tuple[str, ...]
+    work: float
+
+    @property
+    def throttled(self) -> bool:
+        return THROTTLED in self.flags
 
 
-def key_label(key: Mapping[str, object]) -> str:
-    return " ".join(f"{k}={key[k]}" for k in sorted(key))
-
-
-def _grid_fixed(run: Any) -> Mapping[str, object]:
-    grid = field_of(field_of(run, "config", {}), "grid", {})
-    return field_of(grid, "fixed", {}) or {}
-
-
-def cell_stat(cell: Any, fixed: Mapping[str, object]) -> CellStat:
-    samples = field_of(cell, "samples")
-    a, a2, b = samples["A"], samples["A2"], samples["B"]
+def cell_stat(cell: Cell, fixed: Mapping[str, object], siblings: Sequence[float] = ()) -> CellStat:
+    """One cell judged; ``siblings`` are this cell's ratios in other runs of the same setup."""
+    a, a2, b = cell.samples["A"], cell.samples[CONTROL], cell.samples["B"]
     aa = aa_statistics(a, a2)
     floor = floor_of(aa)
-    a_med, b_med = _median(a), _median(b)
+    a_med, b_med = median(a), median(b)
     ratio = a_med / b_med
-    key = dict(field_of(cell, "key"))
-    reach = field_of(cell, "reach", {}) or {}
+    blocks = tuple(block_ratios(cell))
+    band = widen(
+        (min(r / ratio for r in blocks), max(r / ratio for r in blocks)),
+        (min(r / ratio for r in siblings), max(r / ratio for r in siblings)) if siblings else None,
+    )
+    key = dict(cell.key)
     return CellStat(
         key=key,
         label=key_label(key),
@@ -124,25 +156,49 @@ def cell_stat(cell: Any, fixed: Mapping[str, object]) -> CellStat:
         ratio=ratio,
         aa=aa,
         floor=floor,
-        verdict=verdict(ratio, floor),
-        flags=tuple(sorted(field_of(cell, "flags", ()) or ())),
-        shape=shape_fields(key, fixed),
-        entry_points=tuple(field_of(reach, "entry_points", ()) or ()),
+        band=band,
+        blocks=blocks,
+        verdict=verdict(ratio, floor, band),
+        flags=tuple(sorted(cell.flags)),
+        fields=shape_fields(key, fixed),
+        entry_points=tuple(cell.reach.get("entry_points", ()) or ()),
+        work=cell.work,
     )
 
 
-def cell_stats(run: Any) -> tuple[CellStat, ...]:
-    """The cells of a sweep run, judged and sorted by key so file order never matters."""
-    fixed = _grid_fixed(run)
-    stats = [cell_stat(c, fixed) for c in field_of(run, "cells", ())]
-    return tuple(sorted(stats, key=lambda s: tuple(sorted(s.key.items()))))
+def _ratio(cell: Cell) -> float:
+    return median(cell.samples["A"]) / median(cell.samples["B"])
+
+
+def cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:
+    """The cells of a run with roles A, A2 and B, judged and sorted by key.
+
+    ``siblings``: other runs of the same sweep, commit and harness; each cell's band then also
+    covers how far its ratio moved between those runs. Raises StatsError naming the run and
+    the cell when a cell's samples cannot be summarised.
+    """
+    others: dict[str, list[float]] = {}
+    for sib in siblings:
+        for c in sib.cells:
+            if {"A", "B"} <= set(c.samples):
+                others.setdefault(key_label(c.key), []).append(_ratio(c))
+    stats = []
+    for cell in run.cells:
+        try:
+            stats.append(cell_stat(cell, run.fixed, others.get(key_label(cell.key), ())))
+        except (KeyError, ValueError, ZeroDivisionError, OverflowError, ArithmeticError) as exc:
+            raise StatsError(
+                f"run {run.id}: cell {key_label(cell.key)}: cannot be summarised: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    return tuple(sorted(stats, key=lambda s: tuple(sorted((k, str(v)) for k, v in s.key.items()))))
 
 
 def geomean(xs: Iterable[float]) -> float:
-    arr = np.asarray(list(xs), dtype=np.float64)
-    if arr.size == 0:
+    vals = [float(x) for x in xs]
+    if not vals:
         raise ValueError("geomean of no values")
-    return float(np.exp(np.mean(np.log(arr))))
+    return math.exp(math.fsum(math.log(x) for x in vals) / len(vals))
 
 
 @dataclass(frozen=True)
@@ -154,31 +210,48 @@ class Aggregate:
     count: int
     geomean: float | None
     floor: tuple[float, float] | None
+    band: tuple[float, float] | None
     worst: CellStat | None
     below_one: int  # cells with ratio < 1.00
-    losses: int  # cells below their own floor
-    wins: int
+    losses: int  # cells slower outside their floor and band
+    wins: int  # cells faster outside their floor and band
     levels: int
-    flagged: int  # cells carrying any flag (allocation in timed region, fallback, ...)
+    flagged: int  # cells carrying any flag (allocation in timed region, throttle, ...)
     cells: tuple[CellStat, ...]
+
+    @property
+    def verdict(self) -> str | None:
+        if self.geomean is None or self.floor is None or self.band is None:
+            return None
+        return verdict(self.geomean, self.floor, self.band)
 
 
 def aggregate(
     stats: Sequence[CellStat], population: Population = WHOLE_MAP, label: str | None = None
 ) -> Aggregate:
     """Summarise the cells ``population`` admits; ``label`` overrides the population's name."""
-    cells = tuple(s for s in stats if population.admits(s.shape, s.entry_points))
+    cells = tuple(s for s in stats if population.admits(s.fields, s.entry_points))
     name, desc = label or population.name, population.describe()
     if not cells:
-        return Aggregate(name, desc, 0, None, None, None, 0, 0, 0, 0, 0, ())
+        return Aggregate(name, desc, 0, None, None, None, None, 0, 0, 0, 0, 0, ())
     gm = geomean(s.ratio for s in cells)
     floor = floor_of(geomean(s.aa[j] for s in cells) for j in range(len(cells[0].aa)))
+    # The geomean's band: the geomean in each block relative to the whole (cells with fewer
+    # blocks contribute their last), joined with each cell's band scaled by its weight.
+    n_blocks = max(len(s.blocks) for s in cells)
+    per_block = [
+        geomean(s.blocks[min(i, len(s.blocks) - 1)] for s in cells) / gm for i in range(n_blocks)
+    ]
+    sib_lo = geomean(s.band[0] for s in cells)
+    sib_hi = geomean(s.band[1] for s in cells)
+    band = widen((min(per_block), max(per_block)), (sib_lo, sib_hi))
     return Aggregate(
         population=name,
         description=desc,
         count=len(cells),
         geomean=gm,
         floor=floor,
+        band=band,
         worst=min(cells, key=lambda s: (s.ratio, s.label)),
         below_one=sum(s.ratio < 1.0 for s in cells),
         losses=sum(s.verdict == "loss" for s in cells),
@@ -190,10 +263,13 @@ def aggregate(
 
 
 def curve_axis(stats: Sequence[CellStat]) -> str | None:
-    """The first of CURVE_AXES that varies across the cells' keys (a swept axis)."""
-    for axis in CURVE_AXES:
+    """The first of CURVE_AXES that varies across the cells' keys, else the first numeric
+    axis that varies (free-form sweeps name their own axes)."""
+    names = list(CURVE_AXES) + sorted({k for s in stats for k in s.key} - set(CURVE_AXES))
+    for axis in names:
         values = {s.key.get(axis) for s in stats if axis in s.key}
-        if len(values) > 1:
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        if len(values) > 1 and numeric:
             return axis
     return None
 
@@ -208,7 +284,7 @@ class CurvePoint:
 def curve(
     stats: Sequence[CellStat], axis: str | None = None, population: Population = WHOLE_MAP
 ) -> tuple[CurvePoint, ...]:
-    """Geomean per value of ``axis`` (default: curve_axis), each group with its own floor."""
+    """Geomean per value of ``axis`` (default: curve_axis), each group with its own noise."""
     axis = axis or curve_axis(stats)
     if axis is None:
         return ()
@@ -224,7 +300,7 @@ def curve(
 
 @dataclass(frozen=True)
 class Step:
-    """One step along a curve, judged against the floor of the group it lands in."""
+    """One step along a curve, judged against the noise of the group it lands in."""
 
     before: object
     after: object
@@ -244,32 +320,28 @@ class MonotonicClaim:
 
 
 def monotonic(points: Sequence[CurvePoint]) -> MonotonicClaim:
-    """A fall inside the landing group's floor is ``level``; only a fall below it breaks."""
+    """A fall inside the landing group's floor and band is ``level``; only a fall below breaks."""
     steps = []
     for prev, nxt in itertools.pairwise(points):
         pa, na = prev.aggregate, nxt.aggregate
-        assert pa.geomean is not None and na.geomean is not None and na.floor is not None
+        assert pa.geomean is not None and na.geomean is not None
+        assert na.floor is not None and na.band is not None
         change = na.geomean / pa.geomean
+        noise = (na.floor[0] * na.band[0], na.floor[1] * na.band[1])
         if change >= 1.0:
             v = "up"
-        elif change >= na.floor[0]:
+        elif change >= noise[0]:
             v = "level"
         else:
             v = "break"
-        steps.append(Step(prev.value, nxt.value, change, na.floor, v))
+        steps.append(Step(prev.value, nxt.value, change, noise, v))
     breaks = tuple(s for s in steps if s.verdict == "break")
     axis = points[0].axis if points else None
     return MonotonicClaim(axis, bool(points) and not breaks, tuple(steps), breaks)
 
 
 def _geomean_win(agg: Aggregate) -> bool:
-    return (
-        agg.count > 0
-        and agg.geomean is not None
-        and agg.floor is not None
-        and agg.geomean > 1.0
-        and agg.geomean > agg.floor[1]
-    )
+    return agg.count > 0 and agg.verdict == "win"
 
 
 def _no_loss_outside_floor(agg: Aggregate) -> bool:
@@ -291,49 +363,110 @@ PREDICATES: dict[str, Callable[[Aggregate], bool]] = {
 def predicate_results(evidence: Evidence, agg: Aggregate) -> dict[str, bool]:
     unknown = [p for p in evidence.predicates if p not in PREDICATES]
     if unknown:
-        from tether.errors import UsageError
-
         raise UsageError(f"unknown evidence predicate(s) {unknown}; known: {sorted(PREDICATES)}")
     return {p: PREDICATES[p](agg) for p in evidence.predicates}
 
 
-def evaluate(evidence: Evidence, run: Any) -> tuple[bool, str]:
+def evaluate(evidence: Evidence, run: Run | None, siblings: Sequence[Run] = ()) -> tuple[bool, str]:
     """Whether every predicate of ``evidence`` holds on ``run``, and a one-line reason."""
-    if run is None or field_of(run, "status") != "ok":
+    if run is None or not run.ok:
         return False, f"sweep {evidence.sweep}: not measured"
-    agg = aggregate(cell_stats(run), evidence.population)
+    agg = aggregate(cell_stats(run, siblings), evidence.population)
     results = predicate_results(evidence, agg)
     if agg.count == 0:
-        return False, (
-            f"run {field_of(run, 'id')}: population {agg.population} ({agg.description}) is empty"
-        )
-    assert agg.geomean is not None and agg.floor is not None
+        return False, f"run {run.id}: population {agg.population} ({agg.description}) is empty"
+    assert agg.geomean is not None and agg.floor is not None and agg.band is not None
     verdicts = ", ".join(f"{p} {'holds' if ok else 'fails'}" for p, ok in results.items())
     why = (
-        f"run {field_of(run, 'id')}: {agg.population} ({agg.description}), {agg.count} cells, "
-        f"geomean {agg.geomean:.3f}, A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}: {verdicts}"
+        f"run {run.id}: {agg.population} ({agg.description}), {agg.count} cells, "
+        f"geomean {agg.geomean:.3f}, A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}, "
+        f"band {agg.band[0]:.3f}-{agg.band[1]:.3f}: {verdicts}"
     )
     return all(results.values()), why
 
 
-def measured_tflops(run: Any, shape: Mapping[str, object], role: str = "B") -> float | None:
-    """What ``run`` measured for ``shape`` (FLOPs per second over 1e12): a gate run's recorded result, else
-    recomputed from the raw samples of ``role`` in the cell matching ``shape``.
+# -- rates: gates and probes ------------------------------------------------------------------
 
-    None when the run has no such cell or role. One definition for the check and the docs.
-    """
-    results = field_of(run, "results", {}) or {}
-    value = field_of(results, "measured_tflops")
-    if isinstance(value, (int, float)) and role == "B":
-        return float(value)
-    fixed = field_of(field_of(field_of(run, "config", {}), "grid", {}), "fixed", {}) or {}
-    for cell in field_of(run, "cells", ()) or ():
-        full = shape_fields(field_of(cell, "key", {}), fixed)
-        if all(full.get(k) == v for k, v in shape.items()):
-            samples = field_of(field_of(cell, "samples", {}), role)
-            if samples:
-                return float(field_of(cell, "flops")) / _median(samples) / 1e12
+
+def find_cell(run: Run, call: Mapping[str, object]) -> Cell | None:
+    """The cell of ``run`` whose fields (key over fixed) match every item of ``call``."""
+    for cell in run.cells:
+        full = shape_fields(cell.key, run.fixed)
+        if all(full.get(k) == v for k, v in call.items()):
+            return cell
     return None
+
+
+@dataclass(frozen=True)
+class RateStat:
+    """What one role of one cell did per second, with its replicate band."""
+
+    rate: float  # work per second (the run's unit)
+    band: tuple[float, float]  # absolute rates: the lowest and highest block's
+    throttled: bool
+    run_id: str
+    unit: str
+
+
+def rate_of(run: Run, call: Mapping[str, object], role: str = "B") -> RateStat | None:
+    """``role``'s rate on the cell matching ``call``, recomputed from its raw samples; None when
+    the run has no such cell or role."""
+    cell = find_cell(run, call)
+    if cell is None or role not in cell.samples:
+        return None
+    rate = cell.work / median(cell.samples[role])
+    blocks = [cell.work / median(b) for b in cell.block_samples(role)]
+    return RateStat(
+        rate, (min(*blocks, rate), max(*blocks, rate)), THROTTLED in cell.flags, run.id, run.unit
+    )
+
+
+@dataclass(frozen=True)
+class GateStat:
+    rate: float
+    band: tuple[float, float]
+    threshold: float
+    passed: bool  # the median rate is at or above the threshold
+    clear: bool  # the whole band is on the same side of the threshold
+    throttled: bool
+
+    @property
+    def verdict(self) -> str:
+        side = "at or above" if self.passed else "below"
+        how = (
+            "with its whole replicate band" if self.clear else "but its replicate band straddles it"
+        )
+        return f"{side} threshold, {how}" + (" (clock throttled)" if self.throttled else "")
+
+
+def gate_stat(run: Run, threshold: float) -> GateStat:
+    """A gate run judged from its samples (its only cell, role B) against ``threshold``."""
+    if len(run.cells) != 1 or "B" not in run.cells[0].samples:
+        raise StatsError(f"run {run.id}: a gate run has exactly one cell with role B samples")
+    cell = run.cells[0]
+    stat = rate_of(run, dict(cell.key), "B")
+    assert stat is not None
+    passed = stat.rate >= threshold
+    clear = stat.band[0] >= threshold if passed else stat.band[1] < threshold
+    return GateStat(stat.rate, stat.band, threshold, passed, clear, stat.throttled)
+
+
+@dataclass(frozen=True)
+class BoundStat:
+    label: str
+    what: str
+    rate: float
+
+
+def probe_bounds(run: Run) -> dict[str, BoundStat]:
+    """Each bound of a probe run, its rate recomputed from its raw samples."""
+    out = {}
+    for label, b in (run.results.get("bounds") or {}).items():
+        out[label] = BoundStat(label, str(b["what"]), float(b["work"]) / median(b["samples"]))
+    return out
+
+
+# -- agreement between runs ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -344,7 +477,7 @@ class CellAgreement:
     base_ratio: float
     other_ratio: float
     rel: float  # other_ratio / base_ratio
-    low: float  # product of the two runs' A/A floors (each run's own noise, compounded)
+    low: float  # the two runs' floors and bands, compounded
     high: float
     inside: bool
     gpu: Any  # the other run's extra.gpu for this cell (sharded runs), else None
@@ -356,13 +489,11 @@ class Agreement:
     base_id: str
     other_id: str
     cells: tuple[CellAgreement, ...]
-    # The run-level A/A control: a second run of the same cells, commit and harness, set up
-    # like ``base``. Its largest cell deviation from ``base`` bounds how far two runs of one
-    # setup drift apart, which a cell's own A/A floor (noise inside one run) does not cover.
+    # The run-level control: a second run of the same cells, commit and harness, set up like
+    # ``base``. Its largest cell deviation from ``base`` bounds how far two runs of one setup
+    # drift apart, which a cell's own A/A floor (noise inside one run) does not cover.
     control_id: str | None = None
     run_band: tuple[float, float] | None = None
-    # Cells on which the control and ``base`` (two runs of one setup) agree within the
-    # product of their own A/A floors: what that criterion gives when nothing changed.
     control_agree: int | None = None
 
     @property
@@ -371,66 +502,63 @@ class Agreement:
 
     @property
     def agree_run(self) -> int | None:
-        """Cells inside their floors or inside the run-to-run band; None without a control."""
+        """Cells inside their noise or inside the run-to-run band; None without a control."""
         if self.run_band is None:
             return None
         return sum(bool(c.inside or c.inside_run) for c in self.cells)
 
 
-def _ratios(run: Any) -> dict[str, CellStat]:
+def _by_label(run: Run) -> dict[str, CellStat]:
     return {s.label: s for s in cell_stats(run)}
 
 
-def run_band(base: Any, control: Any) -> tuple[float, float] | None:
+def run_band(base: Run, control: Run) -> tuple[float, float] | None:
     """The band two runs of the same setup span: ``exp(+-max |log(control / base)|)`` over
     the cells' ratios; None when the runs do not cover the same cells."""
-    a, c = _ratios(base), _ratios(control)
+    a, c = _by_label(base), _by_label(control)
     if not a or set(a) != set(c):
         return None
-    worst = max(abs(float(np.log(c[k].ratio / a[k].ratio))) for k in a)
-    return (float(np.exp(-worst)), float(np.exp(worst)))
+    worst = max(abs(math.log(c[k].ratio / a[k].ratio)) for k in a)
+    return (math.exp(-worst), math.exp(worst))
 
 
-def agreement(base: Any, other: Any, control: Any = None) -> Agreement | None:
+def agreement(base: Run, other: Run, control: Run | None = None) -> Agreement | None:
     """Cell-by-cell agreement of two runs of the same cells; None when their cells differ.
 
-    Used for a sharded run against an unsharded one of the same cells: the ratio of the
-    two speedups must lie inside the product of the two cells' A/A floors. With ``control``
-    (another run set up like ``base``), each cell is also judged against the run-to-run band
-    of ``base`` and ``control`` (``run_band``): the sharded run reproduces the unsharded one
-    when it differs from it no more than two unsharded runs differ from each other.
+    A cell agrees when the ratio of the two speedups lies inside the product of the two cells'
+    A/A floors widened by their replicate bands. With ``control`` (another run set up like
+    ``base``), each cell is also judged against the run-to-run band of ``base`` and
+    ``control``: a run reproduces another when it differs no more than two runs of one setup.
     """
-    a, b = _ratios(base), _ratios(other)
+    a, b = _by_label(base), _by_label(other)
     if not a or set(a) != set(b):
         return None
     band = run_band(base, control) if control is not None else None
     twin = agreement(base, control) if band is not None else None
-    gpus = {
-        key_label(field_of(c, "key", {})): (field_of(c, "extra", {}) or {}).get("gpu")
-        for c in field_of(other, "cells", ())
-    }
+    gpus = {key_label(c.key): c.extra.get("gpu") for c in other.cells}
     rows = []
     for label in sorted(a):
-        low = a[label].floor[0] * b[label].floor[0]
-        high = a[label].floor[1] * b[label].floor[1]
+        low = a[label].floor[0] * b[label].floor[0] * a[label].band[0] * b[label].band[0]
+        high = a[label].floor[1] * b[label].floor[1] * a[label].band[1] * b[label].band[1]
         rel = b[label].ratio / a[label].ratio
-        row = CellAgreement(
-            label=label,
-            base_ratio=a[label].ratio,
-            other_ratio=b[label].ratio,
-            rel=rel,
-            low=low,
-            high=high,
-            inside=low <= rel <= high,
-            gpu=gpus.get(label),
-            inside_run=None if band is None else band[0] <= rel <= band[1],
+        rows.append(
+            CellAgreement(
+                label=label,
+                base_ratio=a[label].ratio,
+                other_ratio=b[label].ratio,
+                rel=rel,
+                low=low,
+                high=high,
+                inside=low <= rel <= high,
+                gpu=gpus.get(label),
+                inside_run=None if band is None else band[0] <= rel <= band[1],
+            )
         )
-        rows.append(row)
     return Agreement(
-        str(field_of(base, "id")),
-        str(field_of(other, "id")),
+        base.id,
+        other.id,
         tuple(rows),
-        control_id=None if band is None else str(field_of(control, "id")),
+        control_id=None if band is None else control.id if control is not None else None,
         run_band=band,
         control_agree=None if twin is None else twin.agree,
     )

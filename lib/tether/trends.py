@@ -1,10 +1,11 @@
-"""Nightly history per sweep and arch: the headline over time, and changes beyond the A/A floor.
+"""History per sweep and arch: the headline over time, and changes beyond its noise.
 
-The headline of a run is the geomean of its cells' ratios over the population the renderer
-uses for headlines (``tether.stats.aggregate``), recomputed from raw samples like every other
-number. Between two consecutive nightlies the headline is said to have *changed* only when
-the newer one lies outside both runs' A/A floors scaled onto the older headline: the floor is
-what two instances of the same arm disagree by, so a smaller move is noise, not news. A change
+The headline of a run is the geomean of its cells' ratios over the whole map
+(``tether.stats.aggregate``), recomputed from raw samples like every other number. Only
+evidence-grade runs (ok, guarded) are points; sharded and unsharded runs trend apart. Between
+two consecutive runs the headline is said to have *changed* only beyond both runs' A/A floors,
+both runs' replicate bands and the sweep's run-to-run band (how far replicate runs of one
+setup moved, not counting the pair being judged): a smaller move is noise, not news. A change
 names both runs and both commits so a reviewer can bisect.
 
 The renderer gets plain data (``trend_context``) and SVG text (``trend_figures``); it decides
@@ -15,58 +16,59 @@ from __future__ import annotations
 
 import io
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tether.stats import aggregate, cell_stats, field_of
-
-FIGURE_DIR = "figures"
-
-
-def _prov(run: Any, name: str) -> Any:
-    return field_of(field_of(run, "provenance", {}), name)
+from tether.stats import aggregate, cell_stats
+from tether.store.cite import same_setup
+from tether.store.model import Run
 
 
-def headline(run: Any) -> dict[str, Any]:
-    """One point of a trend: the run's headline geomean and floor, or why it has none."""
-    status = field_of(run, "status")
-    point: dict[str, Any] = {
-        "run": field_of(run, "id"),
-        "started": _prov(run, "started"),
-        "git_sha": _prov(run, "git_sha"),
-        "harness": _prov(run, "harness_fingerprint"),
-        "status": status,
-        "reason": field_of(run, "reason"),
-        "geomean": None,
-        "floor": None,
-        "cells": 0,
-        "population": None,
-    }
-    if status != "ok" or not field_of(run, "cells"):
-        return point
+def headline(run: Run) -> dict[str, Any]:
+    """One point of a trend: the run's whole-map geomean with its floor and replicate band."""
     agg = aggregate(cell_stats(run))
-    point.update(
-        geomean=agg.geomean,
-        floor=list(agg.floor) if agg.floor else None,
-        cells=agg.count,
-        population=agg.population,
-    )
-    return point
+    return {
+        "run": run.id,
+        "started": run.started,
+        "git_sha": run.provenance.git_sha,
+        "harness": run.harness_fingerprint,
+        "geomean": agg.geomean,
+        "floor": list(agg.floor) if agg.floor else None,
+        "band": list(agg.band) if agg.band else None,
+        "cells": agg.count,
+    }
 
 
-def change_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The change from ``old`` to ``new`` when it lies beyond both A/A floors, else None."""
+def _run_band(pairs: list[tuple[Run, Run]], exclude: tuple[str, str]) -> tuple[float, float]:
+    """How far the headline moved between two runs of one setup (replicates), over the given
+    pairs except the one under judgment; (1, 1) when there is none."""
+    worst = 0.0
+    for a, b in pairs:
+        if {a.id, b.id} == set(exclude):
+            continue
+        ga, gb = aggregate(cell_stats(a)).geomean, aggregate(cell_stats(b)).geomean
+        if ga and gb:
+            worst = max(worst, abs(math.log(gb / ga)))
+    return (math.exp(-worst), math.exp(worst))
+
+
+def change_between(
+    old: Mapping[str, Any], new: Mapping[str, Any], band: tuple[float, float] = (1.0, 1.0)
+) -> dict[str, Any] | None:
+    """The change from ``old`` to ``new`` when it lies beyond both runs' noise (A/A floors and
+    replicate bands) and the sweep's run-to-run ``band``, else None."""
     if old["geomean"] is None or new["geomean"] is None:
         return None
     ratio = new["geomean"] / old["geomean"]
-    lo = min(old["floor"][0], new["floor"][0])
-    hi = max(old["floor"][1], new["floor"][1])
+    lo = min(old["floor"][0], new["floor"][0]) * min(old["band"][0], new["band"][0]) * band[0]
+    hi = max(old["floor"][1], new["floor"][1]) * max(old["band"][1], new["band"][1]) * band[1]
     if lo <= ratio <= hi:
         return None
     return {
         "direction": "up" if ratio > hi else "down",
         "ratio": ratio,
-        "floor": [lo, hi],
+        "noise": [lo, hi],
         "from_run": old["run"],
         "to_run": new["run"],
         "from_sha": old["git_sha"],
@@ -75,47 +77,49 @@ def change_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, 
     }
 
 
-def _series(runs: Iterable[Any]) -> dict[tuple[str, str], list[Any]]:
-    series: dict[tuple[str, str], list[Any]] = {}
+def _series(runs: Iterable[Run]) -> dict[tuple[str, str, bool], list[Run]]:
+    """Evidence-grade sweeps per (arch, name, sharded): sharded runs trend apart."""
+    series: dict[tuple[str, str, bool], list[Run]] = {}
     for run in runs:
-        if field_of(run, "kind") != "sweep":
-            continue
-        series.setdefault((_prov(run, "arch"), field_of(run, "name")), []).append(run)
+        if run.kind == "sweep" and run.evidence_grade:
+            series.setdefault((run.arch, run.name, run.sharded), []).append(run)
     for history in series.values():
-        history.sort(key=lambda r: (_prov(r, "started"), field_of(r, "id")))
+        history.sort(key=lambda r: (r.started, r.id))
     return series
 
 
-def figure_name(arch: str, sweep: str) -> str:
-    """Where the trend figure of ``sweep`` on ``arch`` goes, relative to docs/."""
-    return f"{FIGURE_DIR}/trend-{arch}-{sweep}.svg"
+def figure_name(arch: str, sweep: str, sharded: bool = False) -> str:
+    """Where the trend figure of ``sweep`` on ``arch`` goes, relative to the figures folder."""
+    return f"trend-{arch}-{sweep}{'-sharded' if sharded else ''}.svg"
 
 
-def trend_context(runs: Iterable[Any]) -> dict[str, Any]:
-    """Template data: ``{"trends": [...]}``, one entry per (arch, sweep), sorted.
+def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
+    """Template data: ``{"trends": [...]}``, one entry per (arch, sweep, sharded), sorted.
 
-    Each entry: ``arch``, ``sweep``, ``points`` (oldest first, see ``headline``), ``changes``
-    (consecutive measured nightlies whose headline moved beyond the floor), ``latest`` (the
-    newest point) and ``figure`` (its SVG path under docs/, written by ``trend_figures``).
+    Each entry: ``arch``, ``sweep``, ``sharded``, ``points`` (oldest first, see ``headline``),
+    ``changes`` (consecutive runs whose headline moved beyond their noise and the sweep's
+    run-to-run band), ``latest`` and ``figure`` (its file name in the figures folder).
     """
     trends = []
-    for (arch, sweep), history in sorted(_series(runs).items()):
+    for (arch, sweep, sharded), history in sorted(_series(runs).items()):
         points = [headline(r) for r in history]
-        measured = [p for p in points if p["geomean"] is not None]
-        changes = [
-            c
-            for old, new in itertools.pairwise(measured)
-            if (c := change_between(old, new)) is not None
-        ]
+        pairs = [(a, b) for a, b in itertools.combinations(history, 2) if same_setup(a, b)]
+        changes = []
+        for (ra, pa), (rb, pb) in itertools.pairwise(list(zip(history, points, strict=True))):
+            band = _run_band(pairs, (ra.id, rb.id))
+            change = change_between(pa, pb, band)
+            if change is not None:
+                changes.append(change)
         trends.append(
             {
                 "arch": arch,
                 "sweep": sweep,
+                "sharded": sharded,
                 "points": points,
-                "measured": len(measured),
+                "measured": len(points),
                 "changes": changes,
                 "latest": points[-1],
-                "figure": figure_name(arch, sweep),
+                "figure": figure_name(arch, sweep, sharded),
             }
         )
     return {"trends": trends}
@@ -127,7 +131,7 @@ def trend_svg(trend: Mapping[str, Any]) -> str:
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
 
-    measured = [p for p in trend["points"] if p["geomean"] is not None]
+    measured = list(trend["points"])
     xs = list(range(len(measured)))
     with matplotlib.rc_context({"svg.hashsalt": "tether-trends", "svg.fonttype": "none"}):
         fig = Figure(figsize=(6.0, 2.4))
@@ -137,11 +141,11 @@ def trend_svg(trend: Mapping[str, Any]) -> str:
             g = [p["geomean"] for p in measured]
             ax.fill_between(
                 xs,
-                [p["geomean"] * p["floor"][0] for p in measured],
-                [p["geomean"] * p["floor"][1] for p in measured],
+                [p["geomean"] * p["floor"][0] * p["band"][0] for p in measured],
+                [p["geomean"] * p["floor"][1] * p["band"][1] for p in measured],
                 alpha=0.25,
                 linewidth=0,
-                label="A/A floor",
+                label="A/A floor x replicate band",
             )
             ax.plot(xs, g, marker="o", label="headline geomean")
             ax.set_xticks(xs, [str(p["git_sha"])[:7] for p in measured], rotation=45, fontsize=7)
@@ -157,6 +161,6 @@ def trend_svg(trend: Mapping[str, Any]) -> str:
     return buf.getvalue()
 
 
-def trend_figures(runs: Iterable[Any]) -> dict[str, str]:
+def trend_figures(runs: Iterable[Run]) -> dict[str, str]:
     """``{path under docs/: svg text}`` for every trend in ``trend_context(runs)``."""
     return {t["figure"]: trend_svg(t) for t in trend_context(runs)["trends"]}

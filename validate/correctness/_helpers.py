@@ -120,7 +120,7 @@ def max_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def assert_within_baseline(name: str, out: torch.Tensor, shape: Shape, q, k, v, seed: int) -> None:
-    """``out`` is finite and within 2x the same-dtype math SDPA's error against the reference."""
+    """``out`` is finite and within twice the same-dtype math SDPA's error against the reference."""
     assert torch.isfinite(out).all(), f"{name}: non-finite or unwritten output (seed {seed})"
     ref = attention_ref(q, k, v, shape.causal)
     base = run_arm("sdpa_math", shape, q, k, v)

@@ -18,13 +18,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tether.store import Cell, Run, new_run, write_run
+from tether.store import Cell, GuardRecord, Run, new_run, write_run
 
 FIXTURE_DEVICE = "FIXTURE-GPU"
 FIXTURE_HOST = "fixture-host"
 FIXTURE_STARTED = "2026-01-01T00:00:00Z"
 DEFAULT_AXES: dict[str, list[Any]] = {"batch": [1, 4], "hq": [16, 32], "seqlen": [256, 512]}
 DEFAULT_FIXED: dict[str, Any] = {"hkv": 8, "head_dim": 128, "dtype": "f16", "causal": True}
+
+
+# FIXTURE guard records: what a held run records (a made-up holder and idle snapshot).
+FIXTURE_HOLDER = {"pid": 4242, "host": FIXTURE_HOST, "user": "fixture", "argv": ["fixture"]}
+FIXTURE_SNAPSHOT = {"target": "cuda", "verdict": "idle", "loadavg": [0.0, 0.0, 0.0], "probes": []}
+HELD = GuardRecord(
+    mode="held", lock="/tmp/fixture.lock", holder=FIXTURE_HOLDER, before=FIXTURE_SNAPSHOT,
+    after=FIXTURE_SNAPSHOT,
+)  # fmt: skip
+UNGUARDED = GuardRecord(mode="unguarded", reason="FIXTURE: run with --unguarded")
+REFUSED = GuardRecord(mode="refused", reason="FIXTURE: host busy")
 
 
 def fixture_flops(key: Mapping[str, Any], fixed: Mapping[str, Any]) -> float:
@@ -50,23 +61,26 @@ def _samples(rng: random.Random, mean: float, noise: float, n: int) -> tuple[flo
 def make_cell(
     key: Mapping[str, Any],
     *,
-    flops: float = 1.0e9,
+    work: float = 1.0e9,
     means: Mapping[str, float] | None = None,
     noise: float = 0.01,
     n: int = 5,
+    blocks: int = 2,
     seed: int = 0,
     flags: Sequence[str] = (),
     reach: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Cell:
-    """One cell; ``means`` maps role -> mean seconds per call (default A, A2, B)."""
+    """One cell; ``means`` maps role -> mean seconds per call (default A, A2, B); ``n``
+    samples per role in each of ``blocks`` replicate blocks."""
     rng = random.Random(f"{seed}:{sorted(key.items())}")
     roles = dict(means or {"A": 1.0e-4, "A2": 1.0e-4, "B": 0.9e-4})
     kernel_names = {"A": "fixture_kernel_a", "A2": "fixture_kernel_a", "B": "_attn_fwd"}
     return Cell(
         key=dict(key),
-        flops=float(flops),
-        samples={role: _samples(rng, mean, noise, n) for role, mean in roles.items()},
+        work=float(work),
+        samples={role: _samples(rng, mean, noise, n * blocks) for role, mean in roles.items()},
+        blocks=(n,) * blocks if blocks > 1 else (),
         kernels={role: (kernel_names.get(role, f"fixture_{role.lower()}"),) for role in roles},
         reach=dict(reach) if reach is not None else fixture_reach(key),
         flags=tuple(flags),
@@ -97,7 +111,7 @@ def grid_cells(
         cells.append(
             make_cell(
                 key,
-                flops=flops,
+                work=flops,
                 means={role: means[role] for role in roles},
                 noise=noise,
                 n=n,
@@ -129,6 +143,9 @@ def make_sweep_run(
     started: str = FIXTURE_STARTED,
     device: str = FIXTURE_DEVICE,
     arms: Mapping[str, str] | None = None,
+    guard: GuardRecord = HELD,
+    kind: str = "sweep",
+    git_sha: str | None = None,
     store: Path | None = None,
     root: Path | None = None,
 ) -> Run:
@@ -140,7 +157,7 @@ def make_sweep_run(
             () if status != "ok" else grid_cells(ax, fx, ratio=ratio, noise=noise, n=n, seed=seed)
         )
     run = new_run(
-        "sweep",
+        kind,
         name,
         arch=arch,
         device=device,
@@ -148,6 +165,8 @@ def make_sweep_run(
         config={
             "grid": {"axes": ax, "fixed": fx},
             "arms": dict(arms or {"A": "sdpa_flash", "B": "triton"}),
+            "case": "attention",
+            "unit": "FLOP",
             "entry_points": ["single_prefill", "batch_prefill"],
             "timing": {"warmup": 3, "reps": n},
         },
@@ -156,6 +175,7 @@ def make_sweep_run(
         cells=cells,
         started=started,
         root=root,
+        guard=guard,
     )
     return _finish(run, store)
 
@@ -164,21 +184,23 @@ def make_gate_run(
     *,
     name: str = "gate-prefill",
     arch: str = "sm90",
-    threshold_tflops: float = 100.0,
-    measured_tflops: float = 120.0,
-    shape: str = "b1-hq32-hkv8-s4096-d128-f16-causal",
-    policy: str = "kernels.policy",
+    threshold: float = 100.0e12,
+    measured: float = 120.0e12,
+    call: Mapping[str, Any] | None = None,
+    policy: str = "kernels/arch_caps.py GATES gate-prefill",
     started: str = FIXTURE_STARTED,
     n: int = 5,
     seed: int = 0,
+    flags: Sequence[str] = (),
+    guard: GuardRecord = HELD,
     store: Path | None = None,
     root: Path | None = None,
 ) -> Run:
-    """A gate FIXTURE: one B cell whose samples match ``measured_tflops``."""
-    key = {"shape": shape}
-    flops = 1.0e12
+    """A gate FIXTURE: one B cell whose samples run at ``measured`` work per second."""
+    key = dict(call or {"seqlen": 4096})
+    work = 1.0e12
     cell = make_cell(
-        key, flops=flops, means={"B": flops / (measured_tflops * 1e12)}, noise=0.0, n=n, seed=seed
+        key, work=work, means={"B": work / measured}, noise=0.0, n=n, seed=seed, flags=flags
     )
     run = new_run(
         "gate",
@@ -186,17 +208,21 @@ def make_gate_run(
         arch=arch,
         device=FIXTURE_DEVICE,
         host=FIXTURE_HOST,
-        config={"arms": {"B": "triton"}},
+        config={
+            "grid": {"axes": {k: [v] for k, v in key.items()}, "fixed": {}},
+            "arms": {"B": "triton"},
+            "unit": "FLOP",
+        },
         cells=(cell,),
         results={
-            "threshold_tflops": float(threshold_tflops),
-            "measured_tflops": float(measured_tflops),
-            "passed": measured_tflops >= threshold_tflops,
-            "shape": shape,
+            "threshold": float(threshold),
+            "gate": name,
+            "shape": " ".join(f"{k}={v}" for k, v in sorted(key.items())),
             "policy": policy,
         },
         started=started,
         root=root,
+        guard=guard,
     )
     return _finish(run, store)
 
@@ -205,25 +231,45 @@ def make_probe_run(
     *,
     name: str = "probe-prefill",
     arch: str = "sm90",
-    bound_tflops: float = 700.0,
-    bound: str = "dense-matmul-f16-8192",
+    bounds: Mapping[str, float] | None = None,
     started: str = FIXTURE_STARTED,
     store: Path | None = None,
     root: Path | None = None,
 ) -> Run:
-    """A probe FIXTURE: B samples for a call plus the dense-matmul bound measured alongside."""
-    cell = make_cell({"seqlen": 4096}, flops=1.0e12, means={"B": 5.0e-3})
+    """A probe FIXTURE: B samples for two calls (f16, bf16) plus dense-matmul bounds measured
+    alongside, one per dtype (``bounds``: label -> work per second)."""
+    rates = dict(bounds or {"f16": 700.0e12, "bf16": 650.0e12})
+    cells = tuple(
+        make_cell({"dtype": d}, work=1.0e12, means={"B": 5.0e-3}, seed=i)
+        for i, d in enumerate(("f16", "bf16"))
+    )
+    work = 2.0 * 8192**3
     run = new_run(
         "probe",
         name,
         arch=arch,
         device=FIXTURE_DEVICE,
         host=FIXTURE_HOST,
-        config={"arms": {"B": "triton"}},
-        cells=(cell,),
-        results={"bound_tflops": float(bound_tflops), "bound": bound},
+        config={
+            "grid": {"axes": {"dtype": ["f16", "bf16"]}, "fixed": {"seqlen": 4096}},
+            "arms": {"B": "triton"},
+            "unit": "FLOP",
+            "bound_field": "dtype",
+        },
+        cells=cells,
+        results={
+            "bounds": {
+                label: {
+                    "work": work,
+                    "samples": [work / rate] * 3,
+                    "what": f"FIXTURE dense matmul {label}",
+                }
+                for label, rate in rates.items()
+            }
+        },
         started=started,
         root=root,
+        guard=HELD,
     )
     return _finish(run, store)
 
@@ -237,6 +283,7 @@ def make_verify_run(
     skipped: int = 0,
     errors: int = 0,
     vendor: str = "cpu",
+    complete: bool = True,
     started: str = FIXTURE_STARTED,
     store: Path | None = None,
     root: Path | None = None,
@@ -260,9 +307,11 @@ def make_verify_run(
             "suite": "validate/kernels",
             "vendor": vendor,
             "workers": 2,
+            "complete": complete,
         },
         started=started,
         root=root,
+        guard=HELD,
     )
     return _finish(run, store)
 
@@ -292,6 +341,7 @@ def make_not_measured_run(
         reason=reason,
         started=started,
         root=root,
+        guard=REFUSED,
     )
     return _finish(run, store)
 
@@ -312,7 +362,8 @@ def make_fixture_store(store: Path, *, root: Path | None = None) -> list[Run]:
 
 
 def write_conservative_policy(root: Path) -> Path:
-    """FIXTURE: the real kernels/arch_caps.py with every threshold and gate unset.
+    """FIXTURE: the real policy file (kernels/tether_kernels/arch_caps.py) with every threshold
+    and gate unset, written to ``root/kernels/arch_caps.py``.
 
     A fixture checkout has a fixture store, which holds none of the runs the real policy
     cites; the checkout's policy therefore starts where every arch starts, unmeasured.
@@ -320,15 +371,15 @@ def write_conservative_policy(root: Path) -> Path:
     """
     import re
 
-    source = (Path(__file__).resolve().parents[2] / "kernels" / "arch_caps.py").read_text(
-        encoding="utf-8"
-    )
+    source = (
+        Path(__file__).resolve().parents[2] / "kernels" / "tether_kernels" / "arch_caps.py"
+    ).read_text(encoding="utf-8")
     text, n_thresholds = re.subn(
         r'(_(?:chunked_)?threshold\("\w+", "\w+", )\d+\)', r"\1None)", source
     )
-    text, n_gates = re.subn(r"threshold_tflops=[0-9.]+,", "threshold_tflops=None,", text)
+    text, n_gates = re.subn(r"threshold=[0-9.e]+,", "threshold=None,", text)
     text = re.sub(r"\n\s*(?:before_run|after_run|before_role|after_role)=[^\n]*,", "", text)
-    if "threshold_tflops=None" not in text or re.search(r"threshold_tflops=[0-9]", text):
+    if "threshold=None" not in text or re.search(r"threshold=[0-9]", text):
         raise AssertionError(
             "FIXTURE: arch_caps.py layout changed; update write_conservative_policy"
         )

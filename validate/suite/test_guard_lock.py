@@ -23,7 +23,7 @@ from tether.guard.lock import HostLock
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# FIXTURE: a worker that races for the lock ROUNDS times, logging each hold and each loss.
+# FIXTURE: a worker that races for the lock ROUNDS times, logging every time it gets the lock and every time it does not.
 WORKER = textwrap.dedent(
     """
     import os, sys, time, json

@@ -12,7 +12,6 @@ import pytest
 from tether.errors import RunFileError, StoreError
 from tether.store import (
     is_superseded,
-    latest,
     load_run,
     load_store,
     run_from_json,
@@ -46,31 +45,42 @@ def test_never_overwrites(tmp_path: Path) -> None:
     run = make_sweep_run()
     path = write_run(run, tmp_path)
     before = path.read_bytes()
-    changed = replace(run, provenance={**run.provenance, "host": "another-host"})
     with pytest.raises(StoreError, match="already exists"):
-        write_run(changed, tmp_path)
+        write_run(run, tmp_path)
     assert path.read_bytes() == before
     assert len(list((tmp_path / "sm90").iterdir())) == 1
 
 
+def test_ids_are_content_addressed() -> None:
+    a = make_sweep_run(seed=1)
+    b = make_sweep_run(seed=2)  # the same run but for its samples
+    assert a.id != b.id and a.id.endswith(a.digest.split(":")[1][:12])
+
+
 def test_invalid_run_is_not_written(tmp_path: Path) -> None:
     run = make_sweep_run()
-    bad_cell = replace(run.cells[0], samples={"A": (1e-4,), "B": (1e-4,)})
+    bad_cell = replace(run.cells[0], samples={"A": (1e-4,), "B": (1e-4,)}, blocks=())
     with pytest.raises(RunFileError, match=r"cells\[0\]\.samples\.A2"):
         write_run(replace(run, cells=(bad_cell, *run.cells[1:])), tmp_path)
     assert not (tmp_path / "sm90").exists() or not any((tmp_path / "sm90").iterdir())
 
 
-def _writer(store: str, data: dict[str, Any], worker: int) -> None:
-    base = run_from_json(data, "fixture")
-    for i in range(RUNS_PER_WRITER):
-        write_run(replace(base, id=f"{base.id}-w{worker}-{i}"), Path(store))
+def _writer(store: str, runs: list[dict[str, Any]]) -> None:
+    for data in runs:
+        write_run(run_from_json(data, "fixture"), Path(store))
 
 
 def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
-    data = make_sweep_run(axes={"seqlen": [256]}, n=2).to_json()
+    # Distinct content per run (its seed), so distinct content-addressed ids.
+    batches = [
+        [
+            make_sweep_run(axes={"seqlen": [256]}, n=2, seed=w * RUNS_PER_WRITER + i).to_json()
+            for i in range(RUNS_PER_WRITER)
+        ]
+        for w in range(WRITERS)
+    ]
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_writer, args=(str(tmp_path), data, w)) for w in range(WRITERS)]
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), batch)) for batch in batches]
     for p in procs:
         p.start()
     for p in procs:
@@ -94,15 +104,20 @@ def test_load_store_orders_and_refuses_bad_files(tmp_path: Path) -> None:
         load_store(tmp_path)
 
 
-def test_latest_is_newest_ok_by_started(tmp_path: Path) -> None:
+def test_cited_is_newest_guarded_ok_by_started(tmp_path: Path) -> None:
+    from tether.store.cite import cited, newest_attempt
+
+    from validate.suite.runfactory import UNGUARDED
+
     old = make_sweep_run(started="2026-01-01T00:00:00Z")
     new = make_sweep_run(started="2026-01-05T00:00:00Z")
+    unguarded = make_sweep_run(started="2026-01-07T00:00:00Z", guard=UNGUARDED)
     failed = make_not_measured_run(started="2026-01-09T00:00:00Z")
-    runs = [new, failed, old]
-    assert latest(runs, "sweep", new.name, "sm90") == new
-    assert latest(runs, "sweep", new.name, "sm90", status="not_measured") == failed
-    assert latest(runs, "sweep", new.name, "gfx942") is None
-    assert latest(runs, "gate", new.name, "sm90") is None
+    runs = [new, failed, unguarded, old]
+    assert cited(runs, "sweep", new.name, "sm90") == new  # never the unguarded one
+    assert newest_attempt(runs, "sweep", new.name, "sm90") == failed
+    assert cited(runs, "sweep", new.name, "gfx942") is None
+    assert cited(runs, "gate", new.name, "sm90") is None
 
 
 def test_is_superseded() -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tether.errors import RunFileError, StoreError
-from tether.store import load_store, merge, write_run
+from tether.errors import RunFileError
+from tether.store import load_store, merge
 from tether.store.io import store_files
 
 from validate.suite.runfactory import make_gate_run, make_sweep_run, make_verify_run
@@ -26,25 +27,39 @@ def test_merge_is_a_union_and_idempotent(tmp_path: Path) -> None:
     assert again.copied == () and again.skipped == 3
 
 
+def _forged_twin(run: Any, path: Path) -> Path:
+    """FIXTURE: another file under ``run``'s id with other content, digest recomputed: what
+    a forger or a broken merge would produce."""
+    from tether.store.model import digest_of
+
+    data = run.to_json()
+    data["provenance"]["host"] = "other-host"
+    data["digest"] = digest_of(data)
+    target = path / run.arch / f"{run.id}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return target
+
+
 def test_conflicting_id_writes_nothing(tmp_path: Path) -> None:
+    # Ids are content-addressed: a different file under a taken id cannot load at all, so the
+    # merge stops on it, naming it, before anything is copied.
     run = make_sweep_run(store=tmp_path / "a")
-    other = replace(run, provenance={**run.provenance, "host": "other-host"})
-    write_run(other, tmp_path / "b")
+    forged = _forged_twin(run, tmp_path / "b")
     fresh = make_gate_run(store=tmp_path / "b")
     dest = tmp_path / "dest"
-    with pytest.raises(StoreError, match="different files claim id") as info:
+    with pytest.raises(RunFileError, match="ids are content-addressed") as info:
         merge([tmp_path / "a", tmp_path / "b"], dest)
-    assert str(tmp_path / "a") in str(info.value) and str(tmp_path / "b") in str(info.value)
+    assert str(forged) in str(info.value)
     assert store_files(dest) == []  # not even the unrelated gate run
     assert fresh.path is not None and fresh.path.exists()
 
 
 def test_conflict_with_destination(tmp_path: Path) -> None:
     run = make_sweep_run(store=tmp_path / "dest")
-    other = replace(run, provenance={**run.provenance, "host": "other-host"})
-    write_run(other, tmp_path / "src")
+    _forged_twin(run, tmp_path / "src")
     before = run.path.read_bytes() if run.path else b""
-    with pytest.raises(StoreError, match="different files claim id"):
+    with pytest.raises(RunFileError, match="ids are content-addressed"):
         merge([tmp_path / "src"], tmp_path / "dest")
     assert run.path is not None and run.path.read_bytes() == before
 

@@ -12,6 +12,9 @@ from tether.errors import RunFileError, UnknownArchError
 from tether.store import harness_fingerprint, kernels_fingerprint, new_run
 from tether.store.provenance import PRESENTATION_SOURCES, git_state, runtime_versions
 
+from validate.suite.fixture_project import fixture_project
+from validate.suite.runfactory import HELD, REFUSED
+
 ENGINE = '''"""Timing engine."""
 
 def time_it(fn, reps):
@@ -21,13 +24,15 @@ def time_it(fn, reps):
 
 
 def _tree(root: Path, engine: str = ENGINE) -> Path:
-    bench = root / "lib" / "bench"
-    bench.mkdir(parents=True, exist_ok=True)
-    (bench / "engine.py").write_text(engine, encoding="utf-8")
-    (bench / "progress.py").write_text("BAR = 1\n", encoding="utf-8")
+    """A FIXTURE project whose own harness file is ``harness/engine.py`` (beside tether's own
+    bench modules, which every harness fingerprint covers) and whose kernels are kernels/."""
+    (root / "harness").mkdir(parents=True, exist_ok=True)
+    (root / "harness" / "engine.py").write_text(engine, encoding="utf-8")
+    (root / "harness" / "progress.py").write_text("BAR = 1\n", encoding="utf-8")
     triton = root / "kernels" / "triton"
     triton.mkdir(parents=True, exist_ok=True)
     (triton / "attn_fwd.py").write_text("BLOCK = 64\n", encoding="utf-8")
+    fixture_project(root, harness=("harness/engine.py",), kernels=("kernels/**/*.py",))
     return root
 
 
@@ -54,20 +59,23 @@ def test_fingerprint_changes_with_code(tmp_path: Path) -> None:
 
 
 def test_presentation_modules_do_not_supersede(tmp_path: Path) -> None:
+    from tether.store.provenance import harness_files
+
     root = _tree(tmp_path)
     assert "progress" in PRESENTATION_SOURCES
+    names = {p.name for p in harness_files(root)}
+    # tether's own measurement modules, never its presentation ones, plus the project's.
+    assert {"engine.py", "sweep.py", "fidelity.py"} <= names and "progress.py" not in names
     base = harness_fingerprint(root)
-    (root / "lib" / "bench" / "progress.py").write_text("BAR = 2\n", encoding="utf-8")
-    assert harness_fingerprint(root) == base
-    (root / "lib" / "bench" / "newmodule.py").write_text("X = 1\n", encoding="utf-8")
-    assert harness_fingerprint(root) != base  # unknown modules count as measurement
+    (root / "harness" / "progress.py").write_text("BAR = 2\n", encoding="utf-8")
+    assert harness_fingerprint(root) == base  # not a declared harness file
 
 
 def test_kernel_fingerprint_and_missing_files(tmp_path: Path) -> None:
     root = _tree(tmp_path / "a")
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert kernels_fingerprint(empty) == harness_fingerprint(empty)  # both hash nothing
+    empty = fixture_project(tmp_path / "empty", kernels=())
+    base_empty = kernels_fingerprint(empty)
+    assert kernels_fingerprint(fixture_project(tmp_path / "e2", kernels=())) == base_empty
     base = kernels_fingerprint(root)
     (root / "kernels" / "arms.py").write_text("ARMS = ()\n", encoding="utf-8")
     assert kernels_fingerprint(root) != base
@@ -142,23 +150,27 @@ def test_new_run_id_and_provenance(tmp_path: Path) -> None:
             "suite": "validate",
             "vendor": "cpu",
             "workers": 1,
+            "complete": True,
         },
         started="2026-11-29T21:30:00Z",
         root=root,
         runtime={"cudnn": None},
+        guard=HELD,
     )
-    assert re.fullmatch(r"20261129T213000Z-verify-verify-kernels-cpu-[0-9a-f]{8}", run.id)
-    assert run.provenance["git_sha"] == "unknown"
+    assert re.fullmatch(r"20261129T213000Z-verify-verify-kernels-cpu-[0-9a-f]{12}", run.id)
+    assert run.id.endswith(run.digest.split(":")[1][:12])
+    assert run.provenance.git_sha == "unknown"
     assert run.harness_fingerprint == harness_fingerprint(root)
-    assert run.started == run.provenance["ended"] == "2026-11-29T21:30:00Z"
+    assert run.started == run.provenance.ended == "2026-11-29T21:30:00Z"
 
 
 def test_new_run_refuses_bad_input(tmp_path: Path) -> None:
-    with pytest.raises(UnknownArchError, match="sm100"):
-        new_run("verify", "v", arch="sm100", device="x", config={}, root=tmp_path)
+    root = fixture_project(tmp_path)
+    with pytest.raises(UnknownArchError, match="volta"):
+        new_run("verify", "v", arch="volta", device="x", config={}, root=root, guard=HELD)
     with pytest.raises(RunFileError, match=r"provenance\.device"):
         new_run("probe", "p", arch="cpu", device="a | b", config={}, status="not_measured",
-                reason="busy", root=tmp_path)  # fmt: skip
+                reason="busy", root=root, guard=REFUSED)  # fmt: skip
 
 
 def test_source_digest_is_the_same_text_on_every_python() -> None:

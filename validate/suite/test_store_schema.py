@@ -62,7 +62,10 @@ def _drop_cell(data: dict[str, Any]) -> None:
 
 
 BAD = [
-    pytest.param(_set("schema", "tether.run/2"), "schema", id="unknown-schema"),
+    pytest.param(_set("schema", "tether.run/9"), "schema", id="unknown-schema"),
+    pytest.param(
+        _set("schema", "tether.run/1"), "schema: tether.run/1 is retired", id="retired-schema"
+    ),
     pytest.param(_set("surprise", 1), "surprise: unknown key", id="unknown-top-key"),
     pytest.param(_delete("guard"), "guard: missing key", id="missing-top-key"),
     pytest.param(_set("kind", "bench"), "kind", id="bad-kind"),
@@ -83,7 +86,18 @@ BAD = [
         "cells[3].samples.A2: missing A/A control",
         id="no-aa-control",
     ),
-    pytest.param(_set("cells/0/flops", 0), "cells[0].flops", id="zero-flops"),
+    pytest.param(_set("cells/0/work", 0), "cells[0].work", id="zero-work"),
+    pytest.param(_set("cells/0/blocks", [5, 4]), "cells[0].samples.A", id="blocks-off-samples"),
+    pytest.param(_set("cells/0/blocks", [0, 10]), "cells[0].blocks[0]", id="empty-block"),
+    pytest.param(_set("guard/mode", "maybe"), "guard.mode", id="bad-guard-mode"),
+    pytest.param(
+        _set("guard/holder", None), "guard: a held run records the holder", id="held-no-holder"
+    ),
+    pytest.param(
+        _set("guard/mode", "refused"), "guard.mode: an ok run cannot", id="ok-but-refused"
+    ),
+    pytest.param(_delete("guard/reason"), "guard.reason: missing key", id="guard-missing-key"),
+    pytest.param(_set("config/unit", "FLOP/s"), "config.unit", id="bad-unit"),
     pytest.param(
         _set("cells/0/surprise", {}), "cells[0].surprise: unknown key", id="unknown-cell-key"
     ),
@@ -92,7 +106,7 @@ BAD = [
     pytest.param(_drop_cell, "grid cell(s) missing", id="grid-mismatch"),
     pytest.param(_set("cells/0/key/hq", 48), "cells[0].key.hq", id="key-off-grid"),
     pytest.param(_set("cells/0/key/hq", 16.0), "cells[0].key.hq", id="key-wrong-type"),
-    pytest.param(_set("provenance/arch", "sm100"), "provenance.arch", id="unknown-arch"),
+    pytest.param(_set("provenance/arch", "volta"), "provenance.arch", id="not-an-arch"),
     pytest.param(_set("provenance/device", "H200 | 9999 |"), "provenance.device", id="pipe-device"),
     pytest.param(_set("provenance/device", "<script>"), "provenance.device", id="html-device"),
     pytest.param(_set("provenance/host", "[x](http://evil)"), "provenance.host", id="link-host"),
@@ -136,18 +150,59 @@ def test_valid_fixtures_round_trip(build: Callable[[], Any]) -> None:
     assert again.to_json() == run.to_json()
 
 
-def test_long_cpp_kernel_names_stay_loadable(sweep_json: dict[str, Any]) -> None:
-    data = copy.deepcopy(sweep_json)
+def test_long_cpp_kernel_names_stay_loadable() -> None:
+    from tether.store.model import Cell
+
     name = "void cutlass::Kernel<Sm90<float, 128>>(Params<Arr[4]> const&)"
-    data["cells"][0]["kernels"]["A"] = [name]
-    assert run_from_json(data, "fixture").cells[0].kernels["A"] == (name,)
+    base = make_sweep_run()
+    cells = list(base.cells)
+    cells[0] = Cell(**{**cells[0].__dict__, "kernels": {**cells[0].kernels, "A": (name,)}})
+    run = make_sweep_run(cells=cells)
+    assert run_from_json(json.loads(run.dumps()), "fixture").cells[0].kernels["A"] == (name,)
 
 
 def test_gate_results_are_checked() -> None:
     data = make_gate_run().to_json()
-    data["results"]["passed"] = "yes"
-    with pytest.raises(RunFileError, match=r"results\.passed"):
+    data["results"]["threshold"] = "high"
+    with pytest.raises(RunFileError, match=r"results\.threshold"):
         run_from_json(data, "fixture")
+    data = make_gate_run().to_json()
+    data["results"]["passed"] = True  # a verdict is recomputed from samples, never stored
+    with pytest.raises(RunFileError, match=r"results\.passed: unknown key"):
+        run_from_json(data, "fixture")
+
+
+def test_any_valid_arch_name_is_accepted(tmp_path: Path) -> None:
+    # Arches are open: an A100, an L40S, a B200 or a new AMD target record runs unchanged.
+    for arch in ("sm80", "sm89", "sm100", "gfx1201", "cpu"):
+        run = make_sweep_run(arch=arch)
+        assert run_from_json(json.loads(run.dumps()), "fixture").arch == arch
+
+
+def test_one_edited_sample_fails_the_digest(sweep_json: dict[str, Any]) -> None:
+    data = copy.deepcopy(sweep_json)
+    data["cells"][2]["samples"]["B"][1] *= 0.97  # still a valid duration
+    with pytest.raises(RunFileError, match="digest: does not match the file's content"):
+        run_from_json(data, "fixture.json")
+
+
+def test_a_resealed_edit_breaks_the_content_addressed_id(sweep_json: dict[str, Any]) -> None:
+    from tether.store.model import digest_of
+
+    data = copy.deepcopy(sweep_json)
+    data["cells"][2]["samples"]["B"][1] *= 0.97
+    data["digest"] = digest_of(data)  # a forger recomputes the digest ...
+    with pytest.raises(RunFileError, match="id: does not end with its digest"):
+        run_from_json(data, "fixture.json")  # ... and must rename the run, breaking citations
+
+
+def test_unguarded_runs_load_but_are_not_evidence() -> None:
+    from validate.suite.runfactory import UNGUARDED
+
+    run = make_sweep_run(guard=UNGUARDED)
+    again = run_from_json(json.loads(run.dumps()), "fixture")
+    assert again.guard.mode == "unguarded" and not again.evidence_grade
+    assert make_sweep_run().evidence_grade
 
 
 def _write(path: Path, text: str) -> Path:
@@ -164,7 +219,7 @@ def test_file_level_failures_name_the_file(tmp_path: Path, sweep_json: dict[str,
         load_run(truncated)
     assert str(truncated) in str(info.value)
 
-    nan_text = good.replace('"flops": ', '"flops": NaN, "x": ', 1)
+    nan_text = good.replace('"work": ', '"work": NaN, "x": ', 1)
     nan = _write(tmp_path / "a" / "sm90" / f"{stem}.json", nan_text)
     with pytest.raises(RunFileError, match="NaN is not allowed"):
         load_run(nan)

@@ -1,4 +1,4 @@
-"""tether.bench: the timing engine, sweeps as data, arm fidelity, gates, the probe and the demo.
+"""tether.bench: the timing engine, grids in replicate blocks, arm fidelity, gates, probes.
 
 Importing this package imports no GPU code; torch is imported where a measurement starts.
 """
@@ -7,20 +7,19 @@ from __future__ import annotations
 
 from tether.bench.engine import CellTiming, Probes, TimingError, TimingPolicy, measure
 from tether.bench.fidelity import check_arms, profile_kernels, unexpected
-from tether.bench.sweep import SweepDef, Target, list_sweeps, load_sweep, run_sweep
+from tether.bench.sweep import Bench, Target, guard_record, resolve_arms
 
 __all__ = [
+    "Bench",
     "CellTiming",
     "Probes",
-    "SweepDef",
     "Target",
     "TimingError",
     "TimingPolicy",
     "check_arms",
-    "list_sweeps",
-    "load_sweep",
+    "guard_record",
     "measure",
     "profile_kernels",
-    "run_sweep",
+    "resolve_arms",
     "unexpected",
 ]

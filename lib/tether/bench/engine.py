@@ -70,7 +70,11 @@ class TimingPolicy:
     order: str = "shuffle"
     seed: int = 0
     flush_l2: bool = False  # cold: overwrite a buffer larger than L2 before every sample
-    throttle_ratio: float = 0.85  # an SM clock below ratio x max clock flags the sample
+    # A sample whose SM clock reading (before or after it) is below this fraction of the
+    # device's maximum SM clock (in MHz, read from NVML) flags the cell ``clock_throttled``:
+    # on an H200 (max 1980 MHz) anything under 1881 MHz. Throttled cells are never a gate's
+    # before or after.
+    throttle_ratio: float = 0.95
     # Deliberately wrong, for demonstrations only: release the allocator cache between arms
     # so an arm pays device malloc inside its own measurement (the seeds' failure).
     release_between_arms: bool = False
@@ -338,6 +342,7 @@ def measure(
     samples: dict[str, list[float]] = {r: [] for r in roles}
     allocs: dict[str, int] = {r: 0 for r in roles}
     clocks: list[float] = []
+    tops: list[tuple[float, float]] = []
     throttled = 0
     order_of = _orders(roles, policy, rng)
     orders: list[str] = []
@@ -362,6 +367,7 @@ def measure(
             for reading in (c0, c1):
                 if reading is not None:
                     clocks.append(reading[0])
+                    tops.append(reading)
             if any(r is not None and r[0] < policy.throttle_ratio * r[1] for r in (c0, c1)):
                 throttled += 1
         if rep + 1 >= policy.min_reps and (rep + 1) % cycle == 0:
@@ -392,5 +398,11 @@ def measure(
     if graph_error is not None:
         extra["graph_capture_failed"] = graph_error
     if clocks:
-        extra["clock_mhz"] = {"min": min(clocks), "max": max(clocks), "throttled": throttled}
+        extra["clock_mhz"] = {
+            "min": min(clocks),
+            "max": max(clocks),
+            "throttled": throttled,
+            "device_max": max(top for _, top in tops) if tops else None,
+            "ratio": policy.throttle_ratio,
+        }
     return CellTiming(samples=samples, flags=flags, extra=extra)

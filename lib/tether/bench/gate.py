@@ -1,34 +1,35 @@
-"""Throughput gates: measure a gate's shape with the timing engine, record a ``gate`` run.
+"""Throughput gates: measure a gate's call with the timing engine, record a ``gate`` run.
 
-The thresholds live in the policy (``tether_kernels.arch_caps.GATES``) with the before/after
-runs they were set from; this module only measures and judges. The pytest gates
-(``validate/gates/``) and ``tether gate`` both call ``measure_gate`` so they cannot disagree.
+The thresholds live in the project's policy file (``GATES``) with the before/after runs they
+were set from; this module only measures. The verdict is never stored as written: the check,
+the docs and the pytest gates recompute it from the run's samples (``tether.stats.gate_stat``).
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from tether.bench.engine import TimingPolicy
-from tether.bench.sweep import SweepDef, Target, run_sweep
-from tether.errors import UsageError
+from tether.bench.sweep import Bench
+from tether.errors import NotRunHereError, UsageError
+from tether.registry import Sweep
 
 GATE_TIMING = TimingPolicy()  # the engine's defaults: the same policy the sweeps use
-NO_EVIDENCE = "no evidence yet: set from a before/after pair of runs"
+NO_EVIDENCE = "no evidence yet: set from a guarded before/after pair of runs"
 
 
 @dataclass
 class GateOutcome:
-    """What one gate did: passed, failed or skipped (with the reason), and the run it wrote."""
+    """What one gate did: passed, failed or rejected (with the reason), and the run it wrote."""
 
     gate_id: str
-    status: str  # passed | failed | skipped | rejected
+    status: str  # passed | failed | rejected
     reason: str
-    measured_tflops: float | None = None
-    threshold_tflops: float | None = None
+    rate: float | None = None  # work per second, recomputed from the samples
+    band: tuple[float, float] | None = None  # the rate's replicate band
+    threshold: float | None = None
+    unit: str = "FLOP"
     run_id: str | None = None
 
     @property
@@ -36,110 +37,94 @@ class GateOutcome:
         return self.status in ("failed", "rejected")
 
     def line(self) -> str:
-        if self.measured_tflops is None:
+        if self.rate is None or self.threshold is None:
             return f"gate {self.gate_id}: {self.status}: {self.reason}"
+        from tether.render.env import rate as fmt
+
+        band = (
+            f" (band {fmt(self.band[0], self.unit)} to {fmt(self.band[1], self.unit)})"
+            if self.band
+            else ""
+        )
         return (
-            f"gate {self.gate_id}: {self.status}: measured {self.measured_tflops:.2f} against "
-            f"threshold {self.threshold_tflops} TFLOP/s (run {self.run_id})"
+            f"gate {self.gate_id}: {self.status}: measured {fmt(self.rate, self.unit)}{band} "
+            f"against threshold {fmt(self.threshold, self.unit)} (run {self.run_id})"
         )
 
 
-def skip_reason(gate: Any, arch: str) -> str | None:
-    """Why ``gate`` cannot be judged on ``arch`` (None when it can)."""
-    if gate.arch != arch:
-        return f"gate {gate.id} runs on {gate.arch}; this host is {arch}"
-    if gate.threshold_tflops is None:
-        return NO_EVIDENCE
-    return None
+def call_text(call: dict[str, Any]) -> str:
+    """One safe line naming the gate's call (no Markdown structure characters)."""
+    return " ".join(f"{k}={call[k]}" for k in sorted(call))
 
 
-def shape_text(shape: dict[str, Any]) -> str:
-    """One safe line naming the gate's shape (no Markdown structure characters)."""
-    return " ".join(f"{k}={shape[k]}" for k in sorted(shape))
-
-
-def gate_record(gate: Any) -> dict[str, Any]:
-    """What a gate run records of its policy: the threshold and the runs it was set from."""
-    return {
-        "id": gate.id,
-        "arm": gate.arm,
-        "threshold_tflops": gate.threshold_tflops,
-        "before_run": gate.before_run,
-        "after_run": gate.after_run,
-        "policy": f"tether_kernels.arch_caps.GATES {gate.id}",
-    }
-
-
-def gate_sweep(gate: Any, policy: TimingPolicy = GATE_TIMING) -> SweepDef:
-    """The gate's single cell as a one-cell grid, with the gated arm as role B."""
-    return SweepDef(
+def gate_sweep(gate: Any, timing: TimingPolicy = GATE_TIMING) -> Sweep:
+    """The gate's single call as a one-cell grid, with the gated arm as role B."""
+    return Sweep(
         name=gate.id,
-        axes={k: (v,) for k, v in gate.shape.items()},
+        case=gate.case,
+        axes={k: (v,) for k, v in gate.call.items()},
         fixed={},
         arms={"B": gate.arm},
-        entry_points=("single_prefill", "batch_prefill"),
-        timing=policy,
+        unit=gate.unit,
+        timing=timing,
         needs_gpu=gate.arch != "cpu",
+        kind="gate",
         description=f"throughput gate {gate.id}",
     )
 
 
-def measure_gate(
-    gate: Any,
-    *,
-    store: Path,
-    root: Path,
-    target: Target | None = None,
-    holding: Any = None,
-    policy: TimingPolicy = GATE_TIMING,
-    err: TextIO | None = None,
-) -> GateOutcome:
-    """Measure ``gate`` on this host, write its ``gate`` run, and judge it."""
-    target = target or Target.detect()
-    why = skip_reason(gate, target.arch)
-    if why is not None:
-        return GateOutcome(gate.id, "skipped", why, threshold_tflops=gate.threshold_tflops)
-    threshold = float(gate.threshold_tflops)
+def measure_gate(bench: Bench, gate: Any, policy_file: str) -> GateOutcome:
+    """Measure ``gate`` on this host, write its ``gate`` run, and judge it from its samples."""
+    from tether.stats import gate_stat
 
-    def results(cells: list[Any]) -> dict[str, Any]:
-        (cell,) = cells
-        measured = cell.flops / statistics.median(cell.samples["B"]) / 1e12
-        return {
-            "threshold_tflops": threshold,
-            "measured_tflops": measured,
-            "passed": measured >= threshold,
-            "shape": shape_text(dict(gate.shape)),
-            "policy": f"tether_kernels.arch_caps.GATES {gate.id}",
-        }
-
-    run = run_sweep(
-        gate_sweep(gate, policy), store=store, root=root, target=target, holding=holding,
-        err=err, kind="gate", results=results, config_extra={"gate": gate_record(gate)},
-    )  # fmt: skip
+    if gate.arch != bench.target.arch:
+        raise NotRunHereError(
+            f"gate {gate.id} runs on {gate.arch}; this host is {bench.target.arch}"
+        )
+    if gate.threshold is None:
+        raise UsageError(f"gate {gate.id}: {NO_EVIDENCE}")
+    results = {
+        "threshold": float(gate.threshold),
+        "gate": gate.id,
+        "shape": call_text(dict(gate.call)),
+        "policy": f"{policy_file} GATES {gate.id}",
+    }
+    record = {
+        "id": gate.id,
+        "arm": gate.arm,
+        "threshold": gate.threshold,
+        "unit": gate.unit,
+        "before_run": gate.before_run,
+        "after_run": gate.after_run,
+    }
+    run = bench.sweep(gate_sweep(gate), kind="gate", results=results, config_extra={"gate": record})
     if run.status != "ok":
-        return GateOutcome(gate.id, "rejected", str(run.reason), None, threshold, run.id)
-    measured = float(run.results["measured_tflops"])
-    status = "passed" if run.results["passed"] else "failed"
-    reason = "at or above threshold" if status == "passed" else "below threshold"
-    return GateOutcome(gate.id, status, reason, measured, threshold, run.id)
+        return GateOutcome(
+            gate.id, "rejected", str(run.reason), threshold=gate.threshold, run_id=run.id
+        )
+    stat = gate_stat(run, float(gate.threshold))
+    status = "passed" if stat.passed else "failed"
+    reason = stat.verdict
+    return GateOutcome(
+        gate.id, status, reason, stat.rate, stat.band, gate.threshold, gate.unit, run.id
+    )
 
 
-def run_gates(
-    store: Path,
-    root: Path,
-    *,
-    gate_id: str | None = None,
-    gates: tuple[Any, ...] | None = None,
-    target: Target | None = None,
-) -> list[GateOutcome]:
-    """Measure every gate (or only ``gate_id``) that applies to this host."""
-    if gates is None:
-        from tether_kernels.arch_caps import GATES
-
-        gates = GATES
-    chosen = [g for g in gates if gate_id is None or g.id == gate_id]
-    if gate_id is not None and not chosen:
-        known = ", ".join(g.id for g in gates) or "none"
-        raise UsageError(f"tether gate --id {gate_id}: no such gate (known: {known})")
-    target = target or Target.detect()
-    return [measure_gate(g, store=store, root=root, target=target) for g in chosen]
+def select_gates(gates: tuple[Any, ...], arch: str, gate_id: str | None) -> list[Any]:
+    """The gates to measure on ``arch`` (or only ``gate_id``); refuses early and fast when none
+    applies here (NotRunHereError: exit 77) or the named one is unknown (UsageError)."""
+    if gate_id is not None:
+        chosen = [g for g in gates if g.id == gate_id]
+        if not chosen:
+            known = ", ".join(g.id for g in gates) or "none"
+            raise UsageError(f"tether gate --id {gate_id}: no such gate (known: {known})")
+    else:
+        chosen = list(gates)
+    here = [g for g in chosen if g.arch == arch]
+    if not here:
+        where = ", ".join(sorted({g.arch for g in chosen})) or "no arch"
+        raise NotRunHereError(f"no gate runs on {arch} (gates run on: {where})")
+    unset = [g.id for g in here if g.threshold is None]
+    if unset and gate_id is not None:
+        raise UsageError(f"gate {gate_id}: {NO_EVIDENCE}")
+    return [g for g in here if g.threshold is not None]

@@ -1,22 +1,22 @@
-"""Run a sweep definition (data, in ``validate/sweeps/``) into one run of the store.
+"""Measuring a grid: every cell of a sweep, in replicate blocks, into one run of the store.
 
-A sweep is a grid (axes x fixed values), arms by role (A, B; A2 is always A again, with its
-own inputs and its own graph: the A/A control), the entry points whose reach is recorded, and
-a timing policy. Each cell is prepared, timed by the engine, profiled once for arm fidelity,
-and its reach is taken from calling the router. The grid stays exact: an arm that cannot serve
-a cell makes the whole run ``rejected`` with the reason.
+A ``Bench`` is where measurements happen: the project and its registry, the device (the
+``Target``), the host hold (``Holding``, from the guard), and the store runs go to. Its
+``sweep`` method measures a registered sweep; gates, probes and tuning grids use the same loop
+(``measure_grid``) and the same run builder (``Run.new``).
 
-Ctrl-C: the cells measured so far are written as a ``rejected`` run whose reason says
-"interrupted after k of n cells" (its grid axes emptied to ``{}`` so it validates as a partial
-record), then the interrupt propagates. Nothing is written as ``ok`` that is not the full grid.
+Replicate blocks: the grid is measured ``replicates`` times over the run, each pass with fresh
+inputs and freshly prepared (and captured) arms, so a cell's ratio can be judged against how
+much it moves between passes (allocation placement, clocks, power), not only against its
+within-pass A/A floor. A cell's samples are its blocks' samples in time order.
+
+The grid stays exact: an arm that cannot serve a cell makes the run ``rejected`` with the
+reason. Ctrl-C writes what was measured as a ``rejected`` run ("interrupted after k of n
+cells", axes emptied so it validates as a partial record) and re-raises.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
-import itertools
-import math
 import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
@@ -26,101 +26,97 @@ from typing import Any, TextIO
 
 from tether.bench.engine import Probes, TimingPolicy, measure
 from tether.bench.fidelity import Profile, check_arms
-from tether.bench.progress import SweepProgress
-from tether.errors import ArmUnavailableError, UsageError
+from tether.errors import ArmUnavailableError, NotRunHereError, UsageError
+from tether.registry import Registry, Sweep
+from tether.store.model import CONTROL, UNGUARDED, Cell, GuardRecord, Run
 
-ROLES = ("A", "A2", "B")
-ArmChoice = (
-    str | tuple[str, ...]
-)  # one arm, or candidates: the first that serves the whole grid wins
+ROLES = ("A", CONTROL, "B")
 
 
-@dataclass(frozen=True)
-class SweepDef:
-    """A sweep as data. ``axes`` are ordered; a ``seqlen`` axis means qo_len == kv_len."""
+@dataclass
+class Target:
+    """Where a measurement runs: the arch name the store files it under and the torch device."""
 
-    name: str
-    axes: Mapping[str, tuple[Any, ...]]
-    fixed: Mapping[str, Any]
-    arms: Mapping[str, ArmChoice]
-    entry_points: tuple[str, ...] = ("single_prefill", "batch_prefill")
-    timing: TimingPolicy = field(default_factory=TimingPolicy)
-    needs_gpu: bool = True
-    description: str = ""
+    arch: str
+    device: str  # "cuda" (CUDA or HIP through torch) or "cpu"
+    device_name: str
+    driver: str | None = None
+    runtime: dict[str, str | None] = field(default_factory=dict)
+    index: int | None = None  # the GPU index used (None on the CPU)
 
-    def keys(self) -> list[dict[str, Any]]:
-        names = list(self.axes)
-        return [
-            dict(zip(names, combo, strict=True)) for combo in itertools.product(*self.axes.values())
-        ]
+    @staticmethod
+    def detect(index: int | None = None) -> Target:
+        """The first visible GPU (or ``index``), else the CPU."""
+        import platform
 
-    def replace(self, **changes: Any) -> SweepDef:
-        return dataclasses.replace(self, **changes)
+        import torch
+
+        if not torch.cuda.is_available():
+            if index is not None:
+                raise NotRunHereError(f"--device {index}: no GPU is visible on this host")
+            return Target("cpu", "cpu", f"cpu: {platform.processor() or platform.machine()}")
+        count = torch.cuda.device_count()
+        if index is not None:
+            if not 0 <= index < count:
+                raise UsageError(f"--device {index}: this host has {count} visible GPU(s)")
+            torch.cuda.set_device(index)
+        from tether.arch import from_compute_capability, parse_gcn_arch
+
+        current = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(current)
+        if getattr(torch.version, "hip", None):
+            arch = parse_gcn_arch(getattr(props, "gcnArchName", ""))
+        else:
+            arch = from_compute_capability(*torch.cuda.get_device_capability(current))
+        runtime = {
+            "cuda": torch.version.cuda,
+            "hip": getattr(torch.version, "hip", None),
+            "cudnn": str(torch.backends.cudnn.version()),
+        }
+        return Target(arch, "cuda", props.name, _driver(), runtime, current)
 
 
-def shape_of(key: Mapping[str, Any], fixed: Mapping[str, Any]) -> Any:
-    """The kernel Shape of one cell (``seqlen`` expands to qo_len and kv_len)."""
-    from tether_kernels import Shape
-
-    from tether.policy import shape_fields
-
-    full = shape_fields(key, fixed)
-    full.pop("seqlen", None)
+def _driver() -> str | None:
     try:
-        return Shape(**full)
-    except TypeError as exc:
-        raise UsageError(f"sweep cell {dict(key)}: not a shape: {exc}") from exc
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # no NVML (ROCm, CPU): the driver is simply not known
+        return None
 
 
-def sweeps_dir(root: Path) -> Path:
-    return root / "validate" / "sweeps"
+def guard_record(holding: Any) -> GuardRecord:
+    """The run's guard record from a live ``Holding`` (rechecked now: the ``after`` evidence)."""
+    if holding is None:
+        return UNGUARDED
+    holding.recheck()
+    ev = holding.evidence()
+    return GuardRecord(
+        mode="nested" if ev["nested"] else "held",
+        lock=ev["lock"],
+        holder=ev["holder"],
+        before=ev["before"],
+        after=ev["after"],
+        arms=tuple(ev["arms"]),
+        waited_s=float(ev["waited_s"]),
+    )
 
 
-def load_sweep(name: str, root: Path) -> SweepDef:
-    """The ``SWEEP`` of ``validate/sweeps/<name with - as _>.py`` under ``root``."""
-    path = sweeps_dir(root) / f"{name.replace('-', '_')}.py"
-    if not path.is_file():
-        known = ", ".join(list_sweeps(root)) or "none"
-        raise UsageError(f"sweep {name!r}: no file {path} (known: {known})")
-    spec = importlib.util.spec_from_file_location(f"tether_sweep_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"sweep {name!r}: cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sweep = getattr(module, "SWEEP", None)
-    if not isinstance(sweep, SweepDef):
-        raise UsageError(f"{path}: SWEEP is missing or not a SweepDef")
-    return sweep
-
-
-def list_sweeps(root: Path) -> list[str]:
-    folder = sweeps_dir(root)
-    if not folder.is_dir():
-        return []
-    return sorted(p.stem.replace("_", "-") for p in folder.glob("*.py") if p.stem[0] != "_")
-
-
-ArmLookup = Callable[[str], Any]  # arm name -> arm (tether_kernels.arms.get_arm, or a fake)
-
-
-def _default_lookup() -> ArmLookup:
-    from tether_kernels.arms import get_arm
-
-    return get_arm
-
-
-def resolve_arms(
-    sweep: SweepDef, shapes: list[Any], arch: str, get_arm: ArmLookup | None = None
-) -> dict[str, str]:
-    """Role -> arm name; for candidates, the first arm that serves all the cells on ``arch``."""
-    get_arm = get_arm or _default_lookup()
+def resolve_arms(sweep: Sweep, cases: list[Any], arch: str, registry: Registry) -> dict[str, str]:
+    """Role -> arm name; for candidates, the first arm that serves every cell on ``arch``."""
     chosen: dict[str, str] = {}
     for role, choice in sweep.arms.items():
         candidates = (choice,) if isinstance(choice, str) else tuple(choice)
         reasons = []
         for name in candidates:
-            arm = get_arm(name)
-            why = next((r for s in shapes if (r := arm.supports(s, arch)) is not None), None)
+            try:
+                arm = registry.get_arm(name)
+            except ArmUnavailableError as exc:  # not registered here (an optional peer)
+                reasons.append(f"{name}: {exc}")
+                continue
+            why = next((r for c in cases if (r := arm.supports(c, arch)) is not None), None)
             if why is None:
                 chosen[role] = name
                 break
@@ -135,230 +131,239 @@ def resolve_arms(
     return chosen
 
 
-_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
-# Device tensors of a role start on 2 MiB boundaries (the allocator's large-segment and huge
-# page granule), so every role's inputs are placed alike; see the engine's docstring.
-SLAB_ALIGN = {"cpu": 64}
-DEVICE_ALIGN = 2 * 1024 * 1024
-
-
-def make_inputs(shape: Any, device: str, seed: int) -> tuple[Any, Any, Any, Any]:
-    """q [b, qo, hq, d], k and v [b, kv, hkv, d] and an output like q, all allocated now.
-
-    The four live in one slab, each starting on an aligned address, so every role and buffer
-    set gets the same layout: the same relative placement of q, k, v and the output.
-    """
-    import torch
-
-    dtype = getattr(torch, _TORCH_DTYPES[shape.dtype])
-    item = torch.empty((), dtype=dtype).element_size()
-    align = SLAB_ALIGN.get(device, DEVICE_ALIGN) // item
-    q_dims = (shape.batch, shape.qo_len, shape.hq, shape.head_dim)
-    kv_dims = (shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
-    dims = (q_dims, kv_dims, kv_dims, q_dims)
-    sizes = [int(math.prod(d)) for d in dims]
-    starts, total = [], 0
-    for n in sizes:
-        starts.append(total)
-        total += -(-n // align) * align
-    # One spare granule, so the slab's own start can be moved onto an aligned address whatever
-    # the allocator handed out.
-    raw = torch.empty(total + align, dtype=dtype, device=device)
-    shift = (-raw.data_ptr() % (align * item)) // item
-    slab = raw[shift : shift + total]
-    q, k, v, out = (slab[s : s + n].view(d) for s, n, d in zip(starts, sizes, dims, strict=True))
-    # Generated on the device: the largest cells hold about a GiB of inputs per role.
-    gen = torch.Generator(device=device).manual_seed(seed)
-    for t in (q, k, v):
-        t.normal_(generator=gen)
-    out.zero_()
-    return q, k, v, out
-
-
-def reach_of(shape: Any, entry_points: tuple[str, ...], arch: str) -> dict[str, Any]:
-    """Which of the sweep's entry points reach this cell, and the arm the router picks there."""
-    from tether_kernels import reachable_entry_points, route
-
-    reached = [e for e in reachable_entry_points(shape) if e in entry_points]
-    return {"entry_points": reached, "routes": {e: route(e, shape, arch) for e in reached}}
+def _expected(arm: Any, arch: str) -> tuple[str, ...]:
+    """Regexes an arm may run on ``arch``: its kernels there plus what it allows everywhere."""
+    pats = tuple(arm.kernels_on(arch))
+    return pats + tuple(arm.allowed_kernels) if pats else ()
 
 
 @dataclass
-class Target:
-    """Where a sweep runs: the arch name the store files it under and the torch device."""
+class Bench:
+    """Where measurements happen, and where their runs go."""
 
-    arch: str
-    device: str
-    device_name: str
-    driver: str | None = None
-    runtime: dict[str, str | None] = field(default_factory=dict)
+    root: Path
+    store: Path
+    registry: Registry
+    target: Target
+    holding: Any = None  # tether.guard.api.Holding; None only when run --unguarded
+    unguarded_reason: str | None = None
+    err: TextIO | None = None
+    probes: Probes | None = None
+    profiler: Profile | None = None
+    write: bool = True
+    policy_overrides: Mapping[str, Any] = field(default_factory=dict)
+    replicates: int | None = None  # overrides every sweep's replicate count
 
-    @staticmethod
-    def detect() -> Target:
-        import torch
-        from tether_kernels.arch_caps import detect_arch
+    # -- one cell ------------------------------------------------------------------------
 
-        arch = detect_arch()
-        if arch == "cpu" or not torch.cuda.is_available():
-            import platform
+    def measure_cell(
+        self,
+        sweep: Sweep,
+        case: Any,
+        arms: Mapping[str, str],
+        timing: TimingPolicy,
+        *,
+        seed: int,
+        label: str,
+        profile: bool,
+    ) -> tuple[dict[str, list[float]], list[str], dict[str, Any], dict[str, list[str]]]:
+        """Prepare, time (and on the first block profile) one cell once; returns samples,
+        flags, extra and the kernels each role ran ({} when not profiled)."""
+        target = self.target
+        role_arm = (
+            {"A": arms["A"], CONTROL: arms["A"], "B": arms["B"]} if "A" in arms else dict(arms)
+        )
+        # Every role gets buffer_sets instances of its call on distinct, identically laid-out
+        # inputs; the engine rotates them (A and A2 never share one: see the engine docstring).
+        fns: dict[str, list[Callable[[], object]]] = {role: [] for role in role_arm}
+        for copy in range(timing.buffer_sets):
+            for n, (role, name) in enumerate(role_arm.items()):
+                inputs = case.inputs(target.device, seed=1000 * seed + 100 * copy + n)
+                fns[role].append(self.registry.get_arm(name).prepare(case, inputs, target.arch))
+        around = self.holding.arm(label) if self.holding is not None else nullcontext()
+        with around as check:
+            timing_out = measure(fns, timing, device=target.device, probes=self.probes, seed=seed)
+        flags = list(timing_out.flags)
+        extra = dict(timing_out.extra)
+        build = {r: getattr(f[0], "build_s", None) for r, f in fns.items()}
+        if any(v is not None for v in build.values()):
+            # Arms that compile on first use (a JIT build) did so in prepare, outside timing.
+            extra["build_s"] = {r: v for r, v in build.items() if v is not None}
+        if check is not None and getattr(check, "contaminated", False):
+            flags.append("contaminated")
+        kernels: dict[str, list[str]] = {}
+        if profile:
+            expected = {
+                role: _expected(self.registry.get_arm(name), target.arch)
+                for role, name in role_arm.items()
+            }
+            first = {role: calls[0] for role, calls in fns.items()}
+            kernels, strays = check_arms(first, expected, target.device, self.profiler)
+            unchecked = sorted(r for r, pats in expected.items() if not pats)
+            for role in unchecked:  # the arm declares nothing here: recorded, not judged
+                strays.pop(role, None)
+            if unchecked:
+                extra["kernels_unchecked"] = unchecked
+            if strays:
+                flags.append("kernel_mismatch")
+                extra["unexpected_kernels"] = strays
+        return timing_out.samples, flags, extra, kernels
 
-            return Target("cpu", "cpu", f"cpu: {platform.processor() or platform.machine()}")
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        runtime = {
-            "cuda": torch.version.cuda,
-            "hip": getattr(torch.version, "hip", None),
-            "cudnn": str(torch.backends.cudnn.version()),
+    # -- a grid --------------------------------------------------------------------------
+
+    def timing_of(self, sweep: Sweep) -> TimingPolicy:
+        base = sweep.timing if sweep.timing is not None else TimingPolicy()
+        if not self.policy_overrides:
+            return base
+        return TimingPolicy(**{**base.to_json(), **self.policy_overrides})
+
+    def measure_grid(
+        self, sweep: Sweep
+    ) -> tuple[str, str | None, dict[str, str], list[Cell], bool]:
+        """Measure every cell of ``sweep`` in replicate blocks.
+
+        Returns (status, reason, arms by role, cells, interrupted).
+        """
+        from tether.bench.progress import SweepProgress
+
+        if sweep.needs_gpu and self.target.device == "cpu":
+            raise NotRunHereError(
+                f"{sweep.kind} {sweep.name} needs a GPU; this host is {self.target.device_name}"
+            )
+        keys = sweep.keys()
+        cases = [self.registry.make_case(sweep.case, sweep.fields(k)) for k in keys]
+        timing = self.timing_of(sweep)
+        blocks = max(1, self.replicates if self.replicates is not None else sweep.replicates)
+        per_cell: list[dict[str, Any]] = [
+            {"samples": {}, "blocks": [], "flags": set(), "extra": [], "kernels": {}} for _ in keys
+        ]
+        status, reason, arms, done = "ok", None, {}, 0
+        interrupted = False
+        try:
+            arms = resolve_arms(sweep, cases, self.target.arch, self.registry)
+            with SweepProgress(len(keys) * blocks, sweep.name, self.err) as bar:
+                for block in range(blocks):
+                    for index, case in enumerate(cases):
+                        samples, flags, extra, kernels = self.measure_cell(
+                            sweep, case, arms, timing,
+                            seed=timing.seed + index + 7919 * block,
+                            label=f"{sweep.name}[{index}]#{block}",
+                            profile=block == 0,
+                        )  # fmt: skip
+                        acc = per_cell[index]
+                        for role, vals in samples.items():
+                            acc["samples"].setdefault(role, []).extend(vals)
+                        acc["blocks"].append(len(next(iter(samples.values()))))
+                        acc["flags"].update(flags)
+                        acc["extra"].append(extra)
+                        acc["kernels"] = acc["kernels"] or kernels
+                        done += 1
+                        bar.advance({r: list(s) for r, s in samples.items()})
+        except ArmUnavailableError as exc:
+            status, reason = "rejected", f"arm unavailable: {exc}"
+        except KeyboardInterrupt:
+            status = "rejected"
+            reason = f"interrupted after {done} of {len(keys) * blocks} cell blocks"
+            interrupted = True
+        cells = []
+        for key, case, acc in zip(keys, cases, per_cell, strict=True):
+            if not acc["blocks"]:
+                continue
+            cells.append(
+                Cell(
+                    key=dict(key),
+                    work=float(case.work),
+                    samples={r: tuple(v) for r, v in acc["samples"].items()},
+                    blocks=tuple(acc["blocks"]) if len(acc["blocks"]) > 1 else (),
+                    kernels={r: tuple(k) for r, k in acc["kernels"].items()},
+                    reach=dict(case.reach(self.target.arch)),
+                    flags=tuple(sorted(acc["flags"])),
+                    extra=_merge_extra(acc["extra"]),
+                )
+            )
+        if status == "ok" and len(cells) != len(keys):
+            status, reason = "rejected", f"{len(keys) - len(cells)} cells not measured"
+        return status, reason, arms, cells, interrupted
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def guard(self) -> GuardRecord:
+        if self.holding is None:
+            return GuardRecord(mode="unguarded", reason=self.unguarded_reason or "run unguarded")
+        return guard_record(self.holding)
+
+    def write_run(self, run: Run) -> Run:
+        if self.write:
+            path = run.write(self.store)
+            return run.with_path(path)
+        return run
+
+    def new_run(self, kind: str, name: str, **kwargs: Any) -> Run:
+        """The one run builder for every measurement kind, with this bench's provenance."""
+        return Run.new(
+            kind, name, arch=self.target.arch, device=self.target.device_name,
+            guard=self.guard(), root=self.root, runtime=self.target.runtime,
+            driver=self.target.driver, **kwargs,
+        )  # fmt: skip
+
+    def sweep(
+        self,
+        sweep: Sweep,
+        *,
+        kind: str | None = None,
+        results: Mapping[str, Any] | Callable[[list[Cell]], Mapping[str, Any]] | None = None,
+        config_extra: Mapping[str, Any] | None = None,
+    ) -> Run:
+        """Measure ``sweep`` and write one run (kind ``sweep.kind`` unless given)."""
+        started = time.time()
+        status, reason, arms, cells, interrupted = self.measure_grid(sweep)
+        axes = {k: list(v) for k, v in sweep.axes.items()} if status == "ok" else {}
+        timing = self.timing_of(sweep)
+        config = {
+            "grid": {"axes": axes, "fixed": dict(sweep.fixed)},
+            "arms": dict(
+                arms or {r: c if isinstance(c, str) else c[0] for r, c in sweep.arms.items()}
+            ),
+            "case": sweep.case,
+            "unit": sweep.unit,
+            "entry_points": list(sweep.entry_points),
+            "timing": timing.to_json(),
+            "replicates": max(
+                1, self.replicates if self.replicates is not None else sweep.replicates
+            ),
+            "device_index": self.target.index,
+            **(config_extra or {}),
         }
-        return Target(arch, "cuda", props.name, _driver(), runtime)
+        if callable(results):
+            results = results(cells) if status == "ok" else {}
+        run = self.new_run(
+            kind or sweep.kind, sweep.name, config=config, status=status,
+            reason=_safe_reason(reason), cells=cells, results=dict(results or {}),
+            started=_stamp(started), ended=_stamp(time.time()),
+        )  # fmt: skip
+        run = self.write_run(run)
+        if interrupted:
+            raise KeyboardInterrupt
+        return run
 
 
-def _driver() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        version = pynvml.nvmlSystemGetDriverVersion()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # no NVML (ROCm, CPU): the driver is simply not known
-        return None
-
-
-def measure_cell(
-    sweep: SweepDef,
-    key: Mapping[str, Any],
-    arms: Mapping[str, str],
-    target: Target,
-    *,
-    index: int,
-    probes: Probes | None = None,
-    profiler: Profile | None = None,
-    holding: Any = None,
-    get_arm: ArmLookup | None = None,
-) -> Any:
-    """Prepare, time and profile one cell; returns a ``tether.store`` Cell."""
-    from tether_kernels import flops
-
-    from tether.store.model import Cell
-
-    get_arm = get_arm or _default_lookup()
-
-    shape = shape_of(key, sweep.fixed)
-    role_arm = {"A": arms["A"], "A2": arms["A"], "B": arms["B"]} if "A" in arms else dict(arms)
-    # Every role gets buffer_sets instances of its call on distinct, identically laid-out
-    # inputs; the engine rotates them (A and A2 never share one: see the engine docstring).
-    fns: dict[str, list[Callable[[], object]]] = {role: [] for role in role_arm}
-    for copy in range(sweep.timing.buffer_sets):
-        for n, (role, name) in enumerate(role_arm.items()):
-            q, k, v, out = make_inputs(shape, target.device, seed=1000 * index + 100 * copy + n)
-            fns[role].append(get_arm(name).prepare(q, k, v, shape, out=out, arch=target.arch))
-    seed = sweep.timing.seed + index
-    around = holding.arm(f"{sweep.name}[{index}]") if holding is not None else nullcontext()
-    with around as check:
-        timing = measure(fns, sweep.timing, device=target.device, probes=probes, seed=seed)
-    flags = list(timing.flags)
-    extra = dict(timing.extra)
-    if check is not None and getattr(check, "contaminated", False):
-        flags.append("contaminated")
-    expected = {role: _expected(get_arm(name), target.arch) for role, name in role_arm.items()}
-    first = {role: calls[0] for role, calls in fns.items()}
-    kernels, strays = check_arms(first, expected, target.device, profiler)
-    unchecked = sorted(r for r, pats in expected.items() if not pats)
-    for role in unchecked:  # the arm declares nothing here: recorded, not judged
-        strays.pop(role, None)
-    if unchecked:
-        extra["kernels_unchecked"] = unchecked
-    if strays:
-        flags.append("kernel_mismatch")
-        extra["unexpected_kernels"] = strays
-    return Cell(
-        key=dict(key),
-        flops=flops(shape),
-        samples={r: tuple(s) for r, s in timing.samples.items()},
-        kernels={r: tuple(k) for r, k in kernels.items()},
-        reach=reach_of(shape, sweep.entry_points, target.arch),
-        flags=tuple(flags),
-        extra=extra,
-    )
-
-
-def _expected(arm: Any, arch: str) -> tuple[str, ...]:
-    """Regexes an arm may run on ``arch``: its kernels there plus what it allows everywhere."""
-    on = getattr(arm, "expected_kernels_on", None)
-    pats = tuple(on(arch)) if callable(on) else tuple(arm.expected_kernels)
-    if not pats:
-        return ()
-    return pats + tuple(getattr(arm, "allowed_kernels", ()))
-
-
-def run_sweep(
-    sweep: SweepDef,
-    *,
-    store: Path,
-    root: Path,
-    target: Target | None = None,
-    holding: Any = None,
-    err: TextIO | None = None,
-    probes: Probes | None = None,
-    profiler: Profile | None = None,
-    kind: str = "sweep",
-    write: bool = True,
-    get_arm: ArmLookup | None = None,
-    results: dict[str, Any] | Callable[[list[Any]], dict[str, Any]] | None = None,
-    config_extra: dict[str, Any] | None = None,
-) -> Any:
-    """Measure the cells of ``sweep`` and write one run; returns the ``tether.store`` Run.
-
-    ``kind`` and ``results`` let probes and gates reuse the same loop (see SCHEMA.md);
-    ``config_extra`` adds free-form keys to the run's config (a gate records its policy there).
-    """
-    from tether.store import new_run, write_run
-
-    target = target or Target.detect()
-    if sweep.needs_gpu and target.device == "cpu":
-        raise UsageError(f"sweep {sweep.name} needs a GPU; this host is {target.device_name}")
-    keys = sweep.keys()
-    shapes = [shape_of(k, sweep.fixed) for k in keys]
-    started = time.time()
-    status, reason, cells = "ok", None, []
-    arms: dict[str, str] = {}
-    interrupted = False
-    try:
-        arms = resolve_arms(sweep, shapes, target.arch, get_arm)
-        with SweepProgress(len(keys), sweep.name, err) as bar:
-            for index, key in enumerate(keys):
-                cell = measure_cell(
-                    sweep, key, arms, target, index=index, probes=probes,
-                    profiler=profiler, holding=holding, get_arm=get_arm,
-                )  # fmt: skip
-                cells.append(cell)
-                bar.advance({r: list(s) for r, s in cell.samples.items()})
-    except ArmUnavailableError as exc:
-        status, reason = "rejected", f"arm unavailable: {exc}"
-    except KeyboardInterrupt:
-        status, reason = "rejected", f"interrupted after {len(cells)} of {len(keys)} cells"
-        interrupted = True
-    axes = {k: list(v) for k, v in sweep.axes.items()} if status == "ok" else {}
-    config = {
-        "grid": {"axes": axes, "fixed": dict(sweep.fixed)},
-        "arms": dict(arms or {r: c if isinstance(c, str) else c[0] for r, c in sweep.arms.items()}),
-        "entry_points": list(sweep.entry_points),
-        "timing": sweep.timing.to_json(),
-        **(config_extra or {}),
-    }
-    evidence = holding.evidence() if holding is not None else {}
-    if callable(results):
-        results = results(cells) if status == "ok" else {}
-    run = new_run(
-        kind, sweep.name, arch=target.arch, device=target.device_name, config=config,
-        status=status, reason=_safe_reason(reason), guard=evidence, cells=cells,
-        results=dict(results or {}), started=_stamp(started), ended=_stamp(time.time()), root=root,
-        runtime=target.runtime, driver=target.driver,
-    )  # fmt: skip
-    if write:
-        write_run(run, store)
-    if interrupted:
-        raise KeyboardInterrupt
-    return run
+def _merge_extra(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One block's extra as is; several: the first block's, plus each block's own detail."""
+    if not blocks:
+        return {}
+    if len(blocks) == 1:
+        return dict(blocks[0])
+    merged = dict(blocks[0])
+    merged["blocks"] = [dict(b) for b in blocks]
+    clocks = [b["clock_mhz"] for b in blocks if "clock_mhz" in b]
+    if clocks:
+        merged["clock_mhz"] = {
+            "min": min(c["min"] for c in clocks),
+            "max": max(c["max"] for c in clocks),
+            "throttled": sum(c.get("throttled", 0) for c in clocks),
+            "device_max": max(c.get("device_max", 0) for c in clocks),
+        }
+    return merged
 
 
 def _stamp(seconds: float) -> str:
@@ -369,8 +374,16 @@ def _stamp(seconds: float) -> str:
 
 def _safe_reason(reason: str | None) -> str | None:
     """Reasons reach Markdown: keep them on one line and free of table/markup characters."""
-    if reason is None:
-        return None
-    for bad in "|<>[]`\r\n":
-        reason = reason.replace(bad, " ")
-    return " ".join(reason.split())[:500] or "rejected"
+    from tether.store.safe import sanitize
+
+    return None if reason is None else sanitize(reason, 500) or "rejected"
+
+
+def cell_rate(cell: Cell, role: str = "B") -> float:
+    """Work per second of ``role`` in ``cell`` (median of its samples)."""
+    import statistics
+
+    return cell.work / statistics.median(cell.samples[role])
+
+
+__all__ = ["ROLES", "Bench", "Target", "cell_rate", "guard_record", "resolve_arms"]

@@ -1,41 +1,217 @@
-"""The bench verbs: ``tether sweep``, ``tether gate``, ``tether probe`` and ``tether demo``.
+"""The measuring verbs: ``tether sweep``, ``tune``, ``gate``, ``probe`` and ``demo``.
 
-Each writes one run (or, for demo, a run and the docs rendered from it) and says where.
-Torch is imported inside the handlers only.
+Each holds the host (the guard lock and idle evidence, recorded in the run) unless told
+``--unguarded`` (the run is then marked and can never be evidence), refuses early with exit 77
+when the hardware it needs is absent, and writes one run per measurement. Torch is imported
+inside the handlers only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tether.cli import Context
+from tether.errors import UsageError
+
+# Timing knobs: option -> TimingPolicy field (see tether.bench.engine.TimingPolicy).
+KNOBS = {
+    "warmup": ("warmup_calls", int, "warm-up calls per arm before any timing"),
+    "min_reps": ("min_reps", int, "fewest interleaved repetitions per cell"),
+    "max_reps": ("max_reps", int, "most interleaved repetitions per cell"),
+    "min_sample_s": ("min_sample_s", float, "shortest sample in seconds (calls are batched)"),
+    "noise_target": ("noise_target", float, "stop a cell once every arm's IQR/median is below"),
+    "cap_s": ("cell_cap_s", float, "stop a cell after sampling this many seconds"),
+    "throttle_ratio": ("throttle_ratio", float, "flag samples under this fraction of max SM clock"),
+}
+
+
+def _add_measure_options(p: argparse.ArgumentParser, grid: bool = True) -> None:
+    g = p.add_argument_group("where and how")
+    g.add_argument(
+        "--unguarded",
+        action="store_true",
+        help="do not hold the host lock; the run is marked unguarded and is never evidence",
+    )
+    g.add_argument(
+        "--wait", type=float, default=60.0, metavar="S", help="seconds to wait for the host (60)"
+    )
+    g.add_argument("--device", type=int, metavar="N", help="the GPU index to measure on")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    t = p.add_argument_group("timing knobs (override the sweep's timing policy)")
+    for name, (_, kind, text) in KNOBS.items():
+        t.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, help=text)
+    if grid:
+        t.add_argument(
+            "--replicates",
+            type=int,
+            metavar="R",
+            help="replicate blocks of the grid (the sweep's own)",
+        )
+        a = p.add_argument_group("grid overrides")
+        a.add_argument(
+            "--axis",
+            action="append",
+            default=[],
+            metavar="NAME=V1,V2",
+            help="replace an axis's values (repeatable); values parse as JSON, else text",
+        )
+        a.add_argument(
+            "--fixed",
+            action="append",
+            default=[],
+            metavar="NAME=V",
+            help="set a fixed field (repeatable)",
+        )
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("sweep", help="run a sweep definition (validate/sweeps/) into the store")
-    p.add_argument("name", nargs="?", help="sweep name; omit with --list")
-    p.add_argument("--list", action="store_true", help="list the sweep definitions")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(handler=_sweep)
+    p = sub.add_parser("sweep", help="measure a registered sweep into one run of the store")
+    p.add_argument("name", nargs="?", help="the sweep (see --list)")
+    p.add_argument("--list", action="store_true", help="list the registered sweeps and exit")
+    _add_measure_options(p)
+    p.set_defaults(handler=_sweep, kind="sweep")
 
-    g = sub.add_parser("gate", help="measure the throughput gates of this arch and record them")
+    tu = sub.add_parser(
+        "tune", help="measure a tuning grid (candidate configs against a reference arm)"
+    )
+    tu.add_argument("name", nargs="?", help="the tuning grid (see --list)")
+    tu.add_argument("--list", action="store_true", help="list the registered tuning grids")
+    _add_measure_options(tu)
+    tu.set_defaults(handler=_sweep, kind="tune")
+
+    g = sub.add_parser("gate", help="measure this arch's throughput gates and record them")
     g.add_argument("--id", dest="gate_id", help="only this gate")
+    _add_measure_options(g, grid=False)
     g.set_defaults(handler=_gate)
 
-    pr = sub.add_parser("probe", help="time the causal triton call against a dense matmul bound")
-    pr.add_argument("--tiny", action="store_true", help="toy sizes (CPU / interpreter smoke)")
+    pr = sub.add_parser("probe", help="a probe's calls against bounds measured in the same run")
+    pr.add_argument("name", nargs="?", help="the probe (default: the only one registered)")
+    _add_measure_options(pr, grid=False)
     pr.set_defaults(handler=_probe)
 
-    d = sub.add_parser("demo", help="measure a small sweep and render the docs from it")
-    d.add_argument("--scratch", type=Path, help="scratch folder (default: ROOT/scratch)")
+    d = sub.add_parser(
+        "demo",
+        help="a small guarded sweep and the docs rendered from it (CPU sweep into scratch when "
+        "no GPU is present)",
+    )
+    d.add_argument("--scratch", type=Path, help="scratch folder (default: the project's)")
+    d.add_argument(
+        "--into-store",
+        action="store_true",
+        help="on a GPU host, write the run into the project's store instead of scratch",
+    )
     d.set_defaults(handler=_demo)
 
 
-def _report_run(run: Any, store: Path, ctx: Context) -> int:
-    path = Path(store) / run.arch / f"{run.id}.json"
-    print(f"{run.kind} {run.name}: {run.status} ({len(run.cells)} cells) -> {path}", file=ctx.out)
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out = {}
+    for name, (field, _, _) in KNOBS.items():
+        value = getattr(args, name, None)
+        if value is not None:
+            out[field] = value
+    return out
+
+
+def _apply_grid(sweep: Any, args: argparse.Namespace) -> Any:
+    axes = dict(sweep.axes)
+    fixed = dict(sweep.fixed)
+    for item in args.axis:
+        name, sep, values = item.partition("=")
+        if not sep or not name or not values:
+            raise UsageError(f"--axis {item!r}: expected NAME=V1,V2")
+        axes[name] = tuple(_parse_value(v) for v in values.split(","))
+        fixed.pop(name, None)
+    for item in args.fixed:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--fixed {item!r}: expected NAME=V")
+        fixed[name] = _parse_value(value)
+        axes.pop(name, None)
+    if axes == dict(sweep.axes) and fixed == dict(sweep.fixed):
+        return sweep
+    return sweep.replace(axes=axes, fixed=fixed)
+
+
+def _not_measured(ctx: Context, exc: Any, kind: str, name: str) -> Path:
+    """Record a refused attempt: in the scratch store unless --store named a store."""
+    from tether.guard.hold import write_not_measured
+
+    store = ctx.store if ctx.store_given else ctx.project.scratch / "results"
+    return write_not_measured(exc, store, ctx.root, name=name, kind=kind)
+
+
+@contextlib.contextmanager
+def bench_for(
+    ctx: Context,
+    args: argparse.Namespace,
+    purpose: str,
+    kind: str,
+    name: str,
+    needs_gpu: bool = False,
+) -> Iterator[Any]:
+    """A Bench on this host, holding the guard unless --unguarded; refuses with exit 77 before
+    taking anything when ``needs_gpu`` and the host has none."""
+    from tether import registry
+    from tether.bench.sweep import Bench, Target
+    from tether.errors import NotRunHereError
+    from tether.guard.api import HostUnavailable, acquire
+
+    reg = registry.for_project(ctx.project)
+    target = Target.detect(getattr(args, "device", None))
+    if needs_gpu and target.device == "cpu":
+        raise NotRunHereError(f"{kind} {name} needs a GPU; this host is {target.device_name}")
+    bench = Bench(
+        root=ctx.root,
+        store=ctx.store,
+        registry=reg,
+        target=target,
+        err=None if getattr(args, "no_progress", False) else ctx.err,
+        policy_overrides=_overrides(args),
+        replicates=getattr(args, "replicates", None),
+    )
+    if args.unguarded:
+        bench.unguarded_reason = "run with --unguarded"
+        print(f"{kind} {name}: unguarded: the run is marked and is never evidence", file=ctx.err)
+        yield bench
+        return
+    try:
+        cm = acquire(
+            target="cpu" if target.device == "cpu" else "auto",
+            wait_s=args.wait,
+            purpose=purpose,
+            err=ctx.err,
+        )
+        holding = cm.__enter__()
+    except HostUnavailable as exc:
+        path = _not_measured(ctx, exc, kind, name)
+        print(f"{kind} {name}: not measured ({exc}); recorded {path}", file=ctx.err)
+        raise
+    try:
+        bench.holding = holding
+        yield bench
+    finally:
+        cm.__exit__(None, None, None)
+
+
+def _report_run(run: Any, ctx: Context) -> int:
+    path = run.path or ctx.store / run.arch / f"{run.id}.json"
+    print(
+        f"{run.kind} {run.name}: {run.status} ({len(run.cells)} cells, guard {run.guard.mode}) "
+        f"-> {path}",
+        file=ctx.out,
+    )
     if run.status != "ok":
         print(f"reason: {run.reason}", file=ctx.err)
         return 1
@@ -43,53 +219,67 @@ def _report_run(run: Any, store: Path, ctx: Context) -> int:
 
 
 def _sweep(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.bench.sweep import list_sweeps, load_sweep, run_sweep
-    from tether.errors import UsageError
+    from tether import registry
 
+    reg = registry.for_project(ctx.project)
     if args.list:
-        for name in list_sweeps(ctx.root):
-            print(name, file=ctx.out)
+        for name, sweep in sorted(reg.sweeps.items()):
+            if sweep.kind == args.kind:
+                print(f"{name}: {sweep.description}", file=ctx.out)
         return 0
     if not args.name:
-        raise UsageError("tether sweep: name a sweep (or --list)")
-    sweep = load_sweep(args.name, ctx.root)
-    err = None if args.no_progress else ctx.err
-    run = run_sweep(sweep, store=ctx.store, root=ctx.root, err=err)
-    return _report_run(run, ctx.store, ctx)
+        raise UsageError(f"tether {args.kind}: name one (or --list)")
+    sweep = reg.get_sweep(args.name)
+    if sweep.kind != args.kind:
+        raise UsageError(
+            f"{args.name} is a {sweep.kind}, not a {args.kind}: use tether {sweep.kind}"
+        )
+    sweep = _apply_grid(sweep, args)
+    with bench_for(
+        ctx, args, f"tether {args.kind} {sweep.name}", args.kind, sweep.name, sweep.needs_gpu
+    ) as bench:
+        run = bench.sweep(sweep)
+    return _report_run(run, ctx)
 
 
 def _gate(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.bench.gate import run_gates
+    from tether.bench.gate import measure_gate, select_gates
+    from tether.bench.sweep import Target
+    from tether.render.context import policy
 
-    outcomes = run_gates(ctx.store, ctx.root, gate_id=args.gate_id)
+    found = policy(ctx.root)
+    gates = found[1] if found else ()
+    arch = Target.detect(args.device).arch
+    chosen = select_gates(tuple(gates), arch, args.gate_id)
+    policy_file = ctx.project.rel(ctx.project.policy) if ctx.project.policy else "pyproject.toml"
     failed = 0
-    for out in outcomes:
-        print(out.line(), file=ctx.out)
-        failed += out.failed
+    with bench_for(ctx, args, "tether gate", "gate", args.gate_id or "gates") as bench:
+        for gate in chosen:
+            out = measure_gate(bench, gate, policy_file)
+            print(out.line(), file=ctx.out)
+            failed += out.failed
     return 1 if failed else 0
 
 
 def _probe(args: argparse.Namespace, ctx: Context) -> int:
+    from tether import registry
     from tether.bench.probe import run_probe
 
-    run = run_probe(store=ctx.store, root=ctx.root, tiny=args.tiny)
-    return _report_run(run, ctx.store, ctx)
+    reg = registry.for_project(ctx.project)
+    name = args.name
+    if name is None:
+        if len(reg.probes) != 1:
+            raise UsageError(f"tether probe: name one of {', '.join(sorted(reg.probes)) or 'none'}")
+        name = next(iter(reg.probes))
+    probe = reg.get_probe(name)
+    with bench_for(
+        ctx, args, f"tether probe {name}", "probe", name, probe.sweep.needs_gpu
+    ) as bench:
+        run = run_probe(bench, probe)
+    return _report_run(run, ctx)
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
     from tether.bench.demo import run_demo
-    from tether.bench.sweep import Target
 
-    target = Target.detect()
-    store = docs = None
-    if target.device == "cpu":
-        scratch = args.scratch or ctx.root / "scratch"
-        store, docs = scratch / "results", scratch / "docs"
-    elif args.store is not None:
-        store = ctx.store
-    result = run_demo(ctx.root, store=store, docs=docs, target=target, err=ctx.err)
-    code = _report_run(result.run, result.store, ctx)
-    if result.docs is not None:
-        print(f"docs rendered from it: {result.docs} ({len(result.written)} files)", file=ctx.out)
-        print(f"start with {result.docs / 'README.md'}", file=ctx.out)
-    return code
+    return run_demo(ctx, scratch=args.scratch, into_store=args.into_store)

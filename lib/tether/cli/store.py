@@ -15,7 +15,7 @@ from tether.cli import Context
 from tether.errors import RunFileError, StoreError, UsageError
 from tether.store.io import load_run, load_store, store_files
 from tether.store.merge import merge
-from tether.store.model import ARCHES, KINDS, Run
+from tether.store.model import KINDS, Run
 from tether.store.provenance import harness_fingerprint
 
 LS_COLUMNS = ("id", "kind", "name", "arch", "status", "started", "cells")
@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
 
     ls = verbs.add_parser("ls", help="one line per run: id, kind, name, arch, status, started")
     ls.add_argument("--kind", choices=KINDS)
-    ls.add_argument("--arch", choices=ARCHES)
+    ls.add_argument("--arch", help="only runs of this arch (sm90, gfx942, cpu, ...)")
     ls.set_defaults(handler=_ls)
 
     show = verbs.add_parser("show", help="a readable summary of one run")
@@ -101,7 +101,7 @@ def find_run(ref: str, store: Path) -> Run:
 def describe(run: Run, current_harness: str | None = None) -> list[str]:
     """Lines of a human summary of ``run`` with per-cell sample counts."""
     prov = run.provenance
-    sha = prov["git_sha"] + (" (dirty)" if prov["git_dirty"] else "")
+    sha = prov.git_sha + (" (dirty)" if prov.git_dirty else "")
     state = ""
     if current_harness is not None and run.harness_fingerprint != current_harness:
         state = "  [superseded: measured by another harness]"
@@ -109,12 +109,13 @@ def describe(run: Run, current_harness: str | None = None) -> list[str]:
         f"id:       {run.id}",
         f"kind:     {run.kind}    name: {run.name}    arch: {run.arch}",
         f"status:   {run.status}" + (f"    reason: {run.reason}" if run.reason else ""),
-        f"when:     {prov['started']} .. {prov['ended']}",
-        f"where:    {prov['host']}    device: {prov['device']}    driver: {prov['driver']}",
+        f"when:     {prov.started} .. {prov.ended}",
+        f"where:    {prov.host}    device: {prov.device}    driver: {prov.driver}",
         f"git:      {sha}",
         f"harness:  {run.harness_fingerprint}{state}",
-        f"kernels:  {prov['kernels_fingerprint']}",
-        "runtime:  " + ", ".join(f"{k}={v}" for k, v in sorted(prov["runtime"].items())),
+        f"kernels:  {prov.kernels_fingerprint}",
+        "runtime:  " + ", ".join(f"{k}={v}" for k, v in sorted(prov.runtime.items())),
+        f"digest:   {run.digest}",
     ]
     if run.path is not None:
         lines.append(f"file:     {run.path}")
@@ -127,8 +128,11 @@ def describe(run: Run, current_harness: str | None = None) -> list[str]:
         lines.append(f"grid:     {axes or '(no product)'}    fixed: {grid['fixed']}")
     if run.results:
         lines.append("results:  " + ", ".join(f"{k}={v}" for k, v in sorted(run.results.items())))
-    if run.guard:
-        lines.append(f"guard:    {', '.join(sorted(run.guard))}")
+    lines.append(
+        f"guard:    {run.guard.mode}"
+        + (f" ({run.guard.reason})" if run.guard.reason else "")
+        + (f", lock {run.guard.lock}" if run.guard.lock else "")
+    )
     lines.append(f"cells:    {len(run.cells)}")
     roles = sorted({role for cell in run.cells for role in cell.samples})
     rows = []

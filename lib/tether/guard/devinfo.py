@@ -10,9 +10,8 @@ import platform
 import re
 from pathlib import Path
 
+from tether.arch import ARCH_RE
 from tether.guard.probes import run_tool
-
-KNOWN_GFX = ("gfx942", "gfx950", "gfx1151")
 
 
 def cpu_name() -> str:
@@ -69,20 +68,22 @@ def gpu_count(vendor: str) -> int:
 def device_info(vendor: str) -> tuple[str, str, str | None]:
     """(arch, device, driver) for a run's provenance.
 
-    An arch tether does not know is recorded as ``cpu`` with the real device named in
+    Arches are open (tether.arch): any compute capability or gfx target is its own arch; a
+    tool answer that is not an arch name is recorded as ``cpu`` with the real device named in
     ``device``, so a not_measured record is never lost for want of an arch label.
     """
     if vendor == "cuda":
         gpus = nvidia_gpus()
         if gpus:
-            arch = "sm90" if gpus[0]["cc"] == "9.0" else "cpu"
+            major, _, minor = str(gpus[0]["cc"]).partition(".")
+            arch = f"sm{major}{minor}" if ARCH_RE.fullmatch(f"sm{major}{minor}") else "cpu"
             return arch, _clean(gpus[0]["name"]), _clean(gpus[0]["driver"])
         return "cpu", "unknown: nvidia-smi gave no GPU", None
     if vendor == "rocm":
         gpus = rocm_gpus()
         if gpus:
             gfx = gpus[0]["gfx"]
-            arch = gfx if gfx in KNOWN_GFX else "cpu"
+            arch = gfx if ARCH_RE.fullmatch(gfx or "") else "cpu"
             return arch, _clean(gpus[0]["name"] or gfx), None
         return "cpu", "unknown: rocm-smi gave no GPU", None
     return "cpu", _clean(cpu_name()), None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -26,24 +25,42 @@ from tether.guard import devinfo
 from tether.guard.api import Holding, HostUnavailable, acquire
 from tether.guard.lock import ENV_HELD, held_env
 
-_UNSAFE = re.compile(r"[|\n\r<>\[\]`\x00-\x1f\x7f]")
-
 
 def safe_reason(text: str, limit: int = 480) -> str:
     """A reason the store accepts (no Markdown structure characters), keeping its meaning."""
-    cleaned = _UNSAFE.sub(" ", text).strip() or "host not available"
-    return cleaned[:limit]
+    from tether.store.safe import sanitize
+
+    return sanitize(text, limit) or "host not available"
+
+
+def refused_record(exc: HostUnavailable) -> Any:
+    """The guard record of an attempt the host refused: the lock status and last snapshot."""
+    from tether.store.model import GuardRecord
+
+    ev = exc.evidence()
+    lock = ev.get("lock") or {}
+    return GuardRecord(
+        mode="refused",
+        lock=lock.get("path") if isinstance(lock, dict) else None,
+        holder=lock.get("record") if isinstance(lock, dict) else None,
+        before={"lock": ev.get("lock"), "snapshot": ev.get("snapshot")},
+        reason=safe_reason(str(exc)),
+    )
 
 
 def write_not_measured(
-    exc: HostUnavailable, store: Path, root: Path | None, name: str = "guard-hold"
+    exc: HostUnavailable,
+    store: Path,
+    root: Path | None,
+    name: str = "guard-hold",
+    kind: str = "verify",
 ) -> Path:
     """Record that nothing was measured and why; returns the run file's path."""
     from tether.store import new_run, write_run  # the store is only needed on this path
 
     arch, device, driver = devinfo.device_info(exc.target)
     run = new_run(
-        "verify",
+        kind,
         name,
         arch=arch,
         device=device,
@@ -51,7 +68,7 @@ def write_not_measured(
         config={},
         status="not_measured",
         reason=safe_reason(str(exc)),
-        guard=exc.evidence(),
+        guard=refused_record(exc),
         root=root,
     )
     return write_run(run, store)

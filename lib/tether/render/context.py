@@ -1,11 +1,27 @@
 """The template context: which runs each document cites, and everything computed from them.
 
-A document cites, for each ``(kind, name, arch)``, the newest run by ``provenance.started``
-whose status is ``ok`` (SCHEMA.md). Each GPU arch lists the main sweeps (SWEEPS) whether or not
-they were measured, then any other sweep the store holds for it; the cpu arch appears only
-when the store holds cpu runs (the demo's scratch store) and lists what it holds. A cited run whose harness fingerprint is not the current
-one is marked superseded. When the newest attempt is ``not_measured`` its reason and the lock
-holder are shown beside whatever is cited. All numbers come from tether.stats over raw samples.
+This is a documented, versioned interface (``CONTEXT_VERSION``): an adopting project's
+templates may rely on every name listed here, and a change that removes or changes the
+meaning of one raises the version. Templates format; this module computes.
+
+Top-level names (version 2):
+
+- ``tether_context_version``: this version.
+- ``arches``: one ``ArchDoc`` per arch: the project's ``doc_arches`` (listed whether measured
+  or not), then every other arch the store holds runs of. ``ArchDoc.sweep(name)`` finds a
+  sweep's ``SweepDoc`` by name (None when absent).
+- ``headline_sweep``: the project's ``[tool.tether] headline`` sweep name (or None).
+- ``superseded_mark``: the words a superseded citation carries.
+- ``verify`` / ``verify_results``: the newest verify run that ran the whole suite (complete),
+  failed or not, as a ``RunRef`` and its results; ``verify_partial``: a newer verify run that
+  ran a selection only (never the "Tested" line; shown as what it is).
+- ``thresholds`` / ``gates``: ``{region: ThresholdDoc | GateDoc}`` from the policy file.
+- ``tunes``: ``{region: TuneDoc}``: one per tuning run in the store (region ``tune-<id>``).
+
+A document cites, for each ``(kind, name, arch)``, the newest evidence-grade run (status ok,
+measured under the guard; see ``tether.store.cite``). A cited run whose harness fingerprint is
+not the current one is marked superseded. Every number comes from tether.stats over raw
+samples; every verdict is judged against the A/A floor and the replicate band.
 """
 
 from __future__ import annotations
@@ -14,80 +30,49 @@ import hashlib
 import importlib.util
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tether.policy import WHOLE_MAP, Gate, Population, Threshold
+from tether.policy import WHOLE_MAP, Gate, Population, Threshold, shape_fields
 from tether.render.env import TemplateError
 from tether.stats import (
     Aggregate,
+    BoundStat,
     CellStat,
     CurvePoint,
+    GateStat,
     MonotonicClaim,
+    RateStat,
     aggregate,
     agreement,
     cell_stats,
     curve,
-    field_of,
-    measured_tflops,
+    gate_stat,
+    key_label,
     monotonic,
     predicate_results,
+    probe_bounds,
+    rate_of,
 )
+from tether.store.cite import by_id, cited, matching, newest_attempt, siblings
+from tether.store.model import Run
 from tether.trends import trend_context
 
-# The arches every document covers; cpu joins only when the store holds cpu runs (the demo).
-DOC_ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151")
-SWEEPS: tuple[str, ...] = ("prefill-triton-vs-sdpa", "chunked-prefill", "deferred-rescale")
-HEADLINE_SWEEP = "prefill-triton-vs-sdpa"
-DEFAULT_GATE_QO_LEN = 2048
+CONTEXT_VERSION = 2
 SUPERSEDED = "superseded (harness changed since; re-measure)"
 
 
-def all_runs(store: Any) -> list[Any]:
-    """Runs of a loaded store (an object with ``runs``, a mapping, or an iterable of runs)."""
-    runs = field_of(store, "runs", None)
-    if runs is None and isinstance(store, Iterable) and not isinstance(store, (str, bytes)):
-        runs = store
-    if isinstance(runs, Mapping):
-        runs = runs.values()
-    return sorted(runs or (), key=lambda r: str(field_of(r, "id")))
-
-
-def load_runs(store: Any) -> list[Any]:
+def load_runs(store: Any) -> list[Run]:
     """``store`` as runs: a Path is loaded (and validated) by tether.store; a missing folder is
-    an empty store, because a fresh checkout ships without results/."""
+    an empty store, because a fresh checkout may ship without one."""
     if isinstance(store, Path):
         if not store.exists():
             return []
         from tether.store import load_store
 
-        return all_runs(load_store(store))
-    return all_runs(store)
-
-
-def _prov(run: Any, name: str) -> Any:
-    return field_of(field_of(run, "provenance", {}), name)
-
-
-def newest(runs: Iterable[Any], kind: str, name: str | None, arch: str, ok: bool = True) -> Any:
-    """The newest run of ``kind``/``name`` (None: any name) on ``arch``; ``ok``: status ok only."""
-    if name is not None:
-        from tether.store import latest
-
-        return latest(runs, kind, name, arch, status="ok" if ok else None)
-    best = None
-    for run in runs:
-        if field_of(run, "kind") != kind or _prov(run, "arch") != arch:
-            continue
-        if name is not None and field_of(run, "name") != name:
-            continue
-        if ok and field_of(run, "status") != "ok":
-            continue
-        rank = (str(_prov(run, "started")), str(field_of(run, "id")))
-        if best is None or rank > best[0]:
-            best = (rank, run)
-    return best[1] if best else None
+        return sorted(load_store(store), key=lambda r: r.id)
+    return sorted(store, key=lambda r: r.id)
 
 
 @dataclass(frozen=True)
@@ -106,55 +91,52 @@ class RunRef:
     superseded: bool
     status: str
     reason: str | None
-    holder: str | None  # who held the host, for a not_measured run
+    holder: str | None  # who held the host (the run's own hold, or the refused attempt's)
+    guard: str  # held | nested | unguarded | refused
+    evidence: bool  # ok and guarded: citable as evidence
 
 
-def _holder(run: Any) -> str | None:
-    """Who held the host: the guard's own record, or the lock record of a refused attempt."""
-    guard = field_of(run, "guard", {}) or {}
-    holder = field_of(guard, "holder")
-    if holder is None:
-        holder = field_of(field_of(guard, "lock", {}) or {}, "record")
-    if holder is None:
+def _holder(run: Run) -> str | None:
+    holder = run.guard.holder
+    if holder is None and run.guard.before is not None:
+        holder = (run.guard.before.get("lock") or {}).get("record")
+    if not isinstance(holder, Mapping):
         return None
-    if isinstance(holder, Mapping):
-        parts = [f"{k} {holder[k]}" for k in ("user", "host", "pid") if holder.get(k) is not None]
-        return ", ".join(parts) or None
-    return str(holder)
+    parts = [f"{k} {holder[k]}" for k in ("user", "host", "pid") if holder.get(k) is not None]
+    return ", ".join(parts) or None
 
 
-def run_ref(run: Any, current: str) -> RunRef:
-    started = str(_prov(run, "started"))
+def run_ref(run: Run, current: str) -> RunRef:
+    p = run.provenance
     return RunRef(
-        id=str(field_of(run, "id")),
-        kind=str(field_of(run, "kind")),
-        name=str(field_of(run, "name")),
-        arch=str(_prov(run, "arch")),
-        date=started[:10],
-        started=started,
-        git_sha=str(_prov(run, "git_sha"))[:12],
-        git_dirty=bool(_prov(run, "git_dirty")),
-        device=str(_prov(run, "device")),
-        superseded=_prov(run, "harness_fingerprint") != current,
-        status=str(field_of(run, "status")),
-        reason=field_of(run, "reason"),
+        id=run.id,
+        kind=run.kind,
+        name=run.name,
+        arch=p.arch,
+        date=p.started[:10],
+        started=p.started,
+        git_sha=p.git_sha[:12],
+        git_dirty=bool(p.git_dirty),
+        device=p.device,
+        superseded=p.harness_fingerprint != current,
+        status=run.status,
+        reason=run.reason,
         holder=_holder(run),
+        guard=run.guard.mode,
+        evidence=run.evidence_grade,
     )
 
 
-def _attempt(runs: list[Any], kind: str, name: str | None, arch: str, cited: Any, current: str):
-    """The newest attempt when it is not_measured and newer than the cited run, else None."""
-    last = newest(runs, kind, name, arch, ok=False)
-    if last is None or field_of(last, "status") != "not_measured" or last is cited:
+def _attempt(
+    runs: list[Run], kind: str, name: str | None, arch: str, cite: Run | None, current: str
+):
+    """The newest attempt when it is not ok and newer than the cited run, else None."""
+    last = newest_attempt(runs, kind, name, arch)
+    if last is None or last.ok or last is cite:
+        return None
+    if cite is not None and (last.started, last.id) < (cite.started, cite.id):
         return None
     return run_ref(last, current)
-
-
-def gate_population(arch: str, threshold: Threshold | None) -> Population:
-    qo = threshold.min_qo_len if threshold and threshold.min_qo_len else DEFAULT_GATE_QO_LEN
-    return Population(
-        name="single-prefill-gate", entry="single_prefill", where=(("qo_len", ">=", qo),)
-    )
 
 
 @dataclass(frozen=True)
@@ -171,37 +153,48 @@ class SweepDoc:
     arms: Mapping[str, str]  # role -> arm name from the run's config
     kernels: Mapping[str, tuple[str, ...]]  # role -> distinct kernel names, sorted
     figure: str | None  # path relative to the repository root
+    unit: str = "FLOP"
+    replicates: tuple[RunRef, ...] = ()  # sibling runs whose spread widens each cell's band
+    blocks: int = 1  # replicate blocks in the cited run
     trend: Mapping[str, Any] | None = None  # tether.trends entry for this sweep and arch
     # A run sharded over several GPUs, judged against an unsharded run of the same cells from
-    # the same commit and harness (the newest such), cell by cell within both A/A floors.
+    # the same commit and harness (the newest such), cell by cell.
     shards: Any = None
     shards_against: RunRef | None = None
-    shards_control: RunRef | None = None  # the second unsharded run (run-level A/A control)
-    shards_run: RunRef | None = None  # the sharded run judged (the newest of its commit)
+    shards_control: RunRef | None = None
+    shards_run: RunRef | None = None
 
     @property
     def headline_aggregate(self) -> Aggregate | None:
-        """The main sweep's headline is the gate population; any other sweep's is the whole map."""
-        return self.gate if self.name == HEADLINE_SWEEP else self.whole
+        """The gate population's aggregate where it has cells, else the whole map's."""
+        if self.gate is not None and self.gate.count:
+            return self.gate
+        return self.whole
 
 
-def figure_path(arch: str, sweep: str) -> str:
-    return f"docs/figures/{arch}-{sweep}.svg"
+def _figures_dir(root: Path) -> str | None:
+    from tether import project
+
+    return project.get(root).figures
 
 
-def sweep_doc(runs: list[Any], arch: str, name: str, population: Population, current: str):
-    run = newest(runs, "sweep", name, arch)
+def sweep_doc(
+    runs: list[Run], arch: str, name: str, population: Population, current: str, figures: str | None
+) -> SweepDoc:
+    run = cited(runs, "sweep", name, arch)
     attempt = _attempt(runs, "sweep", name, arch, run, current)
     if run is None:
         return SweepDoc(name, arch, None, attempt, None, None, (), None, (), {}, {}, None)
-    stats = cell_stats(run)
+    sibs = siblings(runs, run)
+    stats = cell_stats(run, sibs)
     points = curve(stats)
     kernels: dict[str, set[str]] = {}
-    for cell in field_of(run, "cells", ()):
-        for role, names in (field_of(cell, "kernels", {}) or {}).items():
+    for cell in run.cells:
+        for role, names in cell.kernels.items():
             kernels.setdefault(role, set()).update(names)
-    arms = field_of(field_of(run, "config", {}), "arms", {}) or {}
+    arms = run.arms
     sharded, twin, control = _shard_comparison(runs, run)
+    blocks = max((len(c.blocks) or 1 for c in run.cells), default=1)
     return SweepDoc(
         name=name,
         arch=arch,
@@ -214,37 +207,31 @@ def sweep_doc(runs: list[Any], arch: str, name: str, population: Population, cur
         cells=stats,
         arms={k: str(arms[k]) for k in sorted(arms)},
         kernels={k: tuple(sorted(kernels[k])) for k in sorted(kernels)},
-        figure=figure_path(arch, name) if points else None,
+        figure=f"{figures}/{arch}-{name}.svg" if points and figures else None,
+        unit=run.unit,
+        replicates=tuple(run_ref(r, current) for r in sibs),
+        blocks=blocks,
         shards=agreement(twin, sharded, control) if sharded is not None else None,
-        shards_against=run_ref(twin, current) if sharded is not None else None,
+        shards_against=run_ref(twin, current) if twin is not None else None,
         shards_control=run_ref(control, current) if control is not None else None,
         shards_run=run_ref(sharded, current) if sharded is not None else None,
     )
 
 
-def _sharded(run: Any) -> bool:
-    return any((field_of(c, "extra", {}) or {}).get("gpu") for c in field_of(run, "cells", ()))
-
-
-def _shard_comparison(runs: list[Any], run: Any) -> tuple[Any, Any, Any]:
-    """(sharded, base, control) among the ok runs of ``run``'s sweep, arch, commit and
-    harness: the newest sharded run, the newest unsharded run it is judged against, and the
-    next unsharded run (the run-level A/A control) or None. (None, None, None) unless the
-    commit has both a sharded and an unsharded run."""
-    same = ("kind", "name", "status")
-    prov = ("arch", "git_sha", "harness_fingerprint")
-    group = sorted(
-        (
-            r
-            for r in runs
-            if all(field_of(r, k) == field_of(run, k) for k in same)
-            and all(_prov(r, k) == _prov(run, k) for k in prov)
-        ),
-        key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))),
-        reverse=True,
-    )
-    sharded = [r for r in group if _sharded(r)]
-    unsharded = [r for r in group if not _sharded(r)]
+def _shard_comparison(runs: list[Run], run: Run) -> tuple[Run | None, Run | None, Run | None]:
+    """(sharded, base, control) among the evidence-grade runs of ``run``'s sweep, arch, commit
+    and harness: the newest sharded run, the newest unsharded run it is judged against, and the
+    next unsharded run (the run-level control) or None."""
+    group = [
+        r
+        for r in matching(runs, run.kind, run.name, run.arch)
+        if r.evidence_grade
+        and r.provenance.git_sha == run.provenance.git_sha
+        and r.harness_fingerprint == run.harness_fingerprint
+    ]
+    group.reverse()
+    sharded = [r for r in group if r.sharded]
+    unsharded = [r for r in group if not r.sharded]
     if not sharded or not unsharded:
         return None, None, None
     return sharded[0], unsharded[0], (unsharded[1] if len(unsharded) > 1 else None)
@@ -253,77 +240,81 @@ def _shard_comparison(runs: list[Any], run: Any) -> tuple[Any, Any, Any]:
 @dataclass(frozen=True)
 class ProbePoint:
     label: str
-    tflops: float
-    fraction: float  # of the dense matmul bound from the same run
+    rate: float
+    bound: str  # the bound's label (the cell's own dtype's)
+    fraction: float | None  # of that bound, from the same run; None when the run lacks it
 
 
 @dataclass(frozen=True)
 class ProbeDoc:
     run: RunRef
-    bound: str
-    bound_tflops: float
+    unit: str
+    bounds: Mapping[str, BoundStat]
     points: tuple[ProbePoint, ...]
 
 
-def probe_doc(runs: list[Any], arch: str, current: str) -> ProbeDoc | None:
-    from tether.stats import _median, key_label
-
-    run = newest(runs, "probe", None, arch)
+def probe_doc(runs: list[Run], arch: str, current: str) -> ProbeDoc | None:
+    run = cited(runs, "probe", None, arch)
     if run is None:
         return None
-    results = field_of(run, "results", {}) or {}
-    bound = float(results["bound_tflops"])
+    bounds = probe_bounds(run)
+    field_name = str(run.config.get("bound_field", ""))
     points = []
-    for cell in field_of(run, "cells", ()):
-        tf = float(field_of(cell, "flops")) / _median(field_of(cell, "samples")["B"]) / 1e12
-        points.append(ProbePoint(key_label(field_of(cell, "key")), tf, tf / bound))
+    for cell in run.cells:
+        stat = rate_of(run, dict(cell.key), "B")
+        assert stat is not None
+        label = str(shape_fields(cell.key, run.fixed).get(field_name, ""))
+        b = bounds.get(label)
+        points.append(
+            ProbePoint(key_label(cell.key), stat.rate, label, stat.rate / b.rate if b else None)
+        )
     points.sort(key=lambda p: p.label)
-    return ProbeDoc(run_ref(run, current), str(results["bound"]), bound, tuple(points))
+    return ProbeDoc(run_ref(run, current), run.unit, bounds, tuple(points))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A cited run's rate on a gate's call, recomputed from its samples."""
+
+    run: RunRef
+    stat: RateStat | None
+    role: str
 
 
 @dataclass(frozen=True)
 class GateDoc:
     gate: Gate
-    shape: str
-    before: RunRef | None
-    before_tflops: float | None
-    after: RunRef | None
-    after_tflops: float | None
-    latest: RunRef | None  # the newest ok gate run named after the gate
-    latest_tflops: float | None
-    latest_passed: bool | None
-    # The threshold the newest gate run was judged against, when it is not today's (a raised
-    # gate): its pass then says nothing about today's threshold, so both verdicts are shown.
-    latest_threshold: float | None = None
-    latest_passes_now: bool | None = None
+    call: str
+    before: Measured | None
+    after: Measured | None
+    latest: RunRef | None  # the newest evidence-grade gate run named after the gate
+    latest_stat: GateStat | None  # judged against today's threshold, from its samples
+    latest_threshold: float | None = None  # the threshold of its day, when not today's
 
 
-def _by_id(runs: list[Any], run_id: str | None) -> Any:
-    return next((r for r in runs if field_of(r, "id") == run_id), None) if run_id else None
+def _measured(runs: list[Run], run_id: str | None, gate: Gate, role: str, current: str):
+    run = by_id(runs, run_id)
+    if run is None:
+        return None
+    return Measured(run_ref(run, current), rate_of(run, gate.call, role), role)
 
 
-def gate_doc(runs: list[Any], gate: Gate, current: str) -> GateDoc:
-    before, after = _by_id(runs, gate.before_run), _by_id(runs, gate.after_run)
-    latest = newest(runs, "gate", gate.id, gate.arch)
-    results = (field_of(latest, "results", {}) or {}) if latest else {}
-    passed = field_of(results, "passed")
-    then = field_of(results, "threshold_tflops")
-    latest_tflops = measured_tflops(latest, gate.shape) if latest else None
-    stale = then is not None and gate.threshold_tflops is not None and then != gate.threshold_tflops
+def gate_doc(runs: list[Run], gate: Gate, current: str) -> GateDoc:
+    latest = cited(runs, "gate", gate.id, gate.arch)
+    stat = None
+    then = None
+    if latest is not None and gate.threshold is not None:
+        stat = gate_stat(latest, float(gate.threshold))
+        recorded = latest.results.get("threshold")
+        then = float(recorded) if recorded is not None and recorded != gate.threshold else None
     return GateDoc(
         gate=gate,
-        shape=" ".join(f"{k}={gate.shape[k]}" for k in sorted(gate.shape)),
-        before=run_ref(before, current) if before else None,
-        before_tflops=measured_tflops(before, gate.shape, gate.before_role) if before else None,
-        after=run_ref(after, current) if after else None,
-        after_tflops=measured_tflops(after, gate.shape, gate.after_role) if after else None,
-        latest=run_ref(latest, current) if latest else None,
-        latest_tflops=latest_tflops,
-        latest_passed=bool(passed) if passed is not None else None,
-        latest_threshold=float(then) if stale else None,
-        latest_passes_now=(
-            latest_tflops >= gate.threshold_tflops if stale and latest_tflops is not None else None
-        ),
+        call=" ".join(f"{k}={gate.call[k]}" for k in sorted(gate.call)),
+        before=_measured(runs, gate.before_run, gate, gate.before_role, current),
+        after=_measured(runs, gate.after_run, gate, gate.after_role, current),
+        latest=run_ref(latest, current) if latest is not None else None,
+        latest_stat=stat,
+        latest_threshold=then,
     )
 
 
@@ -335,63 +326,96 @@ class ThresholdDoc:
     predicates: Mapping[str, bool]
 
 
-def threshold_doc(runs: list[Any], th: Threshold, current: str) -> ThresholdDoc:
-    doc = sweep_doc(runs, th.arch, th.evidence.sweep, th.evidence.population, current)
+def threshold_doc(
+    runs: list[Run], th: Threshold, current: str, figures: str | None
+) -> ThresholdDoc:
+    doc = sweep_doc(runs, th.arch, th.evidence.sweep, th.evidence.population, current, figures)
     preds = predicate_results(th.evidence, doc.gate) if doc.gate is not None else {}
     return ThresholdDoc(th, doc, doc.gate, preds)
 
 
 @dataclass(frozen=True)
+class TuneRow:
+    """One candidate of a tuning run: how it fared against the run's reference arm."""
+
+    config: str
+    cells: int
+    faster: int  # B faster than A outside the floor and band
+    level: int
+    slower: int
+    geomean: float
+    worst: CellStat
+
+
+@dataclass(frozen=True)
+class TuneDoc:
+    run: RunRef
+    arms: Mapping[str, str]
+    rows: tuple[TuneRow, ...]
+
+
+def tune_doc(run: Run, current: str, siblings_: Iterable[Run] = ()) -> TuneDoc:
+    stats = cell_stats(run, list(siblings_))
+    rows = []
+    for config in sorted({str(s.key.get("config")) for s in stats}):
+        group = [s for s in stats if str(s.key.get("config")) == config]
+        agg = aggregate(group)
+        assert agg.geomean is not None and agg.worst is not None
+        rows.append(
+            TuneRow(config, agg.count, agg.wins, agg.levels, agg.losses, agg.geomean, agg.worst)
+        )
+    return TuneDoc(run_ref(run, current), run.arms, tuple(rows))
+
+
+@dataclass(frozen=True)
 class ArchDoc:
     arch: str
-    threshold: Threshold | None
-    population: Population
+    description: str
+    thresholds: tuple[Threshold, ...]
+    population: Population  # the gate region: the arch's first threshold's evidence population
     sweeps: tuple[SweepDoc, ...]
     probe: ProbeDoc | None
     gates: tuple[GateDoc, ...]
     why: RunRef | None = None  # newest not_measured or rejected run when nothing here is ok
+    extra: Mapping[str, Any] = field(default_factory=dict)  # project additions (compile, ...)
 
     @property
-    def headline(self) -> SweepDoc | None:
-        """The main sweep where the arch lists it, else its first measured sweep (the demo's)."""
-        main = next((s for s in self.sweeps if s.name == HEADLINE_SWEEP), None)
-        if main is not None:
-            return main
+    def threshold(self) -> Threshold | None:
+        return self.thresholds[0] if self.thresholds else None
+
+    def sweep(self, name: str) -> SweepDoc | None:
+        return next((s for s in self.sweeps if s.name == name), None)
+
+    def headline(self, name: str | None) -> SweepDoc | None:
+        """The named sweep where the arch lists it, else its first measured sweep."""
+        found = self.sweep(name) if name else None
+        if found is not None:
+            return found
         return next((s for s in self.sweeps if s.run is not None), None) or next(
             iter(self.sweeps), None
         )
 
 
-def arch_sweeps(runs: list[Any], arch: str) -> tuple[str, ...]:
-    """Sweeps cited for ``arch``: the main ones always on the GPU arches, then every other sweep
+def arch_sweeps(runs: list[Run], arch: str, headline: str | None, listed: bool) -> tuple[str, ...]:
+    """Sweeps cited for ``arch``: the headline sweep on listed arches, then every other sweep
     the store holds a run of (any status) on that arch, sorted."""
-    held = {
-        str(field_of(r, "name"))
-        for r in runs
-        if field_of(r, "kind") == "sweep" and _prov(r, "arch") == arch
-    }
-    main = SWEEPS if arch in DOC_ARCHES else ()
+    held = {r.name for r in runs if r.kind == "sweep" and r.arch == arch}
+    main = (headline,) if headline and listed else ()
     return (*main, *sorted(held - set(main)))
 
 
-def why_not_measured(runs: list[Any], arch: str, current: str) -> RunRef | None:
-    """When ``arch`` has no ok run of any kind: its newest not_measured or rejected run."""
-    best = None
-    for run in runs:
-        if _prov(run, "arch") != arch:
-            continue
-        status = field_of(run, "status")
-        if status == "ok":
-            return None
-        if status not in ("not_measured", "rejected"):
-            continue
-        rank = (str(_prov(run, "started")), str(field_of(run, "id")))
-        if best is None or rank > best[0]:
-            best = (rank, run)
-    return run_ref(best[1], current) if best else None
+def why_not_measured(runs: list[Run], arch: str, current: str) -> RunRef | None:
+    """When ``arch`` has no evidence-grade run: its newest not ok run."""
+    mine = [r for r in runs if r.arch == arch]
+    if any(r.evidence_grade for r in mine):
+        return None
+    bad = sorted((r for r in mine if not r.ok), key=lambda r: (r.started, r.id))
+    return run_ref(bad[-1], current) if bad else None
 
 
-_POLICY_CACHE: dict[tuple[str, bytes], tuple[tuple[Threshold, ...], tuple[Gate, ...]]] = {}
+_POLICY_CACHE: dict[
+    tuple[str, bytes], tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]
+] = {}
 
 
 def _same_code(a: bytes, b: bytes) -> bool:
@@ -402,9 +426,19 @@ def _same_code(a: bytes, b: bytes) -> bool:
     )
 
 
-def policy(root: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
-    """POLICY and GATES of the project at ``root`` (its [tool.tether] policy file); None
-    when it declares none.
+def _policy_of(module: Any) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]:
+    return (
+        tuple(getattr(module, "POLICY", ())),
+        tuple(getattr(module, "GATES", ())),
+        tuple(getattr(module, "COMPILE_GATES", ())),
+    )
+
+
+def policy_module_data(
+    root: Path,
+) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]] | None:
+    """POLICY, GATES and COMPILE_GATES of the project at ``root`` (its [tool.tether] policy
+    file); None when it declares none.
 
     The project's own file, not whatever module this interpreter imported under that name:
     ``tether check --root OTHER`` must judge OTHER's policy against OTHER's store. A module
@@ -428,7 +462,7 @@ def policy(root: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
         if own_path == path.resolve() or (
             own_path.name == path.name and _same_code(own_path.read_bytes(), raw)
         ):
-            return tuple(module.POLICY), tuple(module.GATES)
+            return _policy_of(module)
     key = (str(path.resolve()), hashlib.sha256(raw).digest())
     if key not in _POLICY_CACHE:
         name = "_tether_policy_" + key[1].hex()[:16]
@@ -438,33 +472,68 @@ def policy(root: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses resolve their module through sys.modules
         spec.loader.exec_module(module)
-        _POLICY_CACHE[key] = (tuple(module.POLICY), tuple(module.GATES))
+        _POLICY_CACHE[key] = _policy_of(module)
     return _POLICY_CACHE[key]
 
 
-def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
+def policy(root: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
+    """POLICY and GATES of the project at ``root`` (see ``policy_module_data``)."""
+    found = policy_module_data(root)
+    return None if found is None else (found[0], found[1])
+
+
+def _verify_runs(runs: list[Run]) -> tuple[Run | None, Run | None]:
+    """(newest complete verify run, newer partial one or None): a verify run that ran a
+    selection of the suite never becomes the Tested line."""
+    ran = sorted(
+        (
+            r
+            for r in runs
+            if r.kind == "verify" and r.status in ("ok", "rejected") and "passed" in r.results
+        ),
+        key=lambda r: (r.started, r.id),
+    )
+    complete = [r for r in ran if r.results.get("complete")]
+    newest = complete[-1] if complete else None
+    partial = [r for r in ran if not r.results.get("complete")]
+    newer = (
+        partial[-1]
+        if partial and (newest is None or partial[-1].started > newest.started)
+        else None
+    )
+    return newest, newer
+
+
+def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     """Everything the templates see, computed once per render."""
+    from tether import project
     from tether.store import harness_fingerprint
 
+    proj = project.get(root)
+    figures = proj.figures
     current = harness_fingerprint(root)
     pol = policy(root)
     thresholds, gates = pol if pol is not None else ((), ())
-    arches = list(DOC_ARCHES)
-    if any(_prov(r, "arch") == "cpu" for r in runs):
-        arches.append("cpu")
-    trends = {(t["arch"], t["sweep"]): t for t in trend_context(runs)["trends"]}
+    arches = list(proj.doc_arches)
+    arches += sorted({r.arch for r in runs} - set(arches))
+    trends = {(t["arch"], t["sweep"]): t for t in trend_context(runs)["trends"] if not t["sharded"]}
     docs = []
     for arch in arches:
-        th = next((t for t in thresholds if t.arch == arch), None)
-        pop = gate_population(arch, th)
+        ths = tuple(t for t in thresholds if t.arch == arch)
+        pop = ths[0].evidence.population if ths else WHOLE_MAP
+        listed = arch in proj.doc_arches
         sweeps = tuple(
-            replace(sweep_doc(runs, arch, s, pop, current), trend=trends.get((arch, s)))
-            for s in arch_sweeps(runs, arch)
+            replace(
+                sweep_doc(runs, arch, s, pop, current, figures),
+                trend=_trend_with_figure(trends.get((arch, s)), figures),
+            )
+            for s in arch_sweeps(runs, arch, proj.headline, listed)
         )
         docs.append(
             ArchDoc(
                 arch=arch,
-                threshold=th,
+                description="",
+                thresholds=ths,
                 population=pop,
                 sweeps=sweeps,
                 probe=probe_doc(runs, arch, current),
@@ -472,25 +541,28 @@ def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
                 why=why_not_measured(runs, arch, current),
             )
         )
-    # The newest verify run that ran the suite, passed or not: a failing suite is published
-    # as failing, never hidden behind an older pass. Refusals (not_measured) ran nothing.
-    verify_run = max(
-        (
-            r
-            for r in runs
-            if field_of(r, "kind") == "verify"
-            and field_of(r, "status") in ("ok", "rejected")
-            and "passed" in (field_of(r, "results", {}) or {})
-        ),
-        key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))),
-        default=None,
-    )
+    verify_run, partial = _verify_runs(runs)
+    tunes = {}
+    for run in runs:
+        if run.kind == "tune" and run.evidence_grade:
+            tunes[f"tune-{run.id}"] = tune_doc(run, current, siblings(runs, run))
     return {
+        "tether_context_version": CONTEXT_VERSION,
         "arches": docs,
         "superseded_mark": SUPERSEDED,
-        "headline_sweep": HEADLINE_SWEEP,
+        "headline_sweep": proj.headline,
         "verify": run_ref(verify_run, current) if verify_run is not None else None,
-        "verify_results": dict(field_of(verify_run, "results", {})) if verify_run else None,
-        "thresholds": {t.region: threshold_doc(runs, t, current) for t in thresholds},
+        "verify_results": dict(verify_run.results) if verify_run else None,
+        "verify_partial": run_ref(partial, current) if partial is not None else None,
+        "thresholds": {t.region: threshold_doc(runs, t, current, figures) for t in thresholds},
         "gates": {g.region: gate_doc(runs, g, current) for g in gates},
+        "tunes": tunes,
     }
+
+
+def _trend_with_figure(
+    trend: Mapping[str, Any] | None, figures: str | None
+) -> Mapping[str, Any] | None:
+    if trend is None:
+        return None
+    return {**trend, "figure_path": f"{figures}/{trend['figure']}" if figures else None}

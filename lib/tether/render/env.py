@@ -57,9 +57,20 @@ def ratio(value: object) -> str:
     return f"{_number(value, 'ratio'):.3f}"
 
 
-def tflops(value: object) -> str:
-    """A throughput in units of 1e12 FLOP per second, one decimal; the template writes the unit."""
-    return f"{_number(value, 'tflops'):.1f}"
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def rate(value: object, unit: str = "FLOP") -> str:
+    """Work per second with an SI prefix and the unit (the FLOP count 5.3e14 per second reads
+    as 530.0 with the tera prefix).
+
+    One decimal at the chosen prefix; the unit is the sweep's work unit (FLOP, B, rows, ...).
+    """
+    x = _number(value, "rate")
+    for scale, prefix in _PREFIXES:
+        if abs(x) >= scale:
+            return f"{x / scale:.1f} {prefix}{unit}/s"
+    return f"{x:.1f} {unit}/s"
 
 
 def ms(value: object) -> str:
@@ -73,7 +84,7 @@ def pct(value: object) -> str:
 
 
 def floor_range(value: object) -> str:
-    """An A/A floor ``(lo, hi)`` as ``lo-hi``."""
+    """A relative range ``(lo, hi)`` (an A/A floor, a replicate band) as ``lo-hi``."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise TemplateError(f"filter floor_range: expected (lo, hi), got {value!r}")
     return f"{ratio(value[0])}-{ratio(value[1])}"
@@ -82,7 +93,7 @@ def floor_range(value: object) -> str:
 FILTERS = {
     "md_cell": md_cell,
     "ratio": ratio,
-    "tflops": tflops,
+    "rate": rate,
     "ms": ms,
     "pct": pct,
     "floor_range": floor_range,

@@ -6,7 +6,6 @@ root; writing is a separate step (``tether.render.write_all``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -17,21 +16,12 @@ from tether import trends
 from tether.render import plots
 from tether.render.env import TemplateError, render_template
 from tether.render.figures import FigureSpec, inputs_digest
-from tether.render.regions import replace_regions
+from tether.render.regions import RegionError, find_regions, replace_regions
 
 THRESHOLD_TEMPLATE = "policy_threshold.py.j2"
 GATE_TEMPLATE = "policy_gate.py.j2"
+TUNE_TEMPLATE = "tune_outcome.md.j2"
 PY_REGION_WIDTH = 100
-
-
-@dataclass(frozen=True)
-class RegionTarget:
-    """One generated region: which file, which marker id, which template and its context."""
-
-    path: str
-    region: str
-    template: str
-    context: dict[str, Any]
 
 
 def render_files(
@@ -51,6 +41,7 @@ def _curve_data(sweep: Any, title: str, arms: tuple[str, str]) -> dict[str, Any]
             "value": p.value,
             "geomean": p.aggregate.geomean,
             "floor": list(p.aggregate.floor) if p.aggregate.floor else None,
+            "band": list(p.aggregate.band) if p.aggregate.band else None,
         }
         for p in sweep.curve
     ]
@@ -77,11 +68,10 @@ def figure_specs(context: dict[str, Any]) -> dict[Path, FigureSpec]:
                     partial(plots.curve_svg, sweep.curve, title, arms, sweep.run.superseded),
                 )
             trend = sweep.trend
-            if trend is not None and len(trend["points"]) >= 2:
-                digest = inputs_digest("trend", trend, [trends.__file__])
-                out[Path("docs") / trend["figure"]] = FigureSpec(
-                    digest, partial(_trend_bytes, trend)
-                )
+            if trend is not None and len(trend["points"]) >= 2 and trend.get("figure_path"):
+                data = {k: v for k, v in trend.items() if k != "figure_path"}
+                digest = inputs_digest("trend", data, [trends.__file__])
+                out[Path(trend["figure_path"])] = FigureSpec(digest, partial(_trend_bytes, data))
     return dict(sorted(out.items()))
 
 
@@ -89,24 +79,22 @@ def _trend_bytes(trend: dict[str, Any]) -> bytes:
     return trends.trend_svg(trend).encode("utf-8")
 
 
-def render_figures(context: dict[str, Any]) -> dict[Path, bytes]:
-    """Every figure drawn (slow: matplotlib); ``tether check`` draws only what drifted."""
-    return {path: spec.draw() for path, spec in figure_specs(context).items()}
+def region_bodies(context: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every region the context can render: ``{region id: (template, extra context)}``.
 
-
-def region_targets(context: dict[str, Any], policy_file: str | None) -> list[RegionTarget]:
-    """Regions from the policy: one per Threshold and one per Gate in the policy file."""
-    if policy_file is None:
-        return []
-    targets = [
-        RegionTarget(policy_file, region, THRESHOLD_TEMPLATE, {"doc": doc})
-        for region, doc in sorted(context["thresholds"].items())
-    ]
-    targets += [
-        RegionTarget(policy_file, region, GATE_TEMPLATE, {"doc": doc})
-        for region, doc in sorted(context["gates"].items())
-    ]
-    return targets
+    Thresholds and gates (from the policy file) and tuning runs (``tune-<run id>``); a project
+    places the markers of the ones it wants in its declared region files.
+    """
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for region, doc in sorted(context["thresholds"].items()):
+        out[region] = (THRESHOLD_TEMPLATE, {"doc": doc})
+    for region, doc in sorted(context["gates"].items()):
+        out[region] = (GATE_TEMPLATE, {"doc": doc})
+    for region, doc in sorted(context.get("tunes", {}).items()):
+        out[region] = (TUNE_TEMPLATE, {"doc": doc})
+    for region, (template, extra) in sorted(context.get("regions", {}).items()):
+        out[region] = (template, dict(extra))
+    return out
 
 
 def _check_python_region(path: str, region: str, body: str) -> None:
@@ -126,25 +114,44 @@ def _check_python_region(path: str, region: str, body: str) -> None:
 def render_regions(
     root: Path, env: jinja2.Environment, context: dict[str, Any]
 ) -> dict[Path, bytes]:
-    """Each file holding regions, as it reads with every region re-rendered."""
+    """Each declared region file as it reads with every region re-rendered.
+
+    Every marker in a declared file must name a region the context renders (a marker no
+    target renders is an error), and every threshold and gate region must have its marker in
+    the policy file.
+    """
     from tether import project
 
     proj = project.get(root)
+    available = region_bodies(context)
     policy_file = proj.rel(proj.policy) if proj.policy else None
-    by_file: dict[str, dict[str, str]] = {}
-    for target in region_targets(context, policy_file):
-        body = render_template(env, target.template, {**context, **target.context})
-        if not body.endswith("\n"):
-            body += "\n"
-        if target.path.endswith(".py"):
-            _check_python_region(target.path, target.region, body)
-        by_file.setdefault(target.path, {})[target.region] = body
+    required = {r: policy_file for r in (*context["thresholds"], *context["gates"])}
     out: dict[Path, bytes] = {}
-    for rel, bodies in sorted(by_file.items()):
+    files = sorted(set(proj.region_files) | ({policy_file} if policy_file and required else set()))
+    for rel in files:
         source = root / rel
         try:
             text = source.read_text(encoding="utf-8")
         except FileNotFoundError as exc:
-            raise TemplateError(f"{rel}: file with generated regions not found") from exc
+            raise TemplateError(f"{rel}: declared region file not found") from exc
+        spans = find_regions(text, Path(rel))
+        unknown = sorted(set(spans) - set(available))
+        if unknown:
+            raise RegionError(
+                rel,
+                unknown[0],
+                "no target renders this region (a marker must name a threshold, "
+                "a gate or a tuning run of the store)",
+            )
+        wanted = set(spans) | {r for r, f in required.items() if f == rel}
+        bodies = {}
+        for region in sorted(wanted):
+            template, extra = available[region]
+            body = render_template(env, template, {**context, **extra})
+            if not body.endswith("\n"):
+                body += "\n"
+            if rel.endswith(".py"):
+                _check_python_region(rel, region, body)
+            bodies[region] = body
         out[Path(rel)] = replace_regions(text, Path(rel), bodies).encode("utf-8")
     return out

@@ -9,10 +9,8 @@ new name survives a crash.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 
 from tether.errors import RunFileError, StoreError
@@ -21,9 +19,8 @@ from tether.store.schema import parse_json_text, run_from_json, validate_run
 
 
 def dumps_run(run: Run) -> str:
-    """The canonical file text: sorted keys, indent 1, UTF-8, trailing newline."""
-    data = run.to_json()
-    return json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    """The canonical file text (``Run.dumps``)."""
+    return run.dumps()
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -64,7 +61,7 @@ def write_run(run: Run, store: Path) -> Path:
     """Validate ``run`` and write it to ``store/<arch>/<id>.json``; never overwrites."""
     target = run_path(run, store)
     validate_run(run, source=target)
-    return write_bytes_once(target, dumps_run(run).encode("utf-8"))
+    return write_bytes_once(target, run.dumps().encode("utf-8"))
 
 
 def read_run_data(path: Path) -> dict[str, object]:
@@ -107,24 +104,6 @@ def load_store(store: Path) -> list[Run]:
     """Every run in ``store`` sorted by (started, id); a malformed file is an error, never skipped."""
     runs = [load_run(p) for p in store_files(store)]
     return sorted(runs, key=lambda r: (r.started, r.id))
-
-
-def latest(
-    runs: Iterable[Run], kind: str, name: str, arch: str, status: str | None = "ok"
-) -> Run | None:
-    """The run a document cites for (kind, name, arch): the newest by provenance.started.
-
-    ``status=None`` considers every status (to show a newer not_measured attempt).
-    """
-    pool = [
-        r
-        for r in runs
-        if r.kind == kind
-        and r.name == name
-        and r.arch == arch
-        and (status is None or r.status == status)
-    ]
-    return max(pool, key=lambda r: (r.started, r.id), default=None)
 
 
 def is_superseded(run: Run, current_fingerprint: str) -> bool:

@@ -1,19 +1,39 @@
-"""The in-memory run: ``Run`` and ``Cell``, frozen, and their JSON form (``tether.run/1``).
+"""The run, in memory: one typed model (``Run`` with its ``Provenance``, ``GuardRecord`` and
+``Cell``s) used everywhere, and its canonical JSON form (schema ``tether.run/2``).
 
-Validation lives in ``schema.py``; this module only says what a run is and how it is written
-out, so readers can see the shape of the data without the rules around it.
+    run = Run.new("sweep", "x", arch="sm90", device="NVIDIA H200", config=..., cells=...)
+    run.write(store)                  # validated, atomic, never overwrites
+    run = Run.load(path)              # validated; the digest must match the content
+    text = run.dumps()                # the canonical file text
+
+Every run carries a digest over its canonical content (``digest``), and its id ends with the
+digest's first hex digits: editing one raw sample anywhere in a file is caught when it is
+loaded, even when no published figure moves, and a forger who recomputes the digest must also
+rename the file, which breaks every document and policy that cites the run.
+Validation lives in ``schema.py`` (the rules, each naming the file and the field); this module
+says what a run is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "tether.run/1"
-ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
-KINDS: tuple[str, ...] = ("sweep", "gate", "verify", "probe")
+SCHEMA = "tether.run/2"
+KINDS: tuple[str, ...] = ("sweep", "gate", "probe", "tune", "verify", "compile")
 STATUSES: tuple[str, ...] = ("ok", "rejected", "not_measured")
+# How a run held the host: took the lock itself, ran under an enclosing hold (a parent
+# `tether guard --hold`), ran without it (only with --unguarded; never evidence), or was
+# refused the host (a not_measured record of the attempt).
+GUARD_MODES: tuple[str, ...] = ("held", "nested", "unguarded", "refused")
+# Kinds whose ok runs are measurements and may be cited as evidence when guarded.
+MEASURED_KINDS: tuple[str, ...] = ("sweep", "gate", "probe", "tune")
+# The A/A control of role A.
+CONTROL = "A2"
 
 TOP_KEYS: tuple[str, ...] = (
     "schema",
@@ -27,6 +47,7 @@ TOP_KEYS: tuple[str, ...] = (
     "config",
     "cells",
     "results",
+    "digest",
 )
 PROVENANCE_KEYS: tuple[str, ...] = (
     "git_sha",
@@ -41,31 +62,159 @@ PROVENANCE_KEYS: tuple[str, ...] = (
     "started",
     "ended",
 )
-CELL_KEYS: tuple[str, ...] = ("key", "flops", "samples", "kernels", "reach", "flags", "extra")
+GUARD_KEYS: tuple[str, ...] = (
+    "mode",
+    "lock",
+    "holder",
+    "before",
+    "after",
+    "arms",
+    "waited_s",
+    "reason",
+)
+CELL_KEYS: tuple[str, ...] = (
+    "key",
+    "work",
+    "samples",
+    "blocks",
+    "kernels",
+    "reach",
+    "flags",
+    "extra",
+)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a run came from: commit, fingerprints, host, device, versions, start and end."""
+
+    git_sha: str
+    git_dirty: bool | None
+    harness_fingerprint: str
+    kernels_fingerprint: str
+    host: str
+    arch: str
+    device: str
+    driver: str | None
+    runtime: Mapping[str, str | None]
+    started: str  # UTC YYYY-MM-DDTHH:MM:SSZ; sorts as text in time order
+    ended: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (dict(v) if k == "runtime" else v) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class GuardRecord:
+    """How the run held the host, and the idle evidence around it (see GUARD_MODES).
+
+    ``holder`` is the lock's holder record (pid, start time, host, boot id, user, argv, commit,
+    CI URL); ``before``/``after`` are idle snapshots (probe outputs); ``arms`` the per-arm
+    process checks. A refused attempt carries the lock status and last snapshot in ``before``.
+    """
+
+    mode: str
+    lock: str | None = None
+    holder: Mapping[str, Any] | None = None
+    before: Mapping[str, Any] | None = None
+    after: Mapping[str, Any] | None = None
+    arms: tuple[Mapping[str, Any], ...] = ()
+    waited_s: float = 0.0
+    reason: str | None = None  # why unguarded or refused
+
+    @property
+    def held(self) -> bool:
+        """The run held the host (itself or through an enclosing hold): it can be evidence."""
+        return self.mode in ("held", "nested")
+
+    @property
+    def contaminated(self) -> bool:
+        """A foreign process showed up around some arm."""
+        return any(bool(a.get("contaminated")) for a in self.arms)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "lock": self.lock,
+            "holder": None if self.holder is None else dict(self.holder),
+            "before": None if self.before is None else dict(self.before),
+            "after": None if self.after is None else dict(self.after),
+            "arms": [dict(a) for a in self.arms],
+            "waited_s": self.waited_s,
+            "reason": self.reason,
+        }
+
+
+UNGUARDED = GuardRecord(mode="unguarded", reason="run with --unguarded")
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One point of a grid: its shape key, FLOPs per call, and raw seconds per call per role."""
+    """One point of a grid: its key, the work one call does (in the run's unit), and raw
+    seconds per call per role, in replicate blocks.
 
-    key: dict[str, Any]
-    flops: float
-    samples: dict[str, tuple[float, ...]]
-    kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    reach: dict[str, Any] = field(default_factory=dict)
+    ``blocks`` are the number of samples of each replicate block, in time order: the grid is
+    measured ``len(blocks)`` times over the run, so a cell's ratio can be judged against how
+    much it moves between blocks (its replicate band), not only against its A/A floor. Every
+    role holds ``sum(blocks)`` samples, block after block.
+    """
+
+    key: Mapping[str, Any]
+    work: float
+    samples: Mapping[str, tuple[float, ...]]
+    blocks: tuple[int, ...] = ()
+    kernels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    reach: Mapping[str, Any] = field(default_factory=dict)
     flags: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def block_samples(self, role: str) -> list[tuple[float, ...]]:
+        """The samples of ``role`` split into its replicate blocks (one block when none)."""
+        values = tuple(self.samples[role])
+        sizes = self.blocks or (len(values),)
+        out, at = [], 0
+        for n in sizes:
+            out.append(values[at : at + n])
+            at += n
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
             "key": dict(self.key),
-            "flops": self.flops,
+            "work": self.work,
             "samples": {role: list(vals) for role, vals in self.samples.items()},
+            "blocks": list(self.blocks),
             "kernels": {role: list(names) for role, names in self.kernels.items()},
-            "reach": self.reach,
+            "reach": dict(self.reach),
             "flags": list(self.flags),
-            "extra": self.extra,
+            "extra": dict(self.extra),
         }
+
+
+def canonical_text(data: Mapping[str, Any]) -> str:
+    """The digest's input: sorted keys, no whitespace, UTF-8, no NaN."""
+    return json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+# The id ends with this many hex digits of the digest: the id is content-addressed.
+ID_DIGITS = 12
+
+
+def digest_of(data: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` over the canonical JSON of ``data`` without its ``id`` and ``digest``.
+
+    The id is left out because it ends with the digest's first ID_DIGITS hex digits: an edit
+    that recomputes the digest must also rename the file, which breaks every citation of it.
+    """
+    body = {k: v for k, v in data.items() if k not in ("id", "digest")}
+    return "sha256:" + hashlib.sha256(canonical_text(body).encode("utf-8")).hexdigest()
+
+
+def id_tail(digest: str) -> str:
+    """The part of a run id that the digest determines."""
+    return digest.split(":", 1)[1][:ID_DIGITS]
 
 
 @dataclass(frozen=True)
@@ -77,28 +226,59 @@ class Run:
     name: str
     status: str
     reason: str | None
-    provenance: dict[str, Any]
-    guard: dict[str, Any]
-    config: dict[str, Any]
+    provenance: Provenance
+    guard: GuardRecord
+    config: Mapping[str, Any]
     cells: tuple[Cell, ...]
-    results: dict[str, Any]
+    results: Mapping[str, Any]
     path: Path | None = None
+
+    # -- derived ---------------------------------------------------------------------------
 
     @property
     def arch(self) -> str:
-        return str(self.provenance["arch"])
+        return self.provenance.arch
 
     @property
     def started(self) -> str:
-        """UTC ``YYYY-MM-DDTHH:MM:SSZ``; sorts as text in time order."""
-        return str(self.provenance["started"])
+        return self.provenance.started
 
     @property
     def harness_fingerprint(self) -> str:
-        return str(self.provenance["harness_fingerprint"])
+        return self.provenance.harness_fingerprint
 
-    def to_json(self) -> dict[str, Any]:
-        """The file's content as a JSON-ready dict (``path`` is not part of it)."""
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def unit(self) -> str:
+        """What ``Cell.work`` counts (``FLOP`` unless the sweep declared another unit)."""
+        return str(self.config.get("unit", "FLOP"))
+
+    @property
+    def arms(self) -> Mapping[str, str]:
+        return dict(self.config.get("arms", {}) or {})
+
+    @property
+    def fixed(self) -> Mapping[str, Any]:
+        grid = self.config.get("grid") or {}
+        return dict(grid.get("fixed", {}) or {})
+
+    @property
+    def evidence_grade(self) -> bool:
+        """An ok measurement that held the guard: the only kind of run a policy, a gate, a
+        headline or a trend may cite."""
+        return self.ok and self.kind in MEASURED_KINDS and self.guard.held
+
+    @property
+    def sharded(self) -> bool:
+        return any(c.extra.get("gpu") for c in self.cells)
+
+    # -- JSON ------------------------------------------------------------------------------
+
+    def body(self) -> dict[str, Any]:
+        """The file's content without its digest (``path`` is not part of it)."""
         return {
             "schema": SCHEMA,
             "id": self.id,
@@ -106,9 +286,67 @@ class Run:
             "name": self.name,
             "status": self.status,
             "reason": self.reason,
-            "provenance": self.provenance,
-            "guard": self.guard,
-            "config": self.config,
+            "provenance": self.provenance.to_json(),
+            "guard": self.guard.to_json(),
+            "config": dict(self.config),
             "cells": [cell.to_json() for cell in self.cells],
-            "results": self.results,
+            "results": dict(self.results),
         }
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's content as a JSON-ready dict, digest included."""
+        body = self.body()
+        body["digest"] = digest_of(body)
+        return body
+
+    @property
+    def digest(self) -> str:
+        return digest_of(self.body())
+
+    def dumps(self) -> str:
+        """The canonical file text: sorted keys, indent 1, UTF-8, trailing newline."""
+        return (
+            json.dumps(
+                self.to_json(), sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False
+            )
+            + "\n"
+        )
+
+    def with_path(self, path: Path | None) -> Run:
+        return replace(self, path=path)
+
+    # -- the lifecycle (implemented in provenance, schema and io; here so callers see one API)
+
+    @staticmethod
+    def new(kind: str, name: str, **kwargs: Any) -> Run:
+        """A validated new run with full provenance and a fresh unique id (see
+        ``tether.store.provenance.new_run`` for the arguments)."""
+        from tether.store.provenance import new_run
+
+        return new_run(kind, name, **kwargs)
+
+    @staticmethod
+    def from_json(data: object, source: object = "<run>") -> Run:
+        """Validate parsed JSON and build the Run; RunFileError names the field."""
+        from tether.store.schema import run_from_json
+
+        return run_from_json(data, source)
+
+    @staticmethod
+    def load(path: Path) -> Run:
+        """Load and validate one run file (id == stem, arch == folder, digest matches)."""
+        from tether.store.io import load_run
+
+        return load_run(path)
+
+    def validate(self, source: object = "<run>") -> None:
+        """Validate this run by the same rules as a file (a JSON round trip)."""
+        from tether.store.schema import validate_run
+
+        validate_run(self, source)
+
+    def write(self, store: Path) -> Path:
+        """Validate and write to ``store/<arch>/<id>.json``; never overwrites."""
+        from tether.store.io import write_run
+
+        return write_run(self, store)

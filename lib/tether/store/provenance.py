@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import secrets
 import socket
 import subprocess
 import sys
@@ -21,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from tether._pysource import docstring_owners
-from tether.errors import UnknownArchError
-from tether.store.model import ARCHES, Cell, Run
+from tether.arch import check_arch
+from tether.store.model import Cell, GuardRecord, Provenance, Run, id_tail
 
 # Modules of tether.bench whose code decides what a sample means (allocation, warm-up, timing,
 # interleaving, A/A, fidelity). A change to any of them supersedes earlier runs.
@@ -221,10 +220,11 @@ def utc_stamp(when: datetime | str | None = None) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def make_id(kind: str, name: str, arch: str, started: str) -> str:
-    """``<yyyymmddTHHMMSSZ>-<kind>-<name>-<arch>-<8 hex>``; the random tail avoids collisions."""
+def make_id(kind: str, name: str, arch: str, started: str, digest: str) -> str:
+    """``<yyyymmddTHHMMSSZ>-<kind>-<name>-<arch>-<digest's first hex digits>``: readable, sorted
+    by time, and content-addressed (see tether.store.model.digest_of)."""
     compact = started.replace("-", "").replace(":", "")
-    return f"{compact}-{kind}-{name}-{arch}-{secrets.token_hex(4)}"
+    return f"{compact}-{kind}-{name}-{arch}-{id_tail(digest)}"
 
 
 def new_run(
@@ -233,12 +233,12 @@ def new_run(
     *,
     arch: str,
     device: str,
-    config: dict[str, Any],
+    config: Mapping[str, Any],
+    guard: GuardRecord,
     status: str = "ok",
     reason: str | None = None,
-    guard: dict[str, Any] | None = None,
     cells: Iterable[Cell] = (),
-    results: dict[str, Any] | None = None,
+    results: Mapping[str, Any] | None = None,
     started: datetime | str | None = None,
     ended: datetime | str | None = None,
     root: Path | None = None,
@@ -246,43 +246,50 @@ def new_run(
     driver: str | None = None,
     host: str | None = None,
 ) -> Run:
-    """A validated new run with full provenance and a fresh unique id.
+    """A validated new run with full provenance and its content-addressed id.
 
-    ``runtime`` carries what only the caller knows (cuda, hip, cudnn versions).
-    Raises UnknownArchError for an unknown arch, RunFileError for any other bad field.
+    The one builder of runs: sweeps, gates, probes, tuning, compile and verify runs all come
+    from here. ``guard`` is required: how the run held the host is never left out (an
+    unguarded run says so, and why). ``runtime`` carries what only the caller knows (cuda,
+    hip, cudnn versions). Raises UnknownArchError for a bad arch name, RunFileError for any
+    other bad field.
     """
     from tether.store.schema import validate_run  # schema imports model only; no cycle
 
-    if arch not in ARCHES:
-        raise UnknownArchError(f"arch {arch!r} is not one of {', '.join(ARCHES)}")
+    check_arch(arch)
     base = (root or default_root()).resolve()
     start = utc_stamp(started)
     end = utc_stamp(ended) if ended is not None else (start if started is not None else utc_stamp())
     sha, dirty = git_state(base)
-    provenance: dict[str, Any] = {
-        "git_sha": sha,
-        "git_dirty": dirty,
-        "harness_fingerprint": harness_fingerprint(base),
-        "kernels_fingerprint": kernels_fingerprint(base),
-        "host": host if host is not None else (socket.gethostname() or os.uname().nodename),
-        "arch": arch,
-        "device": device,
-        "driver": driver,
-        "runtime": runtime_versions(runtime),
-        "started": start,
-        "ended": end,
-    }
-    run = Run(
-        id=make_id(kind, name, arch, start),
+    provenance = Provenance(
+        git_sha=sha,
+        git_dirty=dirty,
+        harness_fingerprint=harness_fingerprint(base),
+        kernels_fingerprint=kernels_fingerprint(base),
+        host=host if host is not None else (socket.gethostname() or os.uname().nodename),
+        arch=arch,
+        device=device,
+        driver=driver,
+        runtime=runtime_versions(runtime),
+        started=start,
+        ended=end,
+    )
+    draft = Run(
+        id="draft",
         kind=kind,
         name=name,
         status=status,
         reason=reason,
         provenance=provenance,
-        guard=dict(guard or {}),
-        config=config,
+        guard=guard,
+        config=dict(config),
         cells=tuple(cells),
         results=dict(results or {}),
     )
+    try:
+        digest = draft.digest
+    except (TypeError, ValueError):
+        digest = "sha256:" + "0" * 64  # not JSON data: validation below names the field
+    run = draft.__class__(**{**draft.__dict__, "id": make_id(kind, name, arch, start, digest)})
     validate_run(run, source="<new_run>")
     return run

@@ -48,6 +48,15 @@ def check_safe_text(value: object, what: str = "text", *, kernel: bool = False) 
     return value
 
 
+def sanitize(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` made safe under the same rule ``check_safe_text`` enforces, keeping its meaning:
+    every forbidden or control character becomes a space, runs of spaces fold, and the result
+    is cut to ``limit`` characters. The one place free text (a reason, an error) is cleaned
+    before it enters a run."""
+    cleaned = "".join(" " if ch in FORBIDDEN or _control(ch) else ch for ch in text)
+    return " ".join(cleaned.split())[:limit]
+
+
 def check_id(value: object, what: str = "id") -> str:
     """Return ``value`` if it is a valid run id (also a file stem), else raise."""
     if not isinstance(value, str) or not ID_RE.fullmatch(value) or len(value) > 255:

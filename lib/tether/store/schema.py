@@ -1,7 +1,8 @@
-"""Validation of ``tether.run/1``: every failure names the file and the field path.
+"""Validation of ``tether.run/2``: every failure names the file and the field path.
 
 ``run_from_json`` is the only way a dict becomes a ``Run``; ``write_run`` and ``new_run``
-round-trip through it, so a run that could not be loaded back is never written.
+round-trip through it, so a run that could not be loaded back is never written. A file whose
+``digest`` does not match its content was edited after it was written, and is refused.
 """
 
 from __future__ import annotations
@@ -14,17 +15,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tether.arch import ARCH_RE
 from tether.errors import RunFileError, UnsafeTextError
 from tether.store.model import (
-    ARCHES,
     CELL_KEYS,
+    CONTROL,
+    GUARD_KEYS,
+    GUARD_MODES,
+    ID_DIGITS,
     KINDS,
     PROVENANCE_KEYS,
     SCHEMA,
     STATUSES,
     TOP_KEYS,
     Cell,
+    GuardRecord,
+    Provenance,
     Run,
+    digest_of,
+    id_tail,
 )
 from tether.store.safe import check_id, check_name, check_safe_text
 
@@ -36,14 +45,16 @@ VENDORS = ("cuda", "rocm", "cpu")
 # kind -> {field: (types, description)} of ``results`` when a run is ok.
 NUM = (int, float)
 RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
+    # A gate's verdict is recomputed from its samples; the run records what it was judged
+    # against (threshold in the sweep's unit per second) and which policy declared it.
     "gate": {
-        "threshold_tflops": (NUM, "number"),
-        "measured_tflops": (NUM, "number"),
-        "passed": ((bool,), "bool"),
+        "threshold": (NUM, "number"),
+        "gate": ((str,), "string"),
         "shape": ((str,), "string"),
         "policy": ((str,), "string"),
     },
-    "probe": {"bound_tflops": (NUM, "number"), "bound": ((str,), "string")},
+    # A probe's bounds keep their raw samples (see _bounds); rates are recomputed.
+    "probe": {"bounds": ((dict,), "object")},
     "verify": {
         "passed": ((int,), "int"),
         "failed": ((int,), "int"),
@@ -53,11 +64,25 @@ RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "suite": ((str,), "string"),
         "vendor": ((str,), "string"),
         "workers": ((int,), "int"),
+        "complete": ((bool,), "bool"),
     },
     "sweep": {},
+    "tune": {},
+    "compile": {},
+}
+# Optional results fields per kind (validated when present).
+OPTIONAL_RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
+    "verify": {"routed_cases": ((dict,), "object"), "selection": ((list,), "list")},
 }
 # Roles each ok cell must carry samples for.
-REQUIRED_ROLES = {"sweep": ("A", "A2", "B"), "gate": ("B",), "probe": ("B",), "verify": ()}
+REQUIRED_ROLES = {
+    "sweep": ("A", CONTROL, "B"),
+    "tune": ("A", CONTROL, "B"),
+    "gate": ("B",),
+    "probe": ("B",),
+    "verify": (),
+    "compile": (),
+}
 
 
 class _Checker:
@@ -156,7 +181,7 @@ def parse_json_text(text: str, source: object) -> dict[str, Any]:
     return data
 
 
-def _provenance(c: _Checker, value: object) -> dict[str, Any]:
+def _provenance(c: _Checker, value: object) -> Provenance:
     prov = c.obj(value, "provenance")
     c.keys(prov, "provenance", PROVENANCE_KEYS)
     sha = prov["git_sha"]
@@ -169,8 +194,11 @@ def _provenance(c: _Checker, value: object) -> dict[str, Any]:
             c.fail(f"provenance.{fp}", f"expected sha256:<64 hex>, got {prov[fp]!r}")
     c.text(prov["host"], "provenance.host")
     c.text(prov["device"], "provenance.device")
-    if prov["arch"] not in ARCHES:
-        c.fail("provenance.arch", f"unknown arch {prov['arch']!r} (known: {', '.join(ARCHES)})")
+    if not (isinstance(prov["arch"], str) and ARCH_RE.fullmatch(prov["arch"])):
+        c.fail(
+            "provenance.arch",
+            f"{prov['arch']!r} is not an arch name (sm<major><minor>, gfx<target> or cpu)",
+        )
     if prov["driver"] is not None:
         c.text(prov["driver"], "provenance.driver")
     runtime = c.obj(prov["runtime"], "provenance.runtime")
@@ -184,7 +212,59 @@ def _provenance(c: _Checker, value: object) -> dict[str, Any]:
             c.fail(f"provenance.{stamp}", f"expected YYYY-MM-DDTHH:MM:SSZ, got {prov[stamp]!r}")
     if prov["ended"] < prov["started"]:
         c.fail("provenance.ended", "earlier than provenance.started")
-    return prov
+    return Provenance(
+        git_sha=sha,
+        git_dirty=prov["git_dirty"],
+        harness_fingerprint=prov["harness_fingerprint"],
+        kernels_fingerprint=prov["kernels_fingerprint"],
+        host=prov["host"],
+        arch=prov["arch"],
+        device=prov["device"],
+        driver=prov["driver"],
+        runtime=dict(runtime),
+        started=prov["started"],
+        ended=prov["ended"],
+    )
+
+
+def _guard(c: _Checker, value: object, kind: str, status: str) -> GuardRecord:
+    g = c.obj(value, "guard")
+    c.keys(g, "guard", GUARD_KEYS)
+    mode = g["mode"]
+    if mode not in GUARD_MODES:
+        c.fail("guard.mode", f"{mode!r} is not one of {', '.join(GUARD_MODES)}")
+    if g["lock"] is not None:
+        c.text(g["lock"], "guard.lock")
+    for part in ("holder", "before", "after"):
+        if g[part] is not None:
+            c.obj(g[part], f"guard.{part}")
+            c.finite_tree(g[part], f"guard.{part}")
+    if not isinstance(g["arms"], list):
+        c.fail("guard.arms", "expected a list")
+    arms = tuple(c.obj(a, f"guard.arms[{i}]") for i, a in enumerate(g["arms"]))
+    c.finite_tree(list(arms), "guard.arms")
+    waited = c.number(g["waited_s"], "guard.waited_s")
+    if waited < 0:
+        c.fail("guard.waited_s", "must not be negative")
+    if g["reason"] is not None:
+        c.text(g["reason"], "guard.reason")
+    if mode == "refused" and status == "ok":
+        c.fail("guard.mode", "an ok run cannot have been refused the host")
+    if mode in ("held", "nested"):
+        if g["holder"] is None or g["before"] is None:
+            c.fail("guard", f"a {mode} run records the holder and the idle evidence before it")
+    elif not g["reason"]:
+        c.fail("guard.reason", f"a {mode} run says why (non-empty string)")
+    return GuardRecord(
+        mode=mode,
+        lock=g["lock"],
+        holder=g["holder"],
+        before=g["before"],
+        after=g["after"],
+        arms=arms,
+        waited_s=waited,
+        reason=g["reason"],
+    )
 
 
 def _grid(c: _Checker, config: dict[str, Any]) -> dict[str, list[Any]] | None:
@@ -222,11 +302,15 @@ def _config(c: _Checker, value: object, kind: str, ok: bool) -> dict[str, Any]:
     for k in ("timing",):
         if k in config:
             c.obj(config[k], f"config.{k}")
+    if "unit" in config:
+        unit = c.text(config["unit"], "config.unit")
+        if not AXIS_RE.fullmatch(unit):
+            c.fail("config.unit", f"{unit!r}: a unit is an identifier (FLOP, B, rows, ...)")
     c.finite_tree(config, "config")
-    if kind == "sweep" and ok:
+    if kind in ("sweep", "tune") and ok:
         arms = config.get("arms")
         if not isinstance(arms, dict) or not {"A", "B"} <= set(arms):
-            c.fail("config.arms", "a sweep names arms for roles A and B")
+            c.fail("config.arms", f"a {kind} names arms for roles A and B")
         if "grid" not in config:
             c.fail("config.grid", "missing key")
     return config
@@ -245,7 +329,7 @@ def _cell(c: _Checker, value: object, i: int, axes: dict[str, list[Any]] | None)
         for k, v in key.items():
             if _canon(v) not in {_canon(a) for a in axes[k]}:
                 c.fail(f"{at}.key.{k}", f"{v!r} is not a value of the grid axis")
-    flops = c.number(raw["flops"], f"{at}.flops", positive=True)
+    work = c.number(raw["work"], f"{at}.work", positive=True)
     samples: dict[str, tuple[float, ...]] = {}
     for role, vals in c.obj(raw["samples"], f"{at}.samples").items():
         field = f"{at}.samples.{role}"
@@ -256,6 +340,20 @@ def _cell(c: _Checker, value: object, i: int, axes: dict[str, list[Any]] | None)
         samples[role] = tuple(
             c.number(v, f"{field}[{j}]", positive=True) for j, v in enumerate(vals)
         )
+    if not isinstance(raw["blocks"], list):
+        c.fail(f"{at}.blocks", "expected a list of sample counts")
+    blocks = []
+    for j, n in enumerate(raw["blocks"]):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            c.fail(f"{at}.blocks[{j}]", f"expected a positive int, got {n!r}")
+        blocks.append(n)
+    if blocks:
+        for role, vals in samples.items():
+            if len(vals) != sum(blocks):
+                c.fail(
+                    f"{at}.samples.{role}",
+                    f"{len(vals)} samples, but the blocks hold {sum(blocks)}",
+                )
     kernels = {
         role: c.text_list(names, f"{at}.kernels.{role}", kernel=True)
         for role, names in c.obj(raw["kernels"], f"{at}.kernels").items()
@@ -272,27 +370,56 @@ def _cell(c: _Checker, value: object, i: int, axes: dict[str, list[Any]] | None)
     flags = c.text_list(raw["flags"], f"{at}.flags")
     extra = c.obj(raw["extra"], f"{at}.extra")
     c.finite_tree(extra, f"{at}.extra")
-    return Cell(key, flops, samples, kernels, reach, flags, extra)
+    return Cell(key, work, samples, tuple(blocks), kernels, reach, flags, extra)
 
 
 def _results(c: _Checker, value: object, kind: str, ok: bool) -> dict[str, Any]:
     results = c.obj(value, "results")
     spec = RESULTS[kind]
+    optional = OPTIONAL_RESULTS.get(kind, {})
+    for k, (types, desc) in optional.items():
+        if k in results and not isinstance(results[k], types):
+            c.fail(f"results.{k}", f"expected {desc}, got {type(results[k]).__name__}")
+    if kind == "verify" and isinstance(results.get("routed_cases"), dict):
+        for arm, n in results["routed_cases"].items():
+            c.text(arm, "results.routed_cases")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                c.fail(f"results.routed_cases.{arm}", f"expected a non-negative int, got {n!r}")
+    if kind == "probe" and isinstance(results.get("bounds"), dict):
+        _bounds(c, results["bounds"])
     # A run that is not ok may have no summary at all; if it has one, it is a whole one.
     if spec and (ok or results):
-        c.keys(results, "results", tuple(spec))
+        c.keys(results, "results", tuple(spec) + tuple(k for k in optional if k in results))
         for k, (types, desc) in spec.items():
             v = results[k]
             if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
                 c.fail(f"results.{k}", f"expected {desc}, got {type(v).__name__}")
             if isinstance(v, str):
                 c.text(v, f"results.{k}")
+            elif isinstance(v, (dict, list)):
+                c.finite_tree(v, f"results.{k}")
             elif not isinstance(v, bool) and c.number(v, f"results.{k}") < 0:
                 c.fail(f"results.{k}", "must not be negative")
         if kind == "verify" and results["vendor"] not in VENDORS:
             c.fail("results.vendor", f"expected one of {', '.join(VENDORS)}")
     c.finite_tree(results, "results")
     return results
+
+
+def _bounds(c: _Checker, bounds: dict[str, Any]) -> None:
+    """A probe's bounds: per label, the work one call does, its raw seconds and what it is."""
+    for label, b in bounds.items():
+        at = f"results.bounds.{label}"
+        if not AXIS_RE.fullmatch(label):
+            c.fail(at, "bound labels must be identifiers")
+        b = c.obj(b, at)
+        c.keys(b, at, ("work", "samples", "what"))
+        c.number(b["work"], f"{at}.work", positive=True)
+        if not isinstance(b["samples"], list) or not b["samples"]:
+            c.fail(f"{at}.samples", "expected a non-empty list of seconds")
+        for j, v in enumerate(b["samples"]):
+            c.number(v, f"{at}.samples[{j}]", positive=True)
+        c.text(b["what"], f"{at}.what")
 
 
 def run_from_json(
@@ -309,6 +436,12 @@ def run_from_json(
     """
     c = _Checker(source)
     top = c.obj(data, "json")
+    if top.get("schema") == "tether.run/1":
+        c.fail(
+            "schema",
+            "tether.run/1 is retired: such runs carry no digest and no guard record, so they "
+            "cannot be evidence (they remain in the git history)",
+        )
     if top.get("schema") != SCHEMA:
         c.fail("schema", f"expected {SCHEMA!r}, got {top.get('schema')!r}")
     c.keys(top, "", TOP_KEYS)
@@ -333,10 +466,9 @@ def run_from_json(
     if reason is not None:
         c.text(reason, "reason")
     prov = _provenance(c, top["provenance"])
-    if arch_dir is not None and prov["arch"] != arch_dir:
-        c.fail("provenance.arch", f"{prov['arch']!r} differs from its folder {arch_dir!r}")
-    guard = c.obj(top["guard"], "guard")
-    c.finite_tree(guard, "guard")
+    if arch_dir is not None and prov.arch != arch_dir:
+        c.fail("provenance.arch", f"{prov.arch!r} differs from its folder {arch_dir!r}")
+    guard = _guard(c, top["guard"], kind, status)
     config = _config(c, top["config"], kind, ok)
     axes = _grid(c, config)
     if not isinstance(top["cells"], list):
@@ -344,6 +476,26 @@ def run_from_json(
     cells = tuple(_cell(c, raw, i, axes) for i, raw in enumerate(top["cells"]))
     _check_cells(c, cells, kind, ok, axes, config)
     results = _results(c, top["results"], kind, ok)
+    # Last: every field is valid, so a mismatch here means the content was edited (a valid
+    # number changed, a cell dropped) rather than malformed.
+    if not (isinstance(top["digest"], str) and FINGERPRINT_RE.fullmatch(top["digest"])):
+        c.fail("digest", f"expected sha256:<64 hex>, got {top['digest']!r}")
+    try:
+        want = digest_of(top)
+    except (TypeError, ValueError) as exc:
+        c.fail("json", f"not canonical JSON data: {exc}")
+    if top["digest"] != want:
+        c.fail(
+            "digest",
+            "does not match the file's content: a sample or field was edited after the run "
+            "was written (runs are immutable; measure again instead)",
+        )
+    if isinstance(top["id"], str) and not top["id"].endswith("-" + id_tail(want)):
+        c.fail(
+            "id",
+            f"does not end with its digest's first {ID_DIGITS} hex digits ({id_tail(want)}): "
+            "ids are content-addressed",
+        )
     return Run(run_id, kind, name, status, reason, prov, guard, config, cells, results, path)
 
 
@@ -390,7 +542,13 @@ def validate_run(run: Run, source: object = "<run>") -> None:
     """Validate an in-memory Run by the same rules as a file (a JSON round trip)."""
     try:
         # NaN is let through here so that the field check below names the exact field.
-        data = json.loads(json.dumps(run.to_json(), allow_nan=True))
+        body = json.loads(json.dumps(run.body(), allow_nan=True))
     except (TypeError, ValueError) as exc:
         raise RunFileError(source, "json", f"not JSON data: {exc}") from None
-    run_from_json(data, source)
+    try:
+        body["digest"] = digest_of(body)
+    except ValueError:
+        # A NaN somewhere: leave the digest unset so the field checks name the exact field.
+        body["digest"] = "sha256:" + "0" * 64
+        _Checker(source).finite_tree(body, "json")
+    run_from_json(body, source)

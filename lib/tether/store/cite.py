@@ -1,0 +1,69 @@
+"""Which run a document, a policy or a gate cites: one rule, in one place.
+
+- ``cited(runs, kind, name, arch)``: the newest run (by ``provenance.started``, then id) that
+  is evidence grade: status ``ok`` and measured while holding the guard. An unguarded run is
+  never cited as a headline, a trend point, policy evidence or a gate's before or after; it
+  still loads and shows in ``tether store ls``.
+- ``siblings(runs, run)``: the other evidence-grade runs of the same setup (kind, name, arch,
+  commit, harness and kernel fingerprints, sharded or not): replicate runs, whose spread is the
+  run-to-run band of the cited run's cells.
+- ``newest_attempt``: the newest attempt of any status, to show that a newer attempt was not
+  measured (a busy host) beside what is cited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tether.store.model import Run
+
+
+def _rank(run: Run) -> tuple[str, str]:
+    return (run.started, run.id)
+
+
+def matching(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> list[Run]:
+    """Runs of ``kind`` (and ``name``, unless None) on ``arch``, oldest first."""
+    out = [
+        r for r in runs if r.kind == kind and r.arch == arch and (name is None or r.name == name)
+    ]
+    return sorted(out, key=_rank)
+
+
+def cited(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> Run | None:
+    """The newest evidence-grade run of ``kind``/``name`` on ``arch`` (see the module doc)."""
+    pool = [r for r in matching(runs, kind, name, arch) if r.evidence_grade]
+    return pool[-1] if pool else None
+
+
+def newest_attempt(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> Run | None:
+    pool = matching(runs, kind, name, arch)
+    return pool[-1] if pool else None
+
+
+def same_setup(a: Run, b: Run) -> bool:
+    pa, pb = a.provenance, b.provenance
+    return (
+        a.kind == b.kind
+        and a.name == b.name
+        and pa.arch == pb.arch
+        and pa.git_sha == pb.git_sha
+        and pa.git_dirty == pb.git_dirty
+        and pa.harness_fingerprint == pb.harness_fingerprint
+        and pa.kernels_fingerprint == pb.kernels_fingerprint
+        and a.sharded == b.sharded
+    )
+
+
+def siblings(runs: Iterable[Run], run: Run) -> list[Run]:
+    """Other evidence-grade runs of ``run``'s setup (replicates), oldest first."""
+    return sorted(
+        (r for r in runs if r.id != run.id and r.evidence_grade and same_setup(r, run)),
+        key=_rank,
+    )
+
+
+def by_id(runs: Iterable[Run], run_id: str | None) -> Run | None:
+    if run_id is None:
+        return None
+    return next((r for r in runs if r.id == run_id), None)
