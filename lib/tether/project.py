@@ -94,9 +94,17 @@ class Project:
 
     def scanned(self, rel: str) -> bool:
         """Whether the root-relative path ``rel`` is scanned for stray figures."""
-        if any(fnmatch.fnmatchcase(rel, pat) for pat in self.scan_exclude):
+        if any(_match(rel, pat) for pat in self.scan_exclude):
             return False
-        return any(fnmatch.fnmatchcase(rel, pat) for pat in self.scan_include)
+        return any(_match(rel, pat) for pat in self.scan_include)
+
+
+def _match(rel: str, pattern: str) -> bool:
+    """Glob match where a leading ``**/`` also matches no folder at all (``**/*.md`` matches
+    ``NOTES.md``), as in git and most tools."""
+    if fnmatch.fnmatchcase(rel, pattern):
+        return True
+    return pattern.startswith("**/") and fnmatch.fnmatchcase(rel, pattern[3:])
 
 
 def _table(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
@@ -177,7 +185,8 @@ def load(root: Path) -> Project:
         render_files=dict(sorted(files.items())),
         figures=_opt_str(render.get("figures"), "render.figures", path),
         region_files=_strings(render.get("regions"), "render.regions", path),
-        scan_include=_strings(scan.get("include"), "scan.include", path) or ("**/*.md", "**/*.py"),
+        scan_include=_strings(scan.get("include"), "scan.include", path)
+        or ("**/*.md", "**/*.py", "**/*.j2"),
         scan_exclude=_strings(scan.get("exclude"), "scan.exclude", path),
         raw=table,
     )

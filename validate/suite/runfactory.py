@@ -121,6 +121,33 @@ def grid_cells(
     return tuple(cells)
 
 
+def resealed(run: Run, **changes: Any) -> Run:
+    """FIXTURE: ``run`` with ``changes`` applied (any Run field; ``provenance`` may be a dict
+    of Provenance fields to change) and its content-addressed id recomputed, as if the
+    harness had written it that way."""
+    from tether.store.provenance import make_id
+
+    prov = changes.pop("provenance", None)
+    if isinstance(prov, Mapping):
+        changes["provenance"] = replace(run.provenance, **prov)
+    elif prov is not None:
+        changes["provenance"] = prov
+    draft = replace(run, **changes)
+    return replace(
+        draft,
+        id=make_id(draft.kind, draft.name, draft.arch, draft.started, draft.digest),
+        path=None,
+    )
+
+
+def with_b_faster(run: Run, index: int, factor: float) -> Run:
+    """FIXTURE: ``run`` with cell ``index``'s B samples ``factor`` times faster, resealed."""
+    cells = list(run.cells)
+    c = cells[index]
+    cells[index] = replace(c, samples={**c.samples, "B": tuple(x / factor for x in c.samples["B"])})
+    return resealed(run, cells=tuple(cells))
+
+
 def _finish(run: Run, store: Path | None) -> Run:
     if store is None:
         return run

@@ -24,9 +24,16 @@ from tether.policy import Evidence, Gate, Population, Threshold
 from tether.store import Run, write_run
 from tether_kernels import arch_caps
 
-from validate.suite.runfactory import make_gate_run, make_sweep_run
+from validate.suite.fixture_project import fixture_project
+from validate.suite.runfactory import (
+    UNGUARDED,
+    make_gate_run,
+    make_sweep_run,
+    resealed,
+)
 
 REPO = Path(__file__).resolve().parents[2]
+POLICY_FILE = REPO / "kernels" / "tether_kernels" / "arch_caps.py"
 SWEEP = "prefill-triton-vs-sdpa"
 OLD_HARNESS = "sha256:" + "0" * 64  # FIXTURE: a harness that no longer exists
 AXES = {"seqlen": [2048, 4096]}
@@ -34,14 +41,16 @@ FIXED = {"batch": 1, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "f16", "causa
 POLICY_REGION = "policy-single-prefill-sm90"
 GATE_REGION = "gate-sm90-chunked-prefill-16k"
 
-FIXTURE_POLICY = (
+# The FIXTURE's live threshold stands in for the policy file's sm90 one; the other thresholds
+# stay as they are (unset), so every marker in the file still names a region.
+_LIVE = (
     Threshold(
         region=POLICY_REGION,
         arch="sm90",
         entry="single_prefill",
         arm="triton",
         otherwise="sdpa_cudnn",
-        min_qo_len=2048,
+        takes=(("qo_len", ">=", 2048),),
         evidence=Evidence(
             sweep=SWEEP,
             population=Population(
@@ -51,17 +60,29 @@ FIXTURE_POLICY = (
         ),
     ),
 )
+FIXTURE_POLICY = _LIVE + tuple(th for th in arch_caps.POLICY if th.region != POLICY_REGION)
 
 
-def fixture_gates(threshold: float | None, before: str | None, after: str | None) -> tuple[Gate]:
+CALL = {"seqlen": 4096}  # the gated FIXTURE call (the gate runs' single cell)
+
+
+# The policy file's other gates, as they are (unset): their markers stay in the file.
+OTHER_GATES = tuple(g for g in arch_caps.GATES if g.region != GATE_REGION)
+
+
+def fixture_gates(
+    threshold: float | None, before: str | None, after: str | None
+) -> tuple[Gate, ...]:
     return (
+        *OTHER_GATES,
         Gate(
             id="fixture-gate",
             region=GATE_REGION,
             arch="sm90",
             arm="triton",
-            shape=dict(arch_caps.CHUNKED_PREFILL_16K),
-            threshold_tflops=threshold,
+            case="attention",
+            call=CALL,
+            threshold=threshold,
             before_run=before,
             after_run=after,
         ),
@@ -103,30 +124,31 @@ def _render_into(root: Path, store: Path) -> None:
 def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Checkout:
     root = tmp_path / "repo"
     store = tmp_path / "store"
-    root.mkdir()
-    (root / "pyproject.toml").write_text("# FIXTURE checkout\n", encoding="utf-8")
-    # Real templates and the real arch_caps.py: the corpus drifts what users would drift.
+    fixture_project(root, policy="kernels/arch_caps.py")
+    # Real templates and the real policy file: the corpus drifts what users would drift.
     shutil.copytree(REPO / "docs_src", root / "docs_src")
     (root / "kernels").mkdir()
-    shutil.copy2(REPO / "kernels" / "arch_caps.py", root / "kernels" / "arch_caps.py")
+    shutil.copy2(POLICY_FILE, root / "kernels" / "arch_caps.py")
     sweep = make_sweep_run(name=SWEEP, axes=AXES, fixed=FIXED, ratio=0.5, store=store, root=root)
     before = make_gate_run(
         name="fixture-gate",
-        measured_tflops=100.0,
+        measured=100e12,
+        call=CALL,
         started="2026-01-01T00:00:00Z",
         store=store,
         root=root,
     )
     after = make_gate_run(
         name="fixture-gate",
-        measured_tflops=200.0,
+        measured=200e12,
+        call=CALL,
         started="2026-01-02T00:00:00Z",
         store=store,
         root=root,
     )
     # The policy under test is the FIXTURE's: a live threshold and a gate set between two runs.
     monkeypatch.setattr(arch_caps, "POLICY", FIXTURE_POLICY)
-    monkeypatch.setattr(arch_caps, "GATES", fixture_gates(150.0, before.id, after.id))
+    monkeypatch.setattr(arch_caps, "GATES", fixture_gates(150e12, before.id, after.id))
     _render_into(root, store)
     made = Checkout(root=root, store=store, sweep=sweep, before=before, after=after)
     code, out, err = made.check()
@@ -214,14 +236,114 @@ def test_claim_word_typed_by_hand(checkout: Checkout) -> None:
 def test_raw_sample_edited_in_run_file(checkout: Checkout) -> None:
     assert checkout.sweep.path is not None
     data = json.loads(checkout.sweep.path.read_text(encoding="utf-8"))
-    # B slower than A everywhere: the rendered numbers and the policy's evidence both change.
-    for cell in data["cells"]:
-        cell["samples"]["B"] = [s * 4.0 for s in cell["samples"]["B"]]
+    # One raw sample, by one percent: no published figure need move, the digest does.
+    data["cells"][0]["samples"]["B"][0] *= 1.01
     checkout.sweep.path.write_text(json.dumps(data), encoding="utf-8")
     code, out, _ = checkout.check()
     assert code == 1
-    assert "README.md" in out
-    assert f"{POLICY_REGION}" in out and "evidence does not hold" in out
+    assert f"{checkout.sweep.path.name}:1: malformed run: digest: does not match" in out
+
+
+def test_a_resealed_edit_breaks_the_id_and_every_citation(checkout: Checkout) -> None:
+    from tether.store.model import digest_of
+
+    assert checkout.sweep.path is not None
+    data = json.loads(checkout.sweep.path.read_text(encoding="utf-8"))
+    for cell in data["cells"]:  # B slower than A everywhere, digest recomputed by a forger
+        cell["samples"]["B"] = [s * 4.0 for s in cell["samples"]["B"]]
+    data["digest"] = digest_of(data)
+    checkout.sweep.path.write_text(json.dumps(data), encoding="utf-8")
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "ids are content-addressed" in out
+
+
+def test_an_unguarded_run_is_never_policy_evidence(checkout: Checkout) -> None:
+    assert checkout.sweep.path is not None
+    checkout.sweep.path.unlink()
+    make_sweep_run(
+        name=SWEEP, axes=AXES, fixed=FIXED, ratio=0.5, guard=UNGUARDED,
+        store=checkout.store, root=checkout.root,
+    )  # fmt: skip
+    _render_into(checkout.root, checkout.store)
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "with no guarded ok run (unguarded runs are never evidence)" in out
+
+
+def test_a_threshold_lowered_below_its_evidence_fails(
+    checkout: Checkout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The evidence covers qo_len 2048 and 4096; routing from 16 on routes calls nobody measured.
+    lowered = (replace(_LIVE[0], takes=(("qo_len", ">=", 16),)), *FIXTURE_POLICY[1:])
+    monkeypatch.setattr(arch_caps, "POLICY", lowered)
+    _render_into(checkout.root, checkout.store)
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "applies outside its evidence" in out
+    assert "qo_len >= 16 starts below the evidence, whose cells begin at qo_len 2048" in out
+
+
+def test_a_throttled_gate_measurement_is_no_before_or_after(
+    checkout: Checkout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hot = make_gate_run(
+        name="fixture-gate", measured=210e12, call=CALL, flags=("clock_throttled",),
+        started="2026-01-03T00:00:00Z", store=checkout.store, root=checkout.root,
+    )  # fmt: skip
+    monkeypatch.setattr(arch_caps, "GATES", fixture_gates(150e12, checkout.before.id, hot.id))
+    _render_into(checkout.root, checkout.store)
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "cell ran clock throttled; a throttled cell is never a gate's before or after" in out
+
+
+def test_a_marker_that_no_target_renders_is_an_error(checkout: Checkout) -> None:
+    path = checkout.root / "kernels" / "arch_caps.py"
+    path.write_text(
+        path.read_text(encoding="utf-8")
+        + "# BEGIN GENERATED: nobody-renders-this (tether render)\n# END GENERATED: nobody-renders-this\n",
+        encoding="utf-8",
+    )
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "nobody-renders-this" in out and "no target renders this region" in out
+
+
+def test_a_figure_typed_into_a_template_is_caught(checkout: Checkout) -> None:
+    partial = checkout.root / "docs_src" / "partials" / "usage.md.j2"
+    partial.write_text(
+        partial.read_text(encoding="utf-8")
+        + "\nOn an H200 it is 1.21 times faster than cuDNN.\n",  # tether: allow-figure
+        encoding="utf-8",
+    )
+    _render_into(checkout.root, checkout.store)  # the README now carries it, and agrees
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "docs_src/partials/usage.md.j2:" in out and "ratio figure in words" in out
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        pytest.param("It runs 21 percent faster.", id="percent-in-words"),  # tether: allow-figure
+        pytest.param("That is 0.91 ms per call.", id="latency-per-call"),  # tether: allow-figure
+        pytest.param(
+            "Every tile gains on every square shape.", id="claim-over-a-set"
+        ),  # tether: allow-figure
+        pytest.param(
+            "Four stages are level at 1K to 4K.", id="level-claim"
+        ),  # tether: allow-figure
+        pytest.param(
+            "The goal is met only at the short end.", id="goal-claim"
+        ),  # tether: allow-figure
+    ],
+)
+def test_phrasings_of_hand_typed_outcomes_are_caught(checkout: Checkout, typed: str) -> None:
+    checkout.write("kernels/NOTES.md", f"# Notes\n\n{typed}\n")
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "kernels/NOTES.md:3:" in out
 
 
 def test_run_deleted(checkout: Checkout) -> None:
@@ -229,7 +351,7 @@ def test_run_deleted(checkout: Checkout) -> None:
     checkout.sweep.path.unlink()
     code, out, _ = checkout.check()
     assert code == 1
-    assert f"sweep {SWEEP!r} with no ok run" in out
+    assert f"sweep {SWEEP!r} with no guarded ok run" in out
 
 
 def test_gate_run_deleted(checkout: Checkout) -> None:
@@ -244,19 +366,19 @@ def test_gate_threshold_outside_its_before_and_after(
     checkout: Checkout, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        arch_caps, "GATES", fixture_gates(250.0, checkout.before.id, checkout.after.id)
+        arch_caps, "GATES", fixture_gates(250e12, checkout.before.id, checkout.after.id)
     )
     _render_into(checkout.root, checkout.store)  # the docs agree; only the bracket is wrong
     code, out, _ = checkout.check()
     assert code == 1
-    assert "gate fixture-gate: threshold 250 is not strictly between" in out
+    assert "gate fixture-gate: threshold 250.0 TFLOP/s is not clear of both bands" in out
 
 
 def test_superseded_run_cited_as_current_by_policy(checkout: Checkout) -> None:
     assert checkout.sweep.path is not None
     checkout.sweep.path.unlink()
     old = make_sweep_run(name=SWEEP, axes=AXES, fixed=FIXED, ratio=0.5, root=checkout.root)
-    old = replace(old, provenance={**old.provenance, "harness_fingerprint": OLD_HARNESS})
+    old = resealed(old, provenance={"harness_fingerprint": OLD_HARNESS})
     write_run(old, checkout.store)
     _render_into(checkout.root, checkout.store)  # rendered docs mark it; the policy still cites it
     code, out, _ = checkout.check()

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from tether._scan import ALLOW_MARKER, Finding, scan_line, scan_markdown, scan_python, scan_tree
 
+from validate.suite.fixture_project import fixture_project
+
 FLAGGED = [
     pytest.param("Triton is 1.21x over cuDNN", id="ratio-x"),  # tether: allow-figure
     pytest.param("Triton is 1.21× over cuDNN", id="ratio-times"),  # tether: allow-figure
@@ -114,24 +116,29 @@ def test_unparsable_python_with_a_figure_is_reported() -> None:
     assert findings and findings[0].what.startswith("does not parse")
 
 
-def test_tree_walk_covers_markdown_kernels_and_lib_only(tmp_path: Path) -> None:
-    # FIXTURE tree: one stray figure in each scanned place, and copies in places never scanned.
+def test_tree_walk_covers_every_hand_written_file_but_declared_fixtures(tmp_path: Path) -> None:
+    # FIXTURE tree: one stray figure in each scanned place, and copies in places never scanned
+    # (wholly rendered files, the store, scratch, environments, declared fixtures).
     stray = "# 1.21x over cuDNN\n"  # tether: allow-figure
+    fixture_project(tmp_path, scan_exclude=("validate/fixtures/*",))
     for rel in (
         "NOTES.md",
         "kernels/k.py",
         "lib/l.py",
+        "validate/t.py",
+        "ci/c.py",
         "README.md",
         "docs/backends.md",
         "results/sm90/x.md",
+        "scratch/docs/README.md",
         ".venv/lib/site.md",
-        "validate/t.py",
+        "validate/fixtures/f.py",
     ):
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(stray, encoding="utf-8")
     found = sorted({f.path for f in scan_tree(tmp_path)})
-    assert found == ["NOTES.md", "kernels/k.py", "lib/l.py"]
+    assert found == ["NOTES.md", "ci/c.py", "kernels/k.py", "lib/l.py", "validate/t.py"]
 
 
 def test_finding_prints_as_path_line_what() -> None:
@@ -140,6 +147,6 @@ def test_finding_prints_as_path_line_what() -> None:
 
 def test_this_repository_has_no_stray_figures_in_the_checks_own_modules() -> None:
     repo = Path(__file__).resolve().parents[2]
-    own = [repo / "lib" / "_scan.py", repo / "lib" / "check.py"]
+    own = [repo / "lib" / "tether" / "_scan.py", repo / "lib" / "tether" / "check.py"]
     findings = [f for p in own for f in scan_python(p.read_text(encoding="utf-8"), p.name)]
     assert findings == []

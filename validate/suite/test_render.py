@@ -22,6 +22,8 @@ from validate.suite.runfactory import (
     make_probe_run,
     make_sweep_run,
     make_verify_run,
+    resealed,
+    with_b_faster,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,18 +91,22 @@ def test_probe_throughput_against_its_own_bound(sweep_store: Path) -> None:
     from tether.store import load_store
 
     (probe,) = [r for r in load_store(sweep_store) if r.kind == "probe"]
-    (cell,) = probe.cells
-    tf = cell.flops / float(np.median(cell.samples["B"])) / 1e12
-    bound = probe.results["bound_tflops"]
     backends = _text(render_all(ROOT, sweep_store), BACKENDS)
-    assert f"| seqlen=4096 | {tf:.1f} | {tf / bound * 100:.1f} % |" in backends
+    for cell in probe.cells:
+        dtype = cell.key["dtype"]
+        rate = cell.work / float(np.median(cell.samples["B"]))
+        b = probe.results["bounds"][dtype]
+        bound = b["work"] / float(np.median(b["samples"]))  # its own dtype's bound
+        row = (
+            f"| dtype={dtype} | {rate / 1e12:.1f} TFLOP/s | {dtype} | {rate / bound * 100:.1f} % |"
+        )
+        assert row in backends
 
 
 def test_superseded_run_is_marked(tmp_path: Path) -> None:
     store = tmp_path / "results"
     run = make_sweep_run(axes=AXES)
-    prov = {**run.provenance, "harness_fingerprint": "sha256:" + "0" * 64}
-    write_run(dataclasses.replace(run, provenance=prov), store)
+    write_run(resealed(run, provenance={"harness_fingerprint": "sha256:" + "0" * 64}), store)
     out = render_all(ROOT, store)
     mark = "superseded (harness changed since; re-measure)"
     assert mark in _text(out, README)
@@ -111,9 +117,12 @@ def test_superseded_run_is_marked(tmp_path: Path) -> None:
 
 def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
     store = tmp_path / "results"
+    from tether.store import GuardRecord
+
     run = make_not_measured_run(arch="gfx942", reason="host busy: lock held")
-    guard = {"lock": {"state": "held", "record": {"pid": 4242, "user": "ci", "host": "gpu-1"}}}
-    write_run(dataclasses.replace(run, guard=guard), store)
+    record = {"pid": 4242, "user": "ci", "host": "gpu-1"}
+    guard = GuardRecord(mode="refused", holder=record, reason="host busy: lock held")
+    write_run(resealed(run, guard=guard), store)
     readme = _text(render_all(ROOT, store), README)
     assert "**gfx942**: not measured (newest attempt" in readme
     assert "host busy: lock held; host held by user ci, host gpu-1, pid 4242" in readme
@@ -122,11 +131,11 @@ def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
 @pytest.mark.devtool("ruff")
 def test_policy_regions_render_and_are_ruff_format_fixed_points(sweep_store: Path) -> None:
     out = render_all(ROOT, sweep_store)
-    text = _text(out, Path("kernels/arch_caps.py"))
+    text = _text(out, Path("kernels/tether_kernels/arch_caps.py"))
     assert "# sweep prefill-triton-vs-sdpa, population single-prefill-gate" in text
-    assert "outside their floor" in text
+    assert "beyond their noise" in text
     assert "# geomean_win: holds" in text or "# geomean_win: does not hold" in text
-    assert "# not measured: the store has no ok run of this sweep on gfx942." in text
+    assert "# not measured: the store has no guarded ok run of this sweep on gfx942." in text
     formatted = subprocess.run(
         [sys.executable, "-m", "ruff", "format", "--stdin-filename", "arch_caps.py", "-"],
         input=text,
@@ -206,14 +215,13 @@ def test_a_failing_verify_run_is_published_as_failing(tmp_path: Path) -> None:
 
 
 def test_a_sharded_run_is_judged_against_its_unsharded_twin(tmp_path: Path) -> None:
-    import dataclasses
 
     store = tmp_path / "results"
     make_sweep_run(
         axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T00:00:00Z", store=store
     )
     twin = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T01:00:00Z")
-    sharded = dataclasses.replace(
+    sharded = resealed(
         twin,
         cells=tuple(
             dataclasses.replace(c, extra={"gpu": {"index": i % 2, "name": "FIXTURE GPU"}})
@@ -223,7 +231,10 @@ def test_a_sharded_run_is_judged_against_its_unsharded_twin(tmp_path: Path) -> N
     write_run(sharded, store)
     backends = _text(render_all(ROOT, store), BACKENDS)
     n = len(twin.cells)
-    assert f"{n} of {n} cells agree within the product of the two runs' A/A floors." in backends
+    assert (
+        f"{n} of {n} cells agree within the product of the two runs' A/A floors and replicate bands."
+        in backends
+    )
 
 
 @pytest.mark.parametrize(
@@ -236,38 +247,36 @@ def test_a_sharded_run_is_judged_against_its_unsharded_twin(tmp_path: Path) -> N
 def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(
     tmp_path: Path, sharded_started: str
 ) -> None:
-    import dataclasses
 
     store = tmp_path / "results"
     first = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T00:00:00Z")
     # FIXTURE: the control drifts by three percent on one cell, the sharded run by two on
     # another, so that cell is outside both floors but inside the run-to-run band.
-    c0 = first.cells[0]
-    drift = dataclasses.replace(
-        c0, samples={**c0.samples, "B": tuple(x / 1.03 for x in c0.samples["B"])}
-    )
-    write_run(dataclasses.replace(first, cells=(drift, *first.cells[1:])), store)
+    first = with_b_faster(first, 0, 1.03)
+    write_run(first, store)
     twin = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T01:00:00Z")
     write_run(twin, store)
-    c1 = twin.cells[1]
-    moved = dataclasses.replace(
-        c1, samples={**c1.samples, "B": tuple(x / 1.02 for x in c1.samples["B"])}
-    )
-    cells = (twin.cells[0], moved, *twin.cells[2:])
-    sharded = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started=sharded_started)
-    sharded = dataclasses.replace(
-        sharded,
+    moved = with_b_faster(twin, 1, 1.02)
+    sharded = resealed(
+        moved,
+        provenance={"started": sharded_started, "ended": sharded_started},
         cells=tuple(
             dataclasses.replace(c, extra={"gpu": {"index": i % 2, "name": "FIXTURE GPU"}})
-            for i, c in enumerate(cells)
+            for i, c in enumerate(moved.cells)
         ),
     )
     write_run(sharded, store)
     backends = _text(render_all(ROOT, store), BACKENDS)
     n = len(twin.cells)
-    assert f"{n - 1} of {n} cells agree within the product of the two runs' A/A floors." in backends
+    assert (
+        f"{n - 1} of {n} cells agree within the product of the two runs' A/A floors and "
+        "replicate bands." in backends
+    )
     assert "run-level A/A control" in backends and first.id in backends
-    assert f"agree within the product of their own A/A floors on {n - 1} of {n} cells" in backends
+    assert (
+        f"agree within the product of their own floors and bands on {n - 1} of {n} cells"
+        in backends
+    )
     assert f"{n} of {n} cells of the sharded run lie inside their floors or that band" in backends
     assert "no more than two unsharded runs differ from each other" in backends
     assert f"Sharded across GPUs: run `{sharded.id}`" in backends
@@ -280,23 +289,23 @@ def test_a_raised_gate_does_not_inherit_the_old_runs_pass() -> None:
     from validate.suite.runfactory import make_gate_run
 
     # FIXTURE: the newest gate run passed a threshold of 100 with 120; the gate now asks 150.
-    latest = make_gate_run(name="fixture-gate", threshold_tflops=100.0, measured_tflops=120.0)
-    shape = {"batch": 1, "qo_len": 64, "kv_len": 64}
-    raised = Gate("fixture-gate", "gate-fixture", "sm90", "triton", shape, 150.0)
+    latest = make_gate_run(name="fixture-gate", threshold=100e12, measured=120e12)
+    call = {"seqlen": 4096}
+    raised = Gate("fixture-gate", "gate-fixture", "sm90", "triton", "attention", call, 150e12)
     doc = gate_doc([latest], raised, current="sha256:none")
-    assert doc.latest_passed is True
-    assert doc.latest_threshold == 100.0 and doc.latest_passes_now is False
-    same = Gate("fixture-gate", "gate-fixture", "sm90", "triton", shape, 100.0)
+    assert doc.latest_stat is not None and not doc.latest_stat.passed  # judged against today's
+    assert doc.latest_threshold == 100e12  # and the threshold of its day is shown
+    same = Gate("fixture-gate", "gate-fixture", "sm90", "triton", "attention", call, 100e12)
     doc = gate_doc([latest], same, current="sha256:none")
-    assert doc.latest_threshold is None and doc.latest_passes_now is None
+    assert doc.latest_threshold is None and doc.latest_stat is not None and doc.latest_stat.passed
 
 
 @pytest.mark.parametrize(
     ("ratio", "verdict"),
     [
         # The FIXTURE's ratio is B's time over A's: below 1 means B is faster.
-        pytest.param(0.8, "B is faster than A (geomean above", id="faster"),
-        pytest.param(1.25, "B is slower than A (geomean below", id="slower"),
+        pytest.param(0.8, "B is faster than A (geomean beyond", id="faster"),
+        pytest.param(1.25, "B is slower than A (geomean beyond", id="slower"),
     ],
 )
 def test_each_sweep_section_states_its_verdict_from_the_data(

@@ -6,7 +6,6 @@ Every store here is a FIXTURE built by validate/suite/runfactory.py in a temp fo
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from validate.suite.runfactory import (
     make_not_measured_run,
     make_sweep_run,
     make_verify_run,
+    resealed,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,15 +46,17 @@ def test_cpu_demo_store_gets_a_cpu_section_with_its_headline(tmp_path: Path) -> 
     # Independent recomputation: geomean of median(A)/median(B) over every cell.
     ratios = [np.median(c.samples["A"]) / np.median(c.samples["B"]) for c in run.cells]
     geomean = float(np.exp(np.mean(np.log(ratios))))
-    assert f"sweep `cpu-demo`, geomean {geomean:.3f} over 6 cells" in line
+    assert (
+        f"sweep `cpu-demo` (triton against sdpa_flash): geomean {geomean:.3f} over 6 cells" in line
+    )
     assert re.search(r"A/A floor \d\.\d{3}-\d\.\d{3}", line)
     assert "not measured" not in line
     assert "## cpu" in backends and "### cpu: cpu-demo" in backends
-    # The cpu arch lists only what the store holds; the GPU arches keep the main three.
+    # The cpu arch lists only what the store holds; the listed arches keep the headline sweep.
     cpu_part = backends.split("## cpu", 1)[1]
     assert "prefill-triton-vs-sdpa" not in cpu_part
     for arch in ("sm90", "gfx942", "gfx950", "gfx1151"):
-        assert f"### {arch}: deferred-rescale\n" in backends
+        assert f"### {arch}: prefill-triton-vs-sdpa\n" in backends
         assert "cpu-demo" not in _line(readme, arch)
     assert Path("docs/figures/cpu-cpu-demo.svg") in out
 
@@ -67,20 +69,13 @@ def test_no_cpu_runs_no_cpu_section(tmp_path: Path) -> None:
     assert "**cpu**" not in _text(out, README)
 
 
-def test_other_sweeps_on_a_gpu_arch_follow_the_main_three(tmp_path: Path) -> None:
+def test_other_sweeps_on_a_gpu_arch_follow_the_headline(tmp_path: Path) -> None:
     store = tmp_path / "results"
     make_sweep_run(name="deferred-rescale-square", arch="gfx942", store=store)
     backends = _text(render_all(ROOT, store), BACKENDS)
     part = backends.split("## gfx942", 1)[1].split("## gfx950", 1)[0]
     order = [m.group(1) for m in re.finditer(r"^### gfx942: (\S+)$", part, re.M)]
-    assert order == [
-        "prefill-triton-vs-sdpa",
-        "chunked-prefill",
-        "deferred-rescale",
-        "deferred-rescale-square",
-        "probe",
-        "gates",
-    ]
+    assert order == ["prefill-triton-vs-sdpa", "deferred-rescale-square", "probe", "gates"]
     assert "deferred-rescale-square" not in backends.split("## gfx942", 1)[0]
 
 
@@ -88,14 +83,14 @@ def test_trend_part_needs_two_runs(tmp_path: Path) -> None:
     store = tmp_path / "results"
     make_sweep_run(ratio=0.9, started="2026-11-01T02:00:00Z", store=store)
     out = render_all(ROOT, store)
-    assert "Trend: single run, no trend yet." in _text(out, BACKENDS)
+    assert "Trend: one guarded run, no trend yet." in _text(out, BACKENDS)
     assert not any(p.name.startswith("trend-") for p in out)
     # A second nightly, far faster: a trend, a flagged change naming both runs, a figure.
     make_sweep_run(ratio=0.5, seed=1, started="2026-11-02T02:00:00Z", store=store)
     out = render_all(ROOT, store)
     backends = _text(out, BACKENDS)
-    assert "Trend over 2 runs (2 measured" in backends
-    assert re.search(r"- up by \d\.\d{3} \(floor [^)]*\) from `[^`]+` \(git \w+\) to", backends)
+    assert "Trend over 2 guarded runs" in backends
+    assert re.search(r"- up by \d\.\d{3} \(noise [^)]*\) from `[^`]+` \(git \w+\) to", backends)
     figure = Path("docs/figures/trend-sm90-prefill-triton-vs-sdpa.svg")
     assert figure in out and out[figure].startswith(b"<?xml")
     assert "(figures/trend-sm90-prefill-triton-vs-sdpa.svg)" in backends
@@ -107,8 +102,8 @@ def test_steady_trend_says_no_change(tmp_path: Path) -> None:
         # Same seed: the same samples every night, so the headline does not move at all.
         make_sweep_run(ratio=0.9, started=f"2026-11-0{day}T02:00:00Z", store=store)
     backends = _text(render_all(ROOT, store), BACKENDS)
-    assert "Trend over 3 runs (3 measured" in backends
-    assert "no change beyond the A/A floor" in backends
+    assert "Trend over 3 guarded runs" in backends
+    assert "no change beyond the noise" in backends
 
 
 def test_not_measured_arch_shows_why(tmp_path: Path) -> None:
@@ -150,7 +145,7 @@ def test_an_ok_run_on_the_arch_hides_the_why(tmp_path: Path) -> None:
 def test_rejected_run_is_a_reason_too(tmp_path: Path) -> None:
     store = tmp_path / "results"
     run = make_not_measured_run(kind="verify", name="nightly", arch="gfx1151", reason="x")
-    write_run(replace(run, status="rejected", reason="host sent a truncated file"), store)
+    write_run(resealed(run, status="rejected", reason="host sent a truncated file"), store)
     line = _line(_text(render_all(ROOT, store), README), "gfx1151")
     assert "verify `nightly` on 2026-01-01, rejected: host sent a truncated file" in line
 

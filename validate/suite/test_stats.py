@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 import numpy as np
@@ -9,37 +10,53 @@ import pytest
 from tether.policy import WHOLE_MAP, Evidence, Population
 from tether.stats import (
     PREDICATES,
+    StatsError,
     aa_statistics,
     aggregate,
     cell_stats,
     curve,
     evaluate,
+    gate_stat,
     monotonic,
+    probe_bounds,
+    rate_of,
 )
+from tether.store.model import Cell, Run
 
 from validate.suite.runfactory import make_cell, make_sweep_run
 
 GATE = Population(name="gate", entry="single_prefill", where=(("qo_len", ">=", 2048),))
 
 
-def _cell(key: dict, a: list[float], a2: list[float], b: list[float], batch1: bool = True) -> dict:
-    """A FIXTURE cell as plain run-file JSON, with exact samples."""
+def _cell(
+    key: dict,
+    a: list[float],
+    a2: list[float],
+    b: list[float],
+    batch1: bool = True,
+    blocks: tuple[int, ...] = (),
+    flags: tuple[str, ...] = (),
+) -> Cell:
+    """A FIXTURE cell with exact samples (one block unless ``blocks`` splits them)."""
     eps = ["batch_prefill", "single_prefill"] if batch1 else ["batch_prefill"]
-    return {
-        "key": key,
-        "samples": {"A": a, "A2": a2, "B": b},
-        "reach": {"entry_points": eps},
-        "flags": [],
-    }
+    return Cell(
+        key=key,
+        work=1.0e9,
+        samples={"A": tuple(a), "A2": tuple(a2), "B": tuple(b)},
+        blocks=blocks,
+        reach={"entry_points": eps},
+        flags=flags,
+    )
 
 
-def _run(cells: list[dict], fixed: dict | None = None) -> dict:
-    return {
-        "id": "fixture",
-        "status": "ok",
-        "config": {"grid": {"fixed": fixed or {}}},
-        "cells": cells,
-    }
+_PROTO = make_sweep_run()
+
+
+def _run(cells: list[Cell], fixed: dict | None = None) -> Run:
+    """A FIXTURE run around ``cells`` (built directly: the stats read runs, not files)."""
+    return dataclasses.replace(
+        _PROTO, id="fixture", config={"grid": {"fixed": fixed or {}}}, cells=tuple(cells)
+    )
 
 
 def test_ratio_is_speedup_of_b_over_a() -> None:
@@ -117,7 +134,7 @@ def test_empty_population_has_no_geomean_and_fails_predicates() -> None:
     assert not any(pred(agg) for pred in PREDICATES.values())
 
 
-def _curve_run(group_ratios: dict[int, float], noise: float) -> dict:
+def _curve_run(group_ratios: dict[int, float], noise: float) -> Run:
     """Per-group B/A time ratios with A/A noise of +-``noise`` alternating by repetition."""
     cells = []
     for seqlen, r in group_ratios.items():
@@ -159,7 +176,7 @@ def test_evaluate_reports_each_predicate() -> None:
 def test_flagged_cells_are_counted() -> None:
     cells = [
         _cell({"seqlen": 1}, [1.0], [1.0], [1.0]),
-        {**_cell({"seqlen": 2}, [1.0], [1.0], [1.0]), "flags": ["alloc_in_timed_region"]},
+        _cell({"seqlen": 2}, [1.0], [1.0], [1.0], flags=("alloc_in_timed_region",)),
     ]
     agg = aggregate(cell_stats(_run(cells)))
     assert agg.flagged == 1
@@ -168,8 +185,7 @@ def test_flagged_cells_are_counted() -> None:
 
 def test_cells_come_back_sorted_by_key() -> None:
     cells = [make_cell({"seqlen": s}) for s in (512, 256)]
-    run = {"status": "ok", "config": {"grid": {"fixed": {}}}, "cells": cells}
-    assert [s.key["seqlen"] for s in cell_stats(run)] == [256, 512]
+    assert [s.key["seqlen"] for s in cell_stats(_run(cells))] == [256, 512]
 
 
 def test_population_compares_two_fields() -> None:
@@ -182,18 +198,66 @@ def test_population_compares_two_fields() -> None:
     assert not bf16.admits({"dtype": "f16"}, ())
 
 
-def test_measured_tflops_reads_the_named_role() -> None:
-    from tether.stats import measured_tflops
-
+def test_rate_of_reads_the_named_role_from_raw_samples() -> None:
     run = make_sweep_run()
     cell = run.cells[0]
-    shape = dict(cell.key)
-    b = measured_tflops(run, shape)
-    a = measured_tflops(run, shape, "A")
-    assert b == pytest.approx(cell.flops / statistics.median(cell.samples["B"]) / 1e12)
-    assert a == pytest.approx(cell.flops / statistics.median(cell.samples["A"]) / 1e12)
-    assert measured_tflops(run, shape, "Z") is None
-    assert measured_tflops(run, {**shape, "no_such_axis": 1}) is None
+    call = dict(cell.key)
+    b = rate_of(run, call)
+    a = rate_of(run, call, "A")
+    assert b is not None and a is not None
+    assert b.rate == pytest.approx(cell.work / statistics.median(cell.samples["B"]))
+    assert a.rate == pytest.approx(cell.work / statistics.median(cell.samples["A"]))
+    blocks = [cell.work / statistics.median(x) for x in cell.block_samples("B")]
+    assert b.band == (min(*blocks, b.rate), max(*blocks, b.rate))
+    assert rate_of(run, call, "Z") is None
+    assert rate_of(run, {**call, "no_such_axis": 1}) is None
+
+
+def test_a_cell_outside_its_floor_but_inside_its_band_is_level() -> None:
+    # Tight A/A (floor ~1.000) and B 3 percent faster overall, but the two replicate blocks
+    # disagree by more than that: the band, not the floor, decides.
+    a = [1.0] * 8
+    b = [1.0 / 1.07] * 4 + [1.0 / 0.99] * 4  # block 1 at 1.07, block 2 at 0.99
+    (level,) = cell_stats(_run([_cell({"seqlen": 1}, a, a, b, blocks=(4, 4))]))
+    assert level.floor == (1.0, 1.0) and level.ratio != 1.0
+    assert level.band[0] < 1.0 < level.band[1]
+    assert level.verdict == "level"
+    steady = [1.0 / 1.03] * 8
+    (win,) = cell_stats(_run([_cell({"seqlen": 1}, a, a, steady, blocks=(4, 4))]))
+    assert win.verdict == "win" and win.band == (1.0, 1.0)
+
+
+def test_sibling_runs_widen_the_band() -> None:
+    base = make_sweep_run(ratio=0.8, noise=0.0005, n=9, seed=1)
+    twin = _scaled_b(base, 0, 1.04)  # a replicate run where one cell moved 4 percent
+    (first, *_rest) = cell_stats(base, [twin])
+    assert first.band[1] == pytest.approx(1.04, rel=1e-6)
+    alone = cell_stats(base)[0]
+    assert alone.band[1] < 1.01
+
+
+def test_an_unsummarisable_cell_names_the_run_and_the_cell() -> None:
+    broken = Cell(key={"seqlen": 7}, work=1.0, samples={"A": (1.0,), "B": (1.0,)})
+    with pytest.raises(StatsError, match=r"run fixture: cell seqlen=7"):
+        cell_stats(_run([broken]))
+
+
+def test_gate_stat_is_recomputed_with_its_band() -> None:
+    from validate.suite.runfactory import make_gate_run
+
+    run = make_gate_run(threshold=100e12, measured=120e12)
+    stat = gate_stat(run, 100e12)
+    assert stat.passed and stat.clear and stat.rate == pytest.approx(120e12)
+    assert not gate_stat(run, 130e12).passed
+
+
+def test_probe_bounds_are_recomputed_per_label() -> None:
+    from validate.suite.runfactory import make_probe_run
+
+    bounds = probe_bounds(make_probe_run(bounds={"f16": 700e12, "bf16": 650e12}))
+    assert bounds["f16"].rate == pytest.approx(700e12) and bounds["bf16"].rate == pytest.approx(
+        650e12
+    )
 
 
 def test_agreement_judges_each_cell_within_both_floors() -> None:
@@ -245,7 +309,7 @@ def test_the_run_level_control_widens_each_cell_to_the_run_to_run_band() -> None
     # another by five percent (outside both).
     other = _scaled_b(_scaled_b(base, 0, 1.01), 2, 1.05)
     found = agreement(base, other, control)
-    assert found is not None and found.run_band == band and found.control_id == str(control.id)
+    assert found is not None and found.run_band == band and found.control_id == control.id
     assert [c.inside for c in found.cells[:3]] == [False, True, False]
     assert [c.inside_run for c in found.cells[:3]] == [True, True, False]
     assert found.agree_run == len(found.cells) - 1

@@ -40,29 +40,63 @@ def test_a_drop_beyond_the_floor_names_both_commits() -> None:
     (change,) = trend["changes"]
     assert change["direction"] == "down"
     assert (change["from_run"], change["to_run"]) == (old.id, new.id)
-    assert change["from_sha"] == old.provenance["git_sha"]
-    assert change["to_sha"] == new.provenance["git_sha"]
-    assert change["ratio"] < change["floor"][0]
+    assert change["from_sha"] == old.provenance.git_sha
+    assert change["to_sha"] == new.provenance.git_sha
+    assert change["ratio"] < change["noise"][0]
 
 
-def test_change_inside_the_floor_is_level() -> None:
-    old = {"geomean": 1.10, "floor": [0.97, 1.03], "run": "a", "git_sha": "x", "harness": "h"}
-    new = dict(old, geomean=1.12, run="b")
+def test_change_inside_the_floor_and_band_is_level() -> None:
+    old = {
+        "geomean": 1.10, "floor": [0.99, 1.01], "band": [0.97, 1.03], "run": "a",
+        "git_sha": "x", "harness": "h",
+    }  # fmt: skip
+    new = dict(old, geomean=1.13, run="b")  # outside the floor, inside floor x band
     assert change_between(old, new) is None
     assert change_between(old, dict(new, geomean=1.20))["direction"] == "up"
+    # The sweep's run-to-run band widens the noise further.
+    assert change_between(old, dict(new, geomean=1.20), band=(0.9, 1.1)) is None
 
 
-def test_not_measured_night_is_a_gap_not_a_change() -> None:
+def test_only_guarded_runs_are_points_and_not_measured_nights_are_gaps() -> None:
+    from validate.suite.runfactory import UNGUARDED
+
     runs = [
         _night(1, 0.9),
         make_not_measured_run(started="2026-11-02T02:00:00Z", reason="host busy: fixture"),
+        make_sweep_run(axes=AXES, ratio=2.0, started="2026-11-02T03:00:00Z", guard=UNGUARDED),
         _night(3, 0.9),
     ]
     (trend,) = trend_context(runs)["trends"]
-    assert [p["status"] for p in trend["points"]] == ["ok", "not_measured", "ok"]
-    assert trend["points"][1]["reason"] == "host busy: fixture"
-    assert trend["points"][1]["geomean"] is None
+    assert len(trend["points"]) == 2  # the refusal and the unguarded run are no points
     assert trend["changes"] == []
+
+
+def test_sharded_and_unsharded_runs_trend_apart() -> None:
+    import dataclasses
+
+    plain = _night(1, 0.9)
+    cells = tuple(
+        dataclasses.replace(c, extra={"gpu": {"index": i % 2}}) for i, c in enumerate(plain.cells)
+    )
+    sharded = make_sweep_run(axes=AXES, cells=cells, started="2026-11-02T02:00:00Z")
+    trends = trend_context([plain, sharded, _night(3, 0.9)])["trends"]
+    assert [(t["sharded"], len(t["points"])) for t in trends] == [(False, 2), (True, 1)]
+
+
+def test_two_replicate_runs_of_one_setup_report_no_change() -> None:
+    # The same commit and harness twice, with independent noise: no change, cell or headline.
+    from tether.stats import agreement
+
+    a = make_sweep_run(
+        axes=AXES, ratio=0.9, noise=0.004, n=7, seed=11, started="2026-11-01T02:00:00Z"
+    )
+    b = make_sweep_run(
+        axes=AXES, ratio=0.9, noise=0.004, n=7, seed=12, started="2026-11-01T03:00:00Z"
+    )
+    (trend,) = trend_context([a, b])["trends"]
+    assert trend["changes"] == []
+    found = agreement(a, b)
+    assert found is not None and found.agree == len(found.cells)
 
 
 def test_one_trend_per_arch_and_sweep_and_svg_is_deterministic() -> None:
@@ -74,11 +108,10 @@ def test_one_trend_per_arch_and_sweep_and_svg_is_deterministic() -> None:
     ]
     figures = trend_figures(runs)
     assert set(figures) == {t["figure"] for t in ctx["trends"]}
-    svg = figures["figures/trend-sm90-prefill-triton-vs-sdpa.svg"]
+    svg = figures["trend-sm90-prefill-triton-vs-sdpa.svg"]
     assert svg.startswith("<?xml") and "<dc:date>" not in svg
     assert trend_svg(ctx["trends"][1]) == svg
 
 
-def test_empty_trend_renders_not_measured() -> None:
-    (trend,) = trend_context([make_not_measured_run()])["trends"]
-    assert "not measured" in trend_svg(trend)
+def test_a_store_without_guarded_sweeps_has_no_trend() -> None:
+    assert trend_context([make_not_measured_run()])["trends"] == []

@@ -405,9 +405,9 @@ def arch_sweeps(runs: list[Run], arch: str, headline: str | None, listed: bool) 
 
 
 def why_not_measured(runs: list[Run], arch: str, current: str) -> RunRef | None:
-    """When ``arch`` has no evidence-grade run: its newest not ok run."""
+    """When ``arch`` has no ok run of any kind: its newest not ok run."""
     mine = [r for r in runs if r.arch == arch]
-    if any(r.evidence_grade for r in mine):
+    if any(r.ok for r in mine):
         return None
     bad = sorted((r for r in mine if not r.ok), key=lambda r: (r.started, r.id))
     return run_ref(bad[-1], current) if bad else None
