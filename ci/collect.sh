@@ -3,7 +3,7 @@
 # Usage: ci/collect.sh ARTIFACTS_DIR [ARCH,ARCH,...]
 # ARTIFACTS_DIR holds one folder per host job; the arch list names the hosts the nightly
 # expected, so one that sent nothing is recorded as not measured rather than left out.
-# TETHER_ROOT / TETHER_STORE override the checkout and the store (tests point them at tmp).
+# TETHER_ROOT / TETHER_STORE override the project and the store (tests point them at tmp).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 PY=${PY:-$HERE/.venv/bin/python}
@@ -11,4 +11,4 @@ ARTIFACTS=${1:?usage: ci/collect.sh ARTIFACTS_DIR [ARCH,...]}
 EXPECT=${2:-${NIGHTLY_ARCHES:-}}
 ROOT=${TETHER_ROOT:-$HERE}
 STORE=${TETHER_STORE:-$ROOT/results}
-exec "$PY" "$HERE/ci/collect.py" "$ARTIFACTS" --root "$ROOT" --store "$STORE" --expect "$EXPECT" ${COLLECT_FLAGS:-}
+exec "$PY" -m tether --root "$ROOT" --store "$STORE" collect "$ARTIFACTS" --expect "$EXPECT" ${COLLECT_FLAGS:-}

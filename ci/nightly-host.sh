@@ -32,13 +32,14 @@ step make setup
 if [ ! -x "$PY" ]; then note "setup did not produce $PY"; exit 1; fi
 TETHER="$PY -m tether --store $STORE"
 step make verify-held TETHER="$TETHER"
-# NIGHTLY_SHARDED=1 splits each sweep across the host's GPUs (ci/sharded_sweep.py); off until
-# a sharded and an unsharded run of the same cells have been compared on the host.
+# Every sweep holds the host itself (the guard's record goes into the run). NIGHTLY_SHARDED=1
+# splits each sweep across the host's GPUs (tether sweep --shards); sharded and unsharded runs
+# trend apart in the docs.
 for sweep in $SWEEPS; do
   if [ "${NIGHTLY_SHARDED:-0}" = 1 ]; then
-    step $TETHER guard --hold -- "$PY" ci/sharded_sweep.py "$sweep" --store "$STORE" --shard-dir "$OUT/shards/$sweep"
+    step $TETHER sweep "$sweep" --shards 0 --shard-dir "$OUT/shards/$sweep" --no-progress
   else
-    step $TETHER guard --hold -- $TETHER sweep "$sweep"
+    step $TETHER sweep "$sweep" --no-progress
   fi
 done
 found=$(find "$STORE" -name '*.json' | wc -l)

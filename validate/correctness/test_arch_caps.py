@@ -92,13 +92,13 @@ def test_policy_is_conservative_and_complete() -> None:
         if th.arch not in measured:
             # tether check evaluates set thresholds against the store; an arch with no runs
             # there can only hold the conservative default.
-            assert th.min_qo_len is None, f"{th.region}: set without evidence in the store"
+            assert th.takes is None, f"{th.region}: set without evidence in the store"
         assert th.otherwise in arch_caps.ARCH_ARMS[th.arch]
         assert th.evidence.predicates == ("geomean_win", "no_loss_outside_floor")
 
 
 def test_gate_shapes_are_the_issue_calls() -> None:
-    shapes = {gate.id: Shape(**gate.shape) for gate in GATES}  # type: ignore[arg-type]
+    shapes = {gate.id: Shape(**gate.call) for gate in GATES}  # type: ignore[arg-type]
     chunked = shapes["sm90-chunked-prefill-16k-f16"]
     assert (chunked.qo_len, chunked.kv_len, chunked.hq, chunked.hkv, chunked.head_dim) == (
         2048,
@@ -118,7 +118,8 @@ def test_gate_shapes_are_the_issue_calls() -> None:
     assert len({g.region for g in GATES}) == len(GATES)
     for gate in GATES:
         assert get_arm(gate.arm).supports(shapes[gate.id], gate.arch) is None
-        if gate.threshold_tflops is not None:
+        assert gate.case == "attention" and gate.unit == "FLOP"
+        if gate.threshold is not None:
             # A threshold cites the runs it was set from (tether check verifies it sits between).
             assert gate.before_run and gate.after_run
 

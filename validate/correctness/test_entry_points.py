@@ -120,7 +120,7 @@ def test_single_prefill_calls_the_routed_arm(arch: str, shape: Shape, monkeypatc
 
 def test_conservative_policy_routes_to_the_sdpa_arm(monkeypatch) -> None:
     # The policy every arch starts from before the store holds evidence for it.
-    unset = tuple(_set(th, min_qo_len=None) for th in arch_caps.POLICY)
+    unset = tuple(_set(th, takes=None) for th in arch_caps.POLICY)
     monkeypatch.setattr(arch_caps, "POLICY", unset)
     shape = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
     assert route("single_prefill", shape, "sm90") == "sdpa_cudnn"
@@ -132,7 +132,7 @@ def test_conservative_policy_routes_to_the_sdpa_arm(monkeypatch) -> None:
 def test_threshold_switches_at_min_qo_len(monkeypatch) -> None:
     base = arch_caps.threshold_for("sm90")
     assert base is not None
-    held = Threshold(**{**base.__dict__, "min_qo_len": 2048})
+    held = _set(base, takes=(("qo_len", ">=", 2048),))
     monkeypatch.setattr(arch_caps, "POLICY", (held,))
     shape = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
     assert route("single_prefill", shape, "sm90") == "triton"
@@ -165,34 +165,41 @@ def _set(th: Threshold, **changes) -> Threshold:
 
 def _chunked_policy_set(min_qo_len: int) -> tuple[Threshold, ...]:
     return tuple(
-        _set(th, min_qo_len=min_qo_len) if th.chunked_only else th for th in arch_caps.POLICY
+        _set(th, takes=(("qo_len", ">=", min_qo_len),)) if th.scope else th
+        for th in arch_caps.POLICY
     )
 
 
 def test_every_gpu_arch_has_a_conservative_chunked_threshold() -> None:
     for arch in arch_caps.GPU_ARCHES:
         found = arch_caps.thresholds_for(arch)
-        chunked = [th for th in found if th.chunked_only]
+        chunked = [th for th in found if th.scope]
         assert len(chunked) == 1, f"{arch}: {found}"
         (th,) = chunked
         assert th.region == f"policy-{arch}-single-prefill-chunked"
         assert th.arm == "triton"
         if arch != "sm90":  # the only arch with runs in the store so far
-            assert th.min_qo_len is None
+            assert th.takes is None
         assert th.otherwise == arch_caps.SDPA_PREFERENCE[arch][0]
         assert th.evidence.sweep == "chunked-prefill"
         assert th.evidence.population.name == "single-prefill-chunked"
         # The general threshold stays first: the renderer's per-arch docs cite it.
-        assert not found[0].chunked_only
+        assert not found[0].scope
     assert arch_caps.thresholds_for("cpu") == ()
 
 
-def test_chunked_only_applies_when_kv_len_exceeds_qo_len() -> None:
-    th = _set(arch_caps.POLICY[0], chunked_only=True, min_qo_len=2048)
-    assert th.applies(2048, 2049) and th.takes_arm(2048, 16384)
-    assert not th.applies(2048, 2048) and not th.takes_arm(2048, 2048)
-    assert not th.takes_arm(1024, 16384)  # applies, but below min_qo_len
-    assert not _set(th, min_qo_len=None).takes_arm(2048, 16384)
+def test_chunked_scope_applies_when_kv_len_exceeds_qo_len() -> None:
+    th = _set(
+        arch_caps.POLICY[0], scope=(("kv_len", ">", "qo_len"),), takes=(("qo_len", ">=", 2048),)
+    )
+
+    def f(qo: int, kv: int) -> dict[str, int]:
+        return {"qo_len": qo, "kv_len": kv}
+
+    assert th.applies(f(2048, 2049)) and th.takes_arm(f(2048, 16384))
+    assert not th.applies(f(2048, 2048)) and not th.takes_arm(f(2048, 2048))
+    assert not th.takes_arm(f(1024, 16384))  # in scope, but below its lower bound
+    assert not _set(th, takes=None).takes_arm(f(2048, 16384))
 
 
 @pytest.mark.parametrize(
@@ -223,23 +230,26 @@ def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, m
 def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
     general, chunked = arch_caps.thresholds_for("sm90")
     # An unset chunked threshold does not veto the general one.
-    unset_chunked = _set(chunked, min_qo_len=None)
-    monkeypatch.setattr(arch_caps, "POLICY", (_set(general, min_qo_len=1024), unset_chunked))
+    unset_chunked = _set(chunked, takes=None)
+    at_1k = (("qo_len", ">=", 1024),)
+    monkeypatch.setattr(arch_caps, "POLICY", (_set(general, takes=at_1k), unset_chunked))
     assert route("single_prefill", CHUNKED, "sm90") == "triton"
     # Both set: order decides between their arms.
-    both = (_set(chunked, min_qo_len=1024, arm="triton_eager"), _set(general, min_qo_len=1024))
+    both = (_set(chunked, takes=at_1k, arm="triton_eager"), _set(general, takes=at_1k))
     monkeypatch.setattr(arch_caps, "POLICY", both)
     assert route("single_prefill", CHUNKED, "sm90") == "triton_eager"
     assert route("single_prefill", SQUARE, "sm90") == "triton"
     # None takes its arm: the first threshold that applies names the other arm.
-    idle = (_set(chunked, otherwise="sdpa_flash", min_qo_len=None), general)
+    idle = (_set(chunked, otherwise="sdpa_flash", takes=None), general)
     monkeypatch.setattr(arch_caps, "POLICY", idle)
     assert route("single_prefill", CHUNKED, "sm90") == "sdpa_flash"
     assert route("single_prefill", SQUARE, "sm90") == "sdpa_cudnn"
 
 
-def test_sm90_policy_routes_chunked_prefill_to_triton() -> None:
-    # The policy as set from the store's sm90 sweeps (see the rendered comments in arch_caps).
-    assert route("single_prefill", CHUNKED, "sm90") == "triton"
-    assert route("single_prefill", SQUARE, "sm90") == "sdpa_cudnn"
-    assert route("single_prefill", CHUNKED.with_(qo_len=1024), "sm90") == "sdpa_cudnn"
+def test_sm90_policy_routes_as_its_thresholds_say() -> None:
+    # Whatever the policy holds today (set from the store's guarded sm90 sweeps, or unset):
+    # chunked calls go to triton exactly where the chunked threshold takes them.
+    (chunked,) = [th for th in arch_caps.thresholds_for("sm90") if th.scope]
+    for shape in (CHUNKED, CHUNKED.with_(qo_len=1024), SQUARE):
+        want = "triton" if chunked.takes_arm(shape.key()) else "sdpa_cudnn"
+        assert route("single_prefill", shape, "sm90") == want

@@ -1,25 +1,23 @@
-"""validate/tune_sm90.py: its candidates compute the right answer, and ``--tiny`` runs end to end.
+"""Tuning candidates compute the right answer, and a tuning grid runs end to end.
 
-Every kernel variant among the sm90 candidates (tile sizes, tensor-descriptor loads, warp
-specialization) runs at a small shape in the interpreter against the f32 reference; warps
-and stages do not change what the interpreter computes, so those variants are deduplicated.
+Every kernel variant among the sm90 tuning candidates (``tether_kernels.bench.CANDIDATES``)
+and every kernel option (tensor-descriptor loads, warp specialization, two heads per program,
+longest first, skipping the rescale) runs at a small shape in the interpreter against the f32
+reference; warps and stages do not change what the interpreter computes.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import dataclasses
 from pathlib import Path
 
 import pytest
 import torch
-from tether.pytest_plugin import cpu_toy_env, interpreter_on
 from tether_kernels import Shape
 from tether_kernels.arch_caps import LaunchConfig
+from tether_kernels.bench import CANDIDATES
 from tether_kernels.triton.attn_fwd import attn_fwd_launcher, tma_unsupported_reason
 
-from validate import tune_sm90
 from validate.correctness._helpers import (
     assert_within_baseline,
     fresh_seed,
@@ -30,20 +28,24 @@ from validate.correctness._helpers import (
 pytestmark = pytest.mark.triton
 
 ROOT = Path(__file__).resolve().parents[2]
+BASE = LaunchConfig(128, 64, 8, 3)
+OPTIONS = {
+    "tma": dataclasses.replace(BASE, use_tma=True),
+    "ws": dataclasses.replace(BASE, warp_specialize=True),
+    "h2": dataclasses.replace(BASE, heads_per_program=2),
+    "lf": dataclasses.replace(BASE, longest_first=True),
+    "sk": dataclasses.replace(BASE, skip_rescale=True),
+    "n128": dataclasses.replace(BASE, block_n=128),
+}
 
 
 def _kernel_variants() -> list[pytest.param]:
-    seen: dict[tuple, LaunchConfig] = {}
-    grids = (
-        tune_sm90.sm90_candidates()
-        + tune_sm90.sm90_schedule_candidates()
-        + tune_sm90.sm90_rescale_candidates()
-    )
-    for cand in grids:
-        c = cand.config
-        key = (c.block_m, c.block_n, c.use_tma, c.warp_specialize, c.heads_per_program)
-        seen.setdefault((*key, c.longest_first, c.skip_rescale), c)
-    return [pytest.param(c, id=tune_sm90.config_name(c)) for c in seen.values()]
+    seen: dict[tuple, tuple[str, LaunchConfig]] = {}
+    for name, c in [*CANDIDATES.items(), *OPTIONS.items()]:
+        key = (c.block_m, c.block_n, c.use_tma, c.warp_specialize, c.heads_per_program,
+               c.longest_first, c.skip_rescale)  # fmt: skip
+        seen.setdefault(key, (name, c))
+    return [pytest.param(c, id=name) for name, c in seen.values()]
 
 
 SHAPES = [
@@ -65,92 +67,44 @@ def test_candidate_config_is_correct(config: LaunchConfig, shape: Shape) -> None
     launch()
     assert launch.use_tma == config.use_tma, launch.tma_fallback
     assert launch.heads_per_program == config.heads_per_program, launch.heads_fallback
-    assert_within_baseline(tune_sm90.config_name(config), out, shape, q, k, v, seed)
+    assert_within_baseline(str(config), out, shape, q, k, v, seed)
 
 
-def test_sm90_candidates_are_pruned_and_include_the_options() -> None:
-    cands = tune_sm90.sm90_candidates()
-    names = [c.name for c in cands]
-    assert 12 <= len(cands) <= 20
-    assert len(set(names)) == len(names)
-    assert cands[0].config == tune_sm90.V1_DEFAULT
-    assert all(
-        tune_sm90.smem_estimate(c.config, 128, 2) <= tune_sm90.SMEM_LIMIT_SM90 for c in cands
+def test_the_tuning_grid_includes_todays_default() -> None:
+    from tether_kernels.arch_caps import launch_config
+
+    default = launch_config("sm90", 128, "bf16", qo_len=16384, batch_heads=32)
+    assert default in CANDIDATES.values()
+
+
+def test_a_tuning_cell_runs_the_candidate_it_names(tmp_path: Path) -> None:
+    from tether import registry
+    from tether.bench.engine import TimingPolicy
+    from tether.bench.sweep import Bench, Target
+    from tether.pytest_plugin import interpreter_on
+
+    if not interpreter_on() and not torch.cuda.is_available():
+        pytest.skip("the Triton arm needs a GPU or TRITON_INTERPRET=1")
+    reg = registry.load(["tether_kernels.bench"])
+    tune = reg.get_sweep("tune-sm90")
+    assert tune.kind == "tune"
+    tiny = tune.replace(
+        axes={"config": ("m64n64w4s3lf",), "seqlen": (32,)},
+        fixed={"batch": 1, "hq": 2, "hkv": 1, "head_dim": 16, "dtype": "f16", "causal": True},
+        arms={"A": "sdpa_math", "B": "triton"},
+        timing=TimingPolicy(calls_per_sample=1, warmup_calls=1, min_reps=2, max_reps=2),
+        needs_gpu=False,
+        replicates=1,
     )
-    assert "m128n128w8s4" not in names  # does not fit shared memory at head_dim 128
-    assert any(c.config.use_tma for c in cands)
-    assert any(c.config.warp_specialize for c in cands)
-    assert {c.config.num_stages for c in cands} == {2, 3, 4}
-
-
-def test_schedule_candidates_cover_both_options_on_the_v3_tiles() -> None:
-    cands = tune_sm90.sm90_schedule_candidates()
-    names = [c.name for c in cands]
-    assert len(set(names)) == len(names)
-    assert cands[0].config == tune_sm90.V3_LONG
-    assert {c.config.heads_per_program for c in cands} == {1, 2}
-    assert {c.config.longest_first for c in cands} == {False, True}
-    assert all(
-        tune_sm90.smem_estimate(c.config, 128, 2) <= tune_sm90.SMEM_LIMIT_SM90 for c in cands
-    )
-    # Two 128-row Q tiles beside three stages of 128-key K and V tiles do not fit.
-    assert "m128n128w8s3+h2" not in names
-
-
-def test_check_flags_a_wrong_answer(monkeypatch) -> None:
-    if not interpreter_on():
-        pytest.skip("the tiny candidates run on CPU tensors, which needs TRITON_INTERPRET=1")
-    import tether_kernels.triton.attn_fwd as attn_fwd
-
-    real = attn_fwd.attn_fwd_launcher
-
-    def off_by_a_bit(q, k, v, out, *args, **kwargs):
-        launch = real(q, k, v, out, *args, **kwargs)
-
-        def wrong():
-            return launch().add_(1e-2)
-
-        wrong.use_tma, wrong.tma_fallback = launch.use_tma, launch.tma_fallback
-        return wrong
-
-    monkeypatch.setattr(attn_fwd, "attn_fwd_launcher", off_by_a_bit)
-    shape = tune_sm90.check_shapes(tune_sm90.timed_shapes(tiny=True), tiny=True)[0]
-    cand = tune_sm90.tiny_candidates()[0]
-    args = type("Args", (), {"tiny": True, "warmup_ms": 0, "rep_ms": 0})()
-    rec = tune_sm90.run_candidate(cand, [], [shape], {}, {}, "cpu", "cpu", args)
-    assert rec["status"] == "wrong", rec
-    assert "err" in rec["reason"]
+    target = Target.detect() if torch.cuda.is_available() else Target("cpu", "cpu", "cpu: test")
+    bench = Bench(ROOT, tmp_path, reg, target, unguarded_reason="FIXTURE: unit test")
+    run = bench.sweep(tiny)
+    assert run.kind == "tune" and run.status == "ok", run.reason
+    (cell,) = run.cells
+    assert cell.key["config"] == "m64n64w4s3lf"
 
 
 def test_tma_reason_off_the_interpreter(monkeypatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     reason = tma_unsupported_reason(torch.device("cpu"))
     assert reason is not None and "NVIDIA" in reason
-
-
-@pytest.mark.slow
-@pytest.mark.cpu_toy
-def test_tune_tiny_runs_end_to_end(tmp_path: Path) -> None:
-    env = cpu_toy_env()
-    out = tmp_path / "tune.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "validate" / "tune_sm90.py"), "--tiny", "--out", str(out)],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    report = json.loads(out.read_text(encoding="utf-8"))
-    cands = tune_sm90.tiny_candidates()
-    assert [r["name"] for r in report["configs"]] == [c.name for c in cands]
-    sids = [tune_sm90.shape_id(s) for s in tune_sm90.timed_shapes(tiny=True)]
-    for rec in report["configs"]:
-        assert rec["status"] == "ok", rec
-        assert all(c["ok"] for c in rec["checks"])
-        assert sorted(rec["results"]) == sorted(sids)
-        assert all(r["tflops"] > 0 for r in rec["results"].values())
-    assert sum(r["is_default"] for r in report["configs"]) == 1
-    square = sids[0]
-    assert "does not run on cpu" in report["reference"][square]["unavailable"]
-    lines = proc.stdout.splitlines()
-    assert lines[0].split()[:2] == ["config", "status"]
-    assert lines[-1].startswith("TFLOP/s per shape")
-    assert len(lines) == 1 + 1 + len(cands) + 1  # header, cuDNN row, configs, legend

@@ -1,4 +1,5 @@
-"""Gate logic on the CPU with fixture gates: skip reasons, a pass, a fail, the run written."""
+"""Gate logic on the CPU with FIXTURE gates: selection and refusals, a pass, a fail, the run
+written, and the verdict recomputed from the run's samples (never stored as written)."""
 
 from __future__ import annotations
 
@@ -6,99 +7,92 @@ import io
 from pathlib import Path
 
 import pytest
-from tether.bench.engine import TimingPolicy
-from tether.bench.gate import NO_EVIDENCE, measure_gate, run_gates, skip_reason
-from tether.bench.sweep import Target
-from tether.errors import UsageError
+from tether import registry
+from tether.bench.gate import NO_EVIDENCE, measure_gate, select_gates
+from tether.bench.sweep import Bench, Target
+from tether.errors import NotRunHereError, UsageError
 from tether.policy import Gate
+from tether.stats import gate_stat, rate_of
 from tether.store import load_store
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = Target("cpu", "cpu", "cpu: test fixture")
-QUICK = TimingPolicy(min_sample_s=2e-4, min_reps=3, max_reps=3, warmup_calls=1)
-SHAPE = {"batch": 1, "qo_len": 32, "kv_len": 32, "hq": 2, "hkv": 2, "head_dim": 16,
-         "dtype": "f32", "causal": True}  # fmt: skip
+QUICK = {"min_sample_s": 2e-4, "min_reps": 3, "max_reps": 3, "warmup_calls": 1}
+CALL = {"batch": 1, "qo_len": 32, "kv_len": 32, "hq": 2, "hkv": 2, "head_dim": 16,
+        "dtype": "f32", "causal": True}  # fmt: skip
 
 
-def fixture_gate(threshold: float | None, arch: str = "cpu") -> Gate:
-    """A gate that exists only in this test (the real ones live in arch_caps.GATES)."""
+def fixture_gate(threshold: float | None, arch: str = "cpu", **kw: object) -> Gate:
+    """A gate that exists only in this test (the real ones live in the policy file)."""
     return Gate(id="fixture-gate", region="fixture", arch=arch, arm="sdpa_math",
-                shape=SHAPE, threshold_tflops=threshold)  # fmt: skip
+                case="attention", call=CALL, threshold=threshold, **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
-def test_skip_reasons_name_the_arch_or_the_missing_evidence() -> None:
-    assert "runs on sm90; this host is cpu" in skip_reason(fixture_gate(1.0, "sm90"), "cpu")
-    assert skip_reason(fixture_gate(None), "cpu") == NO_EVIDENCE
-    assert skip_reason(fixture_gate(1.0), "cpu") is None
+def _bench(store: Path) -> Bench:
+    reg = registry.load(["tether_kernels.bench"])
+    return Bench(ROOT, store, reg, CPU, unguarded_reason="FIXTURE: unit test",
+                 policy_overrides=QUICK, replicates=2)  # fmt: skip
+
+
+def test_select_refuses_early_off_arch_and_without_evidence() -> None:
+    with pytest.raises(NotRunHereError, match="no gate runs on cpu"):
+        select_gates((fixture_gate(1.0, "sm90"),), "cpu", None)
+    assert select_gates((fixture_gate(None),), "cpu", None) == []  # unset gates do not run
+    with pytest.raises(UsageError, match=NO_EVIDENCE):
+        select_gates((fixture_gate(None),), "cpu", "fixture-gate")
+    with pytest.raises(UsageError, match="no such gate"):
+        select_gates((fixture_gate(1.0),), "cpu", "nope")
 
 
 def test_a_gate_above_threshold_passes_and_records_a_gate_run(tmp_path: Path) -> None:
-    out = measure_gate(fixture_gate(1e-9), store=tmp_path, root=ROOT, target=CPU, policy=QUICK)
+    out = measure_gate(_bench(tmp_path), fixture_gate(1.0), "policy.py")
     assert out.status == "passed", out.line()
     (run,) = load_store(tmp_path)
     assert run.kind == "gate" and run.id == out.run_id
-    assert run.results["passed"] is True
-    assert run.results["measured_tflops"] == pytest.approx(out.measured_tflops)
-    assert set(run.cells[0].samples) == {"B"}
+    assert "passed" not in run.results and "measured" not in run.results
+    stat = gate_stat(run, 1.0)  # recomputed from the samples
+    assert stat.passed and stat.rate == pytest.approx(out.rate)
+    assert set(run.cells[0].samples) == {"B"} and len(run.cells[0].blocks) == 2
 
 
 def test_a_gate_below_threshold_fails_and_still_records(tmp_path: Path) -> None:
-    out = measure_gate(fixture_gate(1e9), store=tmp_path, root=ROOT, target=CPU, policy=QUICK)
+    out = measure_gate(_bench(tmp_path), fixture_gate(1e18), "policy.py")
     assert out.status == "failed" and out.failed
-    assert load_store(tmp_path)[0].results["passed"] is False
+    assert not gate_stat(load_store(tmp_path)[0], 1e18).passed
 
 
-def test_unknown_gate_id_is_a_usage_error(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="no such gate"):
-        run_gates(tmp_path, ROOT, gate_id="nope", gates=(fixture_gate(1.0),), target=CPU)
+def test_a_gate_off_its_arch_is_not_run_here(tmp_path: Path) -> None:
+    with pytest.raises(NotRunHereError, match="runs on sm90; this host is cpu"):
+        measure_gate(_bench(tmp_path), fixture_gate(1.0, "sm90"), "policy.py")
+    assert load_store(tmp_path) == []
 
 
-def test_gate_command_skips_policy_gates_on_this_host(tmp_path: Path) -> None:
+def test_gate_command_on_a_host_without_its_gates_exits_77(tmp_path: Path) -> None:
     from tether.cli import main
     from tether.pytest_plugin import current_arch
     from tether_kernels.arch_caps import GATES
 
     if any(g.arch == current_arch() for g in GATES):
         pytest.skip("this host is a gate's arch: validate/gates/test_gates.py measures it here")
-
     out, err = io.StringIO(), io.StringIO()
     code = main(["--root", str(ROOT), "--store", str(tmp_path), "gate"], out, err)
-    assert code == 0, err.getvalue()
-    assert "skipped" in out.getvalue()
+    assert code == 77, err.getvalue()
+    assert "no gate runs on" in err.getvalue()
+    assert not (tmp_path / "cpu").exists()  # nothing measured, nothing written
 
 
 def test_a_gate_run_records_its_threshold_and_the_runs_it_was_set_from(tmp_path: Path) -> None:
-    gate = Gate(id="fixture-gate", region="fixture", arch="cpu", arm="sdpa_math", shape=SHAPE,
-                threshold_tflops=1e-9, before_run="before-id", after_run="after-id")  # fmt: skip
-    out = measure_gate(gate, store=tmp_path, root=ROOT, target=CPU, policy=QUICK)
+    gate = fixture_gate(1.0, before_run="before-id", after_run="after-id")
+    out = measure_gate(_bench(tmp_path), gate, "kernels/x.py")
     (run,) = load_store(tmp_path)
     assert run.config["gate"] == {
         "id": "fixture-gate",
         "arm": "sdpa_math",
-        "threshold_tflops": 1e-9,
+        "threshold": 1.0,
+        "unit": "FLOP",
         "before_run": "before-id",
         "after_run": "after-id",
-        "policy": "tether_kernels.arch_caps.GATES fixture-gate",
     }
-    assert {"threshold_tflops", "measured_tflops", "passed"} <= set(run.results)
+    assert run.results["policy"] == "kernels/x.py GATES fixture-gate"
     assert out.run_id == run.id
-
-
-def test_check_reads_a_measurement_from_gate_and_sweep_runs(tmp_path: Path) -> None:
-    from tether.bench.sweep import SweepDef, run_sweep
-    from tether.stats import measured_tflops
-
-    gate_out = measure_gate(fixture_gate(1e-9), store=tmp_path, root=ROOT, target=CPU,
-                            policy=QUICK)  # fmt: skip
-    gate_run = next(r for r in load_store(tmp_path) if r.id == gate_out.run_id)
-    assert measured_tflops(gate_run, SHAPE) == pytest.approx(gate_out.measured_tflops)
-    # A sweep (or probe) run whose grid holds the gate's shape, with the gated arm as B.
-    axes = {"kv_len": (16, SHAPE["kv_len"])}
-    fixed = {k: v for k, v in SHAPE.items() if k != "kv_len"}
-    sweep = SweepDef(name="fixture-sweep", axes=axes, fixed=fixed,
-                     arms={"A": "sdpa_math", "B": "sdpa_math"}, timing=QUICK,
-                     needs_gpu=False)  # fmt: skip
-    run = run_sweep(sweep, store=tmp_path, root=ROOT, target=CPU, write=False)
-    value = measured_tflops(run, SHAPE)
-    assert value is not None and value > 0
-    assert measured_tflops(run, {**SHAPE, "kv_len": 999}) is None
+    assert rate_of(run, CALL) is not None

@@ -1,7 +1,8 @@
 """The nightly's collect step end to end: three stand-in hosts' artifacts -> store -> docs.
 
-FIXTURES: ci/standin.py writes made-up runs for stand-in hosts: sm90 healthy, gfx942 failed
-(its verify run has failures), gfx950 busy (a not_measured run); gfx1151 sends nothing.
+FIXTURES: validate/suite/standin.py writes made-up runs for stand-in hosts: sm90 healthy,
+gfx942 failed (its verify run has failures), gfx950 busy (a not_measured run); gfx1151 sends
+nothing.
 """
 
 from __future__ import annotations
@@ -12,61 +13,53 @@ import os
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
+from tether.cli import main
 from tether.store import load_store
 
+from validate.suite.fixture_project import fixture_project
 from validate.suite.runfactory import write_conservative_policy
+from validate.suite.standin import build_standin_artifacts
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "ci"))  # ci/ holds scripts, not a package
-
-import collect  # noqa: E402  (after the path above)
-import standin  # noqa: E402
-
-NIGHT = datetime(2026, 11, 29, 3, 0, tzinfo=timezone.utc)
 EXPECT = ("gfx942", "gfx950", "gfx1151", "sm90")
 
 
 def _scratch_root(tmp_path: Path) -> Path:
-    """A copy of what render and check read and write, so the real checkout is never touched."""
-    root = tmp_path / "checkout"
-    root.mkdir()
-    # lib/ stays behind: the check scans it for hand-typed figures, which is its own test.
-    for name in ("docs_src", "kernels", "docs"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        if (ROOT / name).is_file():
-            shutil.copy2(ROOT / name, root / name)
-    # The stand-in hosts' store holds none of the runs the real policy cites.
+    """A FIXTURE project with the real templates and an unset policy, so the real checkout is
+    never touched."""
+    root = fixture_project(tmp_path / "checkout", policy="kernels/arch_caps.py")
+    shutil.copytree(ROOT / "docs_src", root / "docs_src")
     write_conservative_policy(root)
     return root
 
 
 def _collect(artifacts: Path, root: Path, store: Path, render: bool) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    rc = collect.collect(artifacts, root, store, EXPECT, render=render, out=out, err=err, now=NIGHT)
+    argv = ["--root", str(root), "--store", str(store), "collect", str(artifacts),
+            "--expect", ",".join(EXPECT)]  # fmt: skip
+    rc = main([*argv, *([] if render else ["--no-render"])], out, err)
     return rc, out.getvalue(), err.getvalue()
 
 
 def test_stage_and_merge_make_the_union(tmp_path: Path) -> None:
-    written = standin.build_standin_artifacts(tmp_path / "artifacts")
+    written = build_standin_artifacts(tmp_path / "artifacts")
     store = tmp_path / "results"
     rc, out, err = _collect(tmp_path / "artifacts", ROOT, store, render=False)
     assert rc == 0, err
     runs = load_store(store)
-    sent = {json.loads(p.read_text())["id"] for paths in written.values() for p in paths}
+    sent = {r.id for rs in written.values() for r in rs}
     assert sent <= {r.id for r in runs}
     by_arch = {a: [r for r in runs if r.arch == a] for a in EXPECT}
     assert all(r.status == "not_measured" for r in by_arch["gfx950"])
     assert [r.reason for r in by_arch["gfx1151"]] == [
         "the nightly job for gfx1151 sent no run files"
     ]
+    assert by_arch["gfx1151"][0].guard.mode == "refused"
     failed = [r for r in by_arch["gfx942"] if r.kind == "verify"]
     assert failed and failed[0].results["failed"] == 3
-    assert "gfx1151: no run files arrived" in out
+    assert "gfx1151: 1 run(s): no run files arrived" in out
 
     # Collecting the same artifacts again adds nothing and duplicates nothing.
     before = sorted(p.name for p in store.rglob("*.json"))
@@ -78,41 +71,33 @@ def test_stage_and_merge_make_the_union(tmp_path: Path) -> None:
     ]
 
 
-def test_two_hosts_claiming_one_id_are_refused(tmp_path: Path) -> None:
-    written = standin.build_standin_artifacts(tmp_path / "artifacts")
-    clash = json.loads(written["sm90"][1].read_text())
+def test_a_host_file_edited_or_forged_is_refused_before_anything_is_merged(tmp_path: Path) -> None:
+    from tether.store.model import digest_of
+
+    written = build_standin_artifacts(tmp_path / "artifacts")
+    original = written["sm90"][1].path
+    assert original is not None
+    clash = json.loads(original.read_text())
     clash["provenance"]["host"] = "an-impostor"
-    standin.write_run(tmp_path / "artifacts" / "runs-extra", clash)
+    clash["digest"] = digest_of(clash)  # even with a recomputed digest
+    forged = tmp_path / "artifacts" / "runs-extra" / "sm90" / f"{clash['id']}.json"
+    forged.parent.mkdir(parents=True)
+    forged.write_text(json.dumps(clash), encoding="utf-8")
     store = tmp_path / "results"
     rc, _, err = _collect(tmp_path / "artifacts", ROOT, store, render=False)
     assert rc == 1
-    assert clash["id"] in err and "different content" in err
+    assert str(forged) in err and "content-addressed" in err
     assert not store.exists() or not list(store.rglob("*.json"))  # nothing half-merged
-
-
-def test_store_merge_refuses_a_conflicting_id_already_in_the_store(tmp_path: Path) -> None:
-    written = standin.build_standin_artifacts(tmp_path / "artifacts")
-    store = tmp_path / "results"
-    assert _collect(tmp_path / "artifacts", ROOT, store, render=False)[0] == 0
-    kept = {p: p.read_bytes() for p in store.rglob("*.json")}
-    # FIXTURE: next night a host re-uploads a changed file under an id the store already has.
-    later = tmp_path / "later"
-    clash = json.loads(written["sm90"][0].read_text())
-    clash["results"]["passed"] = 9
-    standin.write_run(later / "runs-sm90", clash)
-    rc, _, err = _collect(later, ROOT, store, render=False)
-    assert rc == 1, err
-    assert {p: p.read_bytes() for p in store.rglob("*.json")} == kept  # nothing lost or changed
 
 
 def test_missing_artifacts_folder_is_named(tmp_path: Path) -> None:
     rc, _, err = _collect(tmp_path / "nowhere", ROOT, tmp_path / "results", render=False)
-    assert rc == 1 and "nowhere" in err
+    assert rc == 2 and "nowhere" in err
 
 
 def test_collect_sh_renders_and_checks(tmp_path: Path) -> None:
     root = _scratch_root(tmp_path)
-    standin.build_standin_artifacts(tmp_path / "artifacts")
+    build_standin_artifacts(tmp_path / "artifacts", root=root)
     env = dict(os.environ, TETHER_ROOT=str(root), TETHER_STORE=str(root / "results"))
     env["PY"] = sys.executable
     done = subprocess.run(

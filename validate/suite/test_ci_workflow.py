@@ -79,7 +79,7 @@ def test_collect_job_runs_after_every_host_and_calls_ci_scripts() -> None:
     runs = [step["run"] for step in collect["steps"] if "run" in step]
     assert any("ci/collect.sh" in r for r in runs)
     assert any("ci/open-pr.sh" in r for r in runs)
-    for script in ("nightly-host.sh", "collect.sh", "open-pr.sh", "collect.py"):
+    for script in ("nightly-host.sh", "collect.sh", "open-pr.sh"):
         assert (ROOT / "ci" / script).is_file()
     downloads = [s for s in collect["steps"] if "download-artifact" in str(s.get("uses", ""))]
     assert downloads and downloads[0]["with"]["pattern"] == "runs-*"

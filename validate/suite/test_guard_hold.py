@@ -67,7 +67,7 @@ def test_busy_host_exits_75_with_a_not_measured_record(tmp_path: Path) -> None:
     (run,) = load_store(tmp_path / "s")
     assert (run.kind, run.name, run.status) == ("verify", "guard-hold", "not_measured")
     assert f"pid {os.getpid()}" in (run.reason or "") and "since" in (run.reason or "")
-    assert run.guard["lock"]["state"] == "held"
+    assert run.guard.mode == "refused" and run.guard.before["lock"]["state"] == "held"
 
 
 def test_not_idle_host_exits_75_naming_the_probe(
@@ -114,13 +114,13 @@ def test_arm_check_flags_a_foreign_process(tmp_path: Path, monkeypatch: pytest.M
     assert ev["before"]["verdict"] == IDLE and ev["holder"]["purpose"] == "test"
 
 
-def test_wrong_vendor_stops_with_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrong_vendor_is_not_run_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verify, "detect_vendor", lambda: "cuda")
     rc, _out, err = _cli("verify", "--vendor", "rocm", store=tmp_path / "s")
-    assert rc == 2 and "verify --vendor rocm" in err and "cuda GPU" in err
+    assert rc == 77 and "verify --vendor rocm" in err and "cuda GPU" in err
     monkeypatch.setattr(verify, "detect_vendor", lambda: "cpu")
     rc, _out, err = _cli("verify", "--vendor", "cuda", store=tmp_path / "s")
-    assert rc == 2 and "no GPU" in err
+    assert rc == 77 and "no GPU" in err
 
 
 # FIXTURE: the junit xml pytest writes for 3 passed, 1 failed, 1 skipped, 1 error
@@ -183,7 +183,9 @@ def test_verify_records_the_suite(
     (run,) = load_store(tmp_path / "s")
     assert (run.kind, run.name, run.status) == ("verify", "verify-cpu", status)
     assert run.results["vendor"] == "cpu" and run.results["suite"] == str(suite)
-    assert run.guard["before"]["verdict"] == IDLE
+    assert run.guard.mode == "held" and run.guard.before["verdict"] == IDLE
+    assert run.results["complete"] is (run.results["suite"] == "validate")
+    assert run.provenance.ended >= run.started
     if status == "ok":
         assert (run.results["passed"], run.results["skipped"], run.results["failed"]) == (2, 1, 0)
 

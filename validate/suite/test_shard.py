@@ -79,7 +79,8 @@ def test_merge_keeps_roles_together_and_validates(tmp_path: Path) -> None:
         assert cell.samples == original.samples
         gpu = cell.extra["gpu"]
         assert gpu == GPUS[shard_of(cell.key, [dict(c.key) for c in full.cells], 2)]
-    assert merged.provenance["device"] == "gpu0: FIXTURE-GPU, gpu1: FIXTURE-GPU"
+    assert merged.provenance.device == "gpu0: FIXTURE-GPU, gpu1: FIXTURE-GPU"
+    assert merged.guard.mode == "held" and merged.sharded
     assert merged.config["grid"]["axes"] == AXES
     # It can be written to a store and loaded back like any run.
     loaded = load_run(write_run(merged, tmp_path / "results"))

@@ -7,10 +7,13 @@ from pathlib import Path
 
 from tether.cli import main
 
+from validate.suite.fixture_project import fixture_project
 from validate.suite.runfactory import make_fixture_store, make_sweep_run
 
 
 def _run(tmp_path: Path, *argv: str) -> tuple[int, str, str]:
+    if not (tmp_path / "pyproject.toml").exists():
+        fixture_project(tmp_path)
     out, err = io.StringIO(), io.StringIO()
     code = main(["--root", str(tmp_path), "--store", str(tmp_path / "results"), *argv], out, err)
     return code, out.getvalue(), err.getvalue()

@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import RunFileError, StoreError, UsageError
+from tether.store.model import SCHEMA as RUN_SCHEMA
 
 if TYPE_CHECKING:
     from tether.store.model import Run as StoreRun
 
 SHARD_SCHEMA = "tether.shard/1"
-RUN_SCHEMA = "tether.run/1"
-Run = dict[str, Any]  # a run file's JSON form
 Key = dict[str, Any]
 ROLES = ("A", "A2", "B")
 
@@ -96,7 +95,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def write_shard(
-    run: Run | StoreRun,
+    run: StoreRun | Mapping[str, Any],
     shard_dir: Path | str,
     index: int,
     count: int,
@@ -105,12 +104,13 @@ def write_shard(
 ) -> Path:
     """Write the partial run of shard ``index`` of ``count`` (measured on ``gpu``) to ``shard_dir``.
 
-    ``run`` is a run dict whose cells are this shard's cells only; ``gpu`` is
+    ``run`` is a partial run whose cells are this shard's cells only; ``gpu`` is
     ``{"index": int, "uuid": str|None, "name": str|None}`` (see ``tether.gpus.Gpu.as_extra``);
     ``axes`` are the whole sweep's grid axes (default: the run's own ``config.grid.axes``).
     """
-    if not isinstance(run, dict):
-        run = run.to_json()
+    # A shard's run is a partial record (its cells are not the grid's product), kept as the
+    # JSON it will merge from; a Run is turned into that form here.
+    run = run.to_json() if hasattr(run, "to_json") else dict(run)
     if not 0 <= index < count:
         raise UsageError(f"shard index: {index} is not in 0..{count - 1}")
     if run.get("schema") != RUN_SCHEMA:
@@ -200,11 +200,12 @@ def merge_shards(paths: Sequence[Path | str]) -> StoreRun:
     if missing:
         raise StoreError(f"{first_path}: shards {missing} of {count} missing; not merging")
 
-    # The merged run takes shard 0's id: unique already, and it names the sweep's start.
+    # The merged run starts from shard 0's run and becomes a new run of its own content.
     merged = copy.deepcopy(next(d for _, d in docs if d["shard"]["index"] == 0)["run"])
     merged["config"] = _full_config(first)
     cells: dict[str, dict[str, Any]] = {}
     devices: list[dict[str, Any]] = []
+    guards: list[dict[str, Any]] = []
     worst = ("ok", None)
     rank = {"ok": 0, "rejected": 1, "not_measured": 2}
     for path, doc in sorted(docs, key=lambda d: d[1]["shard"]["index"]):
@@ -212,6 +213,7 @@ def merge_shards(paths: Sequence[Path | str]) -> StoreRun:
         run = doc["run"]
         prov = run["provenance"]
         devices.append({**gpu, "device": prov.get("device"), "driver": prov.get("driver")})
+        guards.append(run["guard"])
         status = run.get("status", "ok")
         if rank.get(status, 2) > rank[worst[0]]:
             worst = (
@@ -240,69 +242,84 @@ def merge_shards(paths: Sequence[Path | str]) -> StoreRun:
     merged["cells"] = sorted(cells.values(), key=lambda c: order.get(_key_id(c["key"]), len(order)))
     merged["status"] = worst[0]
     merged["reason"] = worst[1]
+    merged["guard"] = _merged_guard(guards)
     prov = merged["provenance"]
     prov["started"] = min(d["run"]["provenance"]["started"] for _, d in docs)
     prov["ended"] = max(d["run"]["provenance"]["ended"] for _, d in docs)
     # The schema's provenance has one device string; it lists every GPU the shards ran on,
     # and each cell's extra.gpu says which one measured it.
     prov["device"] = ", ".join(f"gpu{d.get('index')}: {d.get('device')}" for d in devices)
+    from tether.store.model import digest_of
+    from tether.store.provenance import make_id
     from tether.store.schema import run_from_json
 
+    merged["digest"] = digest_of(merged)
+    merged["id"] = make_id(
+        merged["kind"], merged["name"], prov["arch"], prov["started"], merged["digest"]
+    )
     return run_from_json(merged, f"merge of {len(docs)} shards starting {first_path}")
 
 
+def _merged_guard(guards: list[dict[str, Any]]) -> dict[str, Any]:
+    """One guard record for the merged run: held only when every shard held its GPU; the
+    first shard's holder and evidence before, the last one's after, every shard's arm checks."""
+    modes = {g["mode"] for g in guards}
+    first, last = guards[0], guards[-1]
+    if not modes <= {"held", "nested"}:
+        bad = sorted(modes - {"held", "nested"})
+        return {
+            "mode": "unguarded", "lock": None, "holder": None, "before": None, "after": None,
+            "arms": [a for g in guards for a in g["arms"]], "waited_s": 0.0,
+            "reason": f"a shard ran {', '.join(bad)}",
+        }  # fmt: skip
+    return {
+        "mode": "nested" if "nested" in modes else "held",
+        "lock": first["lock"],
+        "holder": first["holder"],
+        "before": first["before"],
+        "after": last["after"],
+        "arms": [a for g in guards for a in g["arms"]],
+        "waited_s": max(g["waited_s"] for g in guards),
+        "reason": None,
+    }
+
+
 def run_shard(
+    bench: Any,
     sweep: Any,
     index: int,
     count: int,
     shard_dir: Path | str,
     *,
-    root: Path,
     gpu: Mapping[str, Any],
-    target: Any = None,
-    holding: Any = None,
 ) -> Path:
-    """Measure shard ``index`` of ``count`` of ``sweep`` (a ``SweepDef``) and write it.
+    """Measure shard ``index`` of ``count`` of ``sweep`` on ``bench`` and write it.
 
     The process must already be pinned to its GPU (``tether.gpus.pin_worker``), so the bench
     sees that GPU as device 0. Arms are resolved over the whole grid, as the unsharded sweep
     does, so every shard times the same arms.
     """
-    from tether.bench.sweep import Target, measure_cell, resolve_arms, shape_of
-    from tether.store import new_run
-
-    target = target or Target.detect()
     keys = sweep.keys()
-    arms = resolve_arms(sweep, [shape_of(k, sweep.fixed) for k in keys], target.arch)
-    mine = shard_keys(keys, count)[index]
-    started = _now()
-    # The index passed to measure_cell is the cell's place in the whole grid, so its seeds
-    # match the unsharded sweep's and the two can be compared cell by cell.
     position = {_key_id(k): i for i, k in enumerate(keys)}
-    cells = [
-        measure_cell(sweep, key, arms, target, index=position[_key_id(key)], holding=holding)
-        for key in mine
-    ]
+    mine = {position[_key_id(k)] for k in shard_keys(keys, count)[index]}
+    started = _now()
+    status, reason, arms, cells, _ = bench.measure_grid(sweep, only=lambda i: i in mine)
     config = {
         "grid": {"axes": {}, "fixed": dict(sweep.fixed)},
         "arms": dict(arms),
+        "case": sweep.case,
+        "unit": sweep.unit,
         "entry_points": list(sweep.entry_points),
-        "timing": sweep.timing.to_json(),
+        "timing": bench.timing_of(sweep).to_json(),
+        "replicates": max(
+            1, bench.replicates if bench.replicates is not None else sweep.replicates
+        ),
+        "device_index": bench.target.index,
     }
-    run = new_run(
-        "sweep",
-        sweep.name,
-        arch=target.arch,
-        device=target.device_name,
-        config=config,
-        guard=holding.evidence() if holding is not None else {},
-        cells=cells,
-        started=started,
-        ended=_now(),
-        root=root,
-        runtime=target.runtime,
-        driver=target.driver,
-    )
+    run = bench.new_run(
+        "sweep", sweep.name, config=config, status=status, reason=reason, cells=cells,
+        started=started, ended=_now(),
+    )  # fmt: skip
     return write_shard(run, shard_dir, index, count, gpu, axes=dict(sweep.axes))
 
 

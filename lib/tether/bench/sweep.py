@@ -92,7 +92,11 @@ def guard_record(holding: Any) -> GuardRecord:
     if holding is None:
         return UNGUARDED
     holding.recheck()
-    ev = holding.evidence()
+    return record_of(holding.evidence())
+
+
+def record_of(ev: Mapping[str, Any]) -> GuardRecord:
+    """A guard record from a Holding's ``evidence()`` dictionary."""
     return GuardRecord(
         mode="nested" if ev["nested"] else "held",
         lock=ev["lock"],
@@ -218,9 +222,12 @@ class Bench:
         return TimingPolicy(**{**base.to_json(), **self.policy_overrides})
 
     def measure_grid(
-        self, sweep: Sweep
+        self, sweep: Sweep, only: Callable[[int], bool] | None = None
     ) -> tuple[str, str | None, dict[str, str], list[Cell], bool]:
-        """Measure every cell of ``sweep`` in replicate blocks.
+        """Measure every cell of ``sweep`` in replicate blocks (or, for a shard, the cells whose
+        grid index ``only`` accepts; arms are resolved over the whole grid either way, and a
+        cell's seeds come from its place in the whole grid, so shards compare with unsharded
+        runs cell by cell).
 
         Returns (status, reason, arms by role, cells, interrupted).
         """
@@ -232,6 +239,7 @@ class Bench:
             )
         keys = sweep.keys()
         cases = [self.registry.make_case(sweep.case, sweep.fields(k)) for k in keys]
+        mine = [i for i in range(len(keys)) if only is None or only(i)]
         timing = self.timing_of(sweep)
         blocks = max(1, self.replicates if self.replicates is not None else sweep.replicates)
         per_cell: list[dict[str, Any]] = [
@@ -241,9 +249,10 @@ class Bench:
         interrupted = False
         try:
             arms = resolve_arms(sweep, cases, self.target.arch, self.registry)
-            with SweepProgress(len(keys) * blocks, sweep.name, self.err) as bar:
+            with SweepProgress(len(mine) * blocks, sweep.name, self.err) as bar:
                 for block in range(blocks):
-                    for index, case in enumerate(cases):
+                    for index in mine:
+                        case = cases[index]
                         samples, flags, extra, kernels = self.measure_cell(
                             sweep, case, arms, timing,
                             seed=timing.seed + index + 7919 * block,
@@ -263,7 +272,7 @@ class Bench:
             status, reason = "rejected", f"arm unavailable: {exc}"
         except KeyboardInterrupt:
             status = "rejected"
-            reason = f"interrupted after {done} of {len(keys) * blocks} cell blocks"
+            reason = f"interrupted after {done} of {len(mine) * blocks} cell blocks"
             interrupted = True
         cells = []
         for key, case, acc in zip(keys, cases, per_cell, strict=True):
@@ -281,8 +290,8 @@ class Bench:
                     extra=_merge_extra(acc["extra"]),
                 )
             )
-        if status == "ok" and len(cells) != len(keys):
-            status, reason = "rejected", f"{len(keys) - len(cells)} cells not measured"
+        if status == "ok" and len(cells) != len(mine):
+            status, reason = "rejected", f"{len(mine) - len(cells)} cells not measured"
         return status, reason, arms, cells, interrupted
 
     # -- runs ----------------------------------------------------------------------------

@@ -73,6 +73,16 @@ def register(sub: Any) -> None:
     p = sub.add_parser("sweep", help="measure a registered sweep into one run of the store")
     p.add_argument("name", nargs="?", help="the sweep (see --list)")
     p.add_argument("--list", action="store_true", help="list the registered sweeps and exit")
+    s = p.add_argument_group("sharding over this host's GPUs")
+    s.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="split the cells over N worker processes, one per GPU (0: one per visible GPU); "
+        "a cell's A, A2 and B stay on one GPU; the shards merge into one run",
+    )
+    s.add_argument("--shard-dir", type=Path, help="where shard files go (default: a temp folder)")
+    s.add_argument("--shard-worker", type=int, help=argparse.SUPPRESS)
     _add_measure_options(p)
     p.set_defaults(handler=_sweep, kind="sweep")
 
@@ -235,6 +245,10 @@ def _sweep(args: argparse.Namespace, ctx: Context) -> int:
             f"{args.name} is a {sweep.kind}, not a {args.kind}: use tether {sweep.kind}"
         )
     sweep = _apply_grid(sweep, args)
+    if getattr(args, "shards", None) is not None or getattr(args, "shard_worker", None) is not None:
+        from tether.cli.shards import run_sharded
+
+        return run_sharded(args, ctx, sweep)
     with bench_for(
         ctx, args, f"tether {args.kind} {sweep.name}", args.kind, sweep.name, sweep.needs_gpu
     ) as bench:

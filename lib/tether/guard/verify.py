@@ -22,6 +22,7 @@ from tether.guard.hold import run_held
 from tether.guard.idle import detect_vendor
 
 VENDORS = ("auto", "cuda", "rocm")
+DEFAULT_SUITE = "validate"
 
 
 @dataclass
@@ -69,6 +70,23 @@ def resolve_vendor(requested: str) -> str:
             f"verify --vendor {requested}: this host has {have}; run `tether verify --vendor {found if found != 'cpu' else 'auto'}` on the right host"
         )
     return requested
+
+
+# pytest arguments that select part of the suite: a run with any of them is partial, and a
+# partial run never becomes the documents' "Tested" line as if it were the whole suite.
+_SELECTING = ("-k", "-m", "--deselect", "--lf", "--last-failed", "--ff", "-x", "--exitfirst",
+              "--maxfail", "--sw", "--stepwise")  # fmt: skip
+
+
+def is_complete(suite: str, default_suite: str, extra: Sequence[str]) -> bool:
+    """Whether ``extra`` pytest arguments leave the whole suite selected."""
+    if suite != default_suite:
+        return False
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if name in _SELECTING or (not arg.startswith("-") and arg != "--"):
+            return False  # an option that selects, or a path / node id
+    return True
 
 
 def pytest_command(suite: str, junit: Path, workers: int, extra: Sequence[str]) -> list[str]:
@@ -128,7 +146,9 @@ def run_verify(
             raise
         duration = time.time() - started
         counts = parse_junit(junit) if junit.exists() else None
+    ended = time.time()
     ok = counts is not None and counts.failed == counts.errors == 0 and counts.passed > 0
+    complete = is_complete(suite, DEFAULT_SUITE, extra)
     results: dict[str, Any] = {
         "passed": counts.passed if counts else 0,
         "failed": counts.failed if counts else 0,
@@ -138,7 +158,10 @@ def run_verify(
         "suite": suite,
         "vendor": vendor,
         "workers": workers,
+        "complete": complete,
+        "selection": [str(a) for a in extra],
     }
+    from tether.bench.sweep import record_of
     from tether.store import new_run, write_run
 
     status = "ok" if ok else "rejected"
@@ -160,9 +183,10 @@ def run_verify(
         config={"command": cmd[1:], "extra": list(extra)},
         status=status,
         reason=reason,
-        guard=evidence,
+        guard=record_of(evidence),
         results=results,
         started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        ended=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ended)),
         root=root,
     )
     path = write_run(run, store)

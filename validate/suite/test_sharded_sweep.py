@@ -1,0 +1,100 @@
+"""``tether sweep NAME --shards N`` on the CPU: shard workers, one merged run in the store.
+
+The sweep is a FIXTURE registered by a plugin module the test writes into a FIXTURE project
+(four tiny f32 cells timed with the minimum repetitions), so the whole launch stays within
+seconds and also shows that an outside project's sweep shards like tether's own.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tether.store import load_store
+
+from validate.suite.fixture_project import fixture_project
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PLUGIN = '''"""FIXTURE plugin for test_sharded_sweep: a tiny CPU sweep over tether_kernels' cases."""
+
+import tether_kernels.bench  # noqa: F401  (the attention case and arms)
+from tether import registry
+from tether.bench.engine import TimingPolicy
+from tether.registry import Sweep
+
+registry.sweep(
+    Sweep(
+        name="tiny-shard",
+        case="attention",
+        axes={"hq": (2,), "seqlen": (16, 32, 48, 64)},
+        fixed={"batch": 1, "hkv": 2, "head_dim": 64, "dtype": "f32", "causal": True},
+        arms={"A": "sdpa_math", "B": "sdpa_flash"},
+        timing=TimingPolicy(min_sample_s=1e-5, min_reps=2, max_reps=2, warmup_calls=1, cell_cap_s=0.05),
+        needs_gpu=False,
+        replicates=2,
+    )
+)
+'''
+
+
+def _project(tmp_path: Path) -> Path:
+    root = fixture_project(tmp_path / "project", plugins=("tiny_shard_plugin",))
+    (root / "tiny_shard_plugin.py").write_text(PLUGIN, encoding="utf-8")
+    return root
+
+
+def _env(tmp_path: Path, root: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        "TETHER_GUARD_LOCK": str(tmp_path / "guard.lock"),
+        "TETHER_GUARD_LOAD_LIMIT": "1000",
+        "CUDA_VISIBLE_DEVICES": "",
+        "HIP_VISIBLE_DEVICES": "",
+    }
+
+
+def test_sharded_sweep_merges_two_workers_into_one_guarded_run(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    store = tmp_path / "store"
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "--root", str(root), "--store", str(store), "sweep",
+         "tiny-shard", "--shards", "2", "--shard-dir", str(tmp_path / "shards"), "--no-progress"],
+        env=_env(tmp_path, root), capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = load_store(store)
+    assert run.status == "ok" and len(run.cells) == 4
+    assert run.guard.mode == "nested" and run.evidence_grade  # each worker nested under the parent
+    assert sorted({c.extra["gpu"]["index"] for c in run.cells}) == [0, 1]
+    assert all(c.blocks == (2, 2) for c in run.cells)
+    assert len(list((tmp_path / "shards").glob("*.shard*.json"))) == 2  # kept
+
+
+def test_shards_of_an_unguarded_sweep_merge_unguarded(tmp_path: Path) -> None:
+    from tether.cli import main
+
+    root = _project(tmp_path)
+    store = tmp_path / "store"
+    env = _env(tmp_path, root)
+    out, err = io.StringIO(), io.StringIO()
+    old = dict(os.environ)
+    os.environ.update(env)
+    sys.path.insert(0, str(root))
+    try:
+        code = main(
+            ["--root", str(root), "--store", str(store), "sweep", "tiny-shard", "--shards", "2",
+             "--shard-dir", str(tmp_path / "shards"), "--no-progress", "--unguarded"],
+            out, err,
+        )  # fmt: skip
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+        sys.path.remove(str(root))
+    assert code == 0, err.getvalue()
+    (run,) = load_store(store)
+    assert run.guard.mode == "unguarded" and not run.evidence_grade
