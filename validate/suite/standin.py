@@ -39,7 +39,7 @@ def build_standin_artifacts(out: Path, root: Path | None = None) -> dict[str, li
                 arch="gfx950",
                 reason="host busy: lock held by another job",
                 **kw,
-            )  # fmt: skip
+            )
         ],
     }
     for arch, runs in written.items():

@@ -214,7 +214,7 @@ def test_rate_of_reads_the_named_role_from_raw_samples() -> None:
 
 
 def test_a_cell_outside_its_floor_but_inside_its_band_is_level() -> None:
-    # Tight A/A (floor ~1.000) and B 3 percent faster overall, but the two replicate blocks
+    # Tight A/A (a floor of one) and B a little faster overall, but the two replicate blocks
     # disagree by more than that: the band, not the floor, decides.
     a = [1.0] * 8
     b = [1.0 / 1.07] * 4 + [1.0 / 0.99] * 4  # block 1 at 1.07, block 2 at 0.99
