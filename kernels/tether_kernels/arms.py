@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from tether.errors import ArmUnavailableError
 
+from tether_kernels import peers
 from tether_kernels.arch_caps import AMD_ARCHES, ARCH_ARMS, check_arch
 from tether_kernels.shapes import Shape
 
@@ -371,6 +372,7 @@ ARMS: dict[str, Arm] = {
             returns_lse=True,
             _prepare=_ref_prepare,
         ),
+        *peers.PEER_ARMS,  # flashinfer_fa3, flashinfer_fa2 (kernels/tether_kernels/peers.py)
     )
 }
 
