@@ -14,7 +14,7 @@ Run through ``validate/peer_session.sh`` (it installs FlashInfer from ``.peers/`
    rounds, CUDA-graph replay, medians): the Gluon variants, tether's Triton arm,
    ``flashinfer_fa3`` and ``sdpa_cudnn`` on the chunked 2048 x 16384 call and the square
    calls 4096, 8192, 16384 (batch 1, 32/8 heads, d128, bf16, causal bottom-right).
-4. A table (TFLOP/s from the exact attended-pair count, ratio to fa3) and
+4. A table (rates from the exact attended-pair count, ratios to fa3) and
    ``$OUT/gluon_session.json``. These are session numbers for the lead to read, not store runs.
 
 A stall watchdog (no progress for ``--stall-s``) writes what it has and exits 3: a kernel
