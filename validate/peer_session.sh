@@ -4,6 +4,7 @@
 #
 #   bash validate/peer_session.sh                           # build or restore, check, sweeps
 #   bash validate/peer_session.sh validate/gluon_session.py # the Gluon kernel's session
+#   bash validate/peer_session.sh -m pytest -q -p no:xdist validate/correctness/test_gluon.py
 #
 # .peers/ holds what shared/tools/flashinfer-slim.sh wrote (fi.tar.xz, the tvm-ffi wheel) and,
 # once a session has built FlashInfer's modules, the archive it left in $OUT
@@ -28,6 +29,9 @@ fi
 export PYTHONPATH="$PWD:$PWD/lib:$PWD/kernels:$site${PYTHONPATH:+:$PYTHONPATH}"
 export FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=${MAX_JOBS:-16}
 export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/fi-workspace}
+if [ "${1:-}" = "-m" ]; then
+  exec python3 "$@"  # a module (pytest) with FlashInfer on the path
+fi
 script=${1:-validate/peer_session.py}
 [ $# -gt 0 ] && shift
 exec python3 "$script" "$@"
