@@ -27,6 +27,11 @@ ARCH_ARMS: dict[str, tuple[str, ...]] = {
         "sdpa_efficient",
         "sdpa_math",
         "reference",
+        # Optional peers and the Gluon kernel (issue 15): each refuses with the reason where
+        # flashinfer is not importable or Gluon cannot run.
+        "flashinfer_fa3",
+        "flashinfer_fa2",
+        "gluon",
     ),
     "gfx942": ("triton", "triton_eager", "sdpa_flash", "sdpa_efficient", "sdpa_math", "reference"),
     "gfx950": ("triton", "triton_eager", "sdpa_flash", "sdpa_efficient", "sdpa_math", "reference"),

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from tether.errors import ArmUnavailableError
 
+from tether_kernels import peers
 from tether_kernels.arch_caps import AMD_ARCHES, ARCH_ARMS, LaunchConfig, check_arch
+from tether_kernels.gluon import arm as gluon_arm
 from tether_kernels.shapes import Shape
 
 if TYPE_CHECKING:
@@ -371,6 +373,8 @@ ARMS: dict[str, Arm] = {
             returns_lse=True,
             _prepare=_ref_prepare,
         ),
+        *peers.PEER_ARMS,  # flashinfer_fa3, flashinfer_fa2 (kernels/tether_kernels/peers.py)
+        *gluon_arm.GLUON_ARMS,  # gluon (kernels/tether_kernels/gluon/arm.py)
     )
 }
 

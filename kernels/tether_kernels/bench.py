@@ -261,6 +261,37 @@ registry.sweep(
     )
 )
 
+# The peer serving stacks call: FlashInfer's Hopper FA3 kernel as A, tether's Triton arm as B,
+# on issue 15's calls. They run where flashinfer is installed (tether_kernels.peers); elsewhere
+# the run is rejected with the arm's reason.
+registry.sweep(
+    Sweep(
+        name="chunked-prefill-fa3",
+        case="attention",
+        axes={"kv_len": (8192, 16384), "dtype": ("bf16", "f16")},
+        fixed=_CHUNKED,
+        arms={"A": "flashinfer_fa3", "B": "triton"},
+        entry_points=ENTRY_POINTS,
+        # Four cells: each call lasts well under a millisecond, so the noise target usually
+        # stops a cell before this cap (the default is sized for 60-cell maps).
+        timing=TimingPolicy(cell_cap_s=6.0),
+        description="qo_len 2048 against kv_len 8K and 16K, bf16 and f16, FlashInfer FA3 as A",
+    )
+)
+registry.sweep(
+    Sweep(
+        name="square-prefill-fa3",
+        case="attention",
+        # A grid is a product: the 32/32 row covers every length, including the 4096 cell.
+        axes={"hkv": (8, 32), "seqlen": (2048, 4096, 8192, 16384)},
+        fixed={"batch": 1, "hq": 32, "head_dim": 128, "dtype": "bf16", "causal": True},
+        arms={"A": "flashinfer_fa3", "B": "triton"},
+        entry_points=ENTRY_POINTS,
+        timing=TimingPolicy(cell_cap_s=4.0),
+        description="square causal prefill, bf16, head_dim 128, 32 query heads over 8 or 32 kv heads",
+    )
+)
+
 # --- the probe: the chunked calls against dense-matmul bounds of the same run -------------
 
 BOUND_N = 8192

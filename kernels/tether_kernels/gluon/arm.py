@@ -1,0 +1,80 @@
+"""The ``gluon`` arm: tether's Gluon forward kernel for Hopper (``attn_fwd_sm90.py``).
+
+Declared for sm90 only; it refuses with the reason where the Triton has no Gluon Hopper module,
+for f32, and for head dims other than 64 and 128. ``GLUON_ARMS`` is built on first access
+(PEP 562) because ``Arm`` lives in arms.py, which lists this arm in its registry.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from tether.errors import ArmUnavailableError
+
+from tether_kernels.gluon.launch import DEFAULT_VARIANT, HEAD_DIMS, VARIANTS, GluonConfig
+from tether_kernels.shapes import Shape
+
+
+@functools.lru_cache(maxsize=1)
+def _triton_reason() -> str | None:
+    from tether_kernels.gluon.launch import gluon_unavailable
+
+    return gluon_unavailable()
+
+
+def _supports(shape: Shape, arch: str) -> str | None:
+    if shape.dtype not in ("f16", "bf16"):
+        return f"dtype {shape.dtype} not served (f16 and bf16 only)"
+    if shape.head_dim not in HEAD_DIMS:
+        return f"head_dim {shape.head_dim} not in {HEAD_DIMS}"
+    return _triton_reason()
+
+
+def prepare_gluon(config: GluonConfig) -> Callable[..., Callable[[], Any]]:
+    """The arm's prepare for one variant (the GPU session times several side by side)."""
+
+    def prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
+        from tether_kernels.gluon.launch import attn_fwd_sm90_launcher
+
+        try:
+            return attn_fwd_sm90_launcher(
+                q, k, v, out, config, causal=shape.causal, sm_scale=sm_scale, lse=lse
+            )
+        except ValueError as exc:
+            raise ArmUnavailableError(f"arm gluon: {exc}") from exc
+
+    return prepare
+
+
+_BUILT: list[tuple[Any, ...]] = []
+
+
+def _gluon_arms() -> tuple[Any, ...]:
+    if not _BUILT:
+        from tether_kernels.arms import Arm
+
+        if not _BUILT:  # importing arms.py may have built it already
+            _BUILT.append(
+                (
+                    Arm(
+                        "gluon",
+                        ("sm90",),
+                        {"sm90": (r"attn_fwd_sm90",)},
+                        returns_lse=True,
+                        _supports=_supports,
+                        _prepare=prepare_gluon(VARIANTS[DEFAULT_VARIANT]),
+                    ),
+                )
+            )
+    return _BUILT[0]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GLUON_ARMS":
+        return _gluon_arms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["GLUON_ARMS", "prepare_gluon"]  # noqa: F822  (GLUON_ARMS: module __getattr__)

@@ -1,0 +1,309 @@
+"""Flash-attention forward for Hopper (sm90) in Gluon: the FlashAttention-3 schedule, spelled out.
+
+Layout BSHD, contiguous: q [batch, qo_len, hq, d], k/v [batch, kv_len, hkv, d]; d is 64 or 128;
+f16 or bf16. One program owns 128 query rows of one query head and runs three partitions
+(``gl.warp_specialize``):
+
+- a producer warp that issues TMA loads: the two 64-row Q tiles once, then K and V tiles of
+  ``BLOCK_N`` keys into a ring of ``STAGES`` shared-memory slots, each slot guarded by a
+  ready and an empty mbarrier (the consumers release a slot when their MMAs have read it);
+- two consumer warpgroups, 64 query rows each (the default partition is consumer 0), which
+  run S = Q K^T and O += P V on the tensor cores with ``warpgroup_mma`` (wgmma) and the
+  online softmax on the CUDA cores.
+
+Within a consumer (FlashAttention-3's intra-warpgroup overlap): the MMA of block j's scores
+and the MMA of block j-1's P V are issued together; the softmax of block j then runs while
+the P V MMA is still on the tensor cores. Across consumers (``PINGPONG``): two mbarriers pass
+a turn back and forth so that one warpgroup issues its MMAs while the other runs its
+softmax, keeping the tensor cores fed by one warpgroup while the other uses the CUDA cores.
+
+Key blocks are visited from the last one (the causal diagonal and the key tail) down to the
+first, so the blocks that need the per-element mask come first and run in the masked
+variant of the step; the rest, which every row of the program sees in full, run unmasked.
+Causal masks are aligned bottom-right (query i sees keys j <= kv_len - qo_len + i); a row that
+sees no key gives 0 and lse -inf. Scores are in log2 units: ``qk_scale`` is sm_scale * log2(e)
+applied inside one FMA per score (``s * qk_scale - m``), and the row max is taken of the raw
+scores (the scale must be positive, which the launcher checks).
+
+The grid launches the query tiles with the most keys first (causal) and varies the query head
+fastest, so the query heads that share a kv head run side by side on the same K/V in L2.
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+BLOCK_M = 128  # query rows per program: two consumer warpgroups of 64 rows
+WG_M = 64  # query rows per consumer warpgroup (the wgmma M of one warpgroup)
+LN2 = 0.6931471805599453
+
+
+@gluon.jit
+def _tile_coords(qo_len, kv_len, HQ: gl.constexpr, GROUP: gl.constexpr, BLOCK_N: gl.constexpr,
+                 CAUSAL: gl.constexpr):  # fmt: skip
+    """(batch, query head, kv head, first query row, key blocks in all, fully visible ones)."""
+    n_m = gl.cdiv(qo_len, 128)
+    bh_count = gl.num_programs(0) // n_m
+    pid = gl.program_id(0)
+    tile = pid // bh_count
+    bh = pid % bh_count
+    if CAUSAL:
+        tile = n_m - 1 - tile  # most keys first: the grid's tail holds the short tiles
+    b = bh // HQ
+    h = bh % HQ
+    hk = h // GROUP
+    m0 = tile * 128
+    if CAUSAL:
+        shift = kv_len - qo_len
+        end = gl.minimum(kv_len, m0 + 128 + shift)  # one past the last key row m0+127 sees
+        n_total = gl.cdiv(gl.maximum(end, 0), BLOCK_N)
+        n_full = gl.minimum(gl.maximum(m0 + shift + 1, 0), kv_len) // BLOCK_N
+    else:
+        n_total = gl.cdiv(kv_len, BLOCK_N)
+        n_full = kv_len // BLOCK_N
+    return b, h, hk, m0, n_total, n_full
+
+
+@gluon.jit
+def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, qo_len, kv_len,
+              HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+    q_bar, k_ready, k_empty, v_ready, v_empty, _turn = bars
+    b, h, hk, m0, n_total, _n_full = _tile_coords(qo_len, kv_len, HQ, GROUP, BLOCK_N, CAUSAL)
+    q_row = b * qo_len + m0
+    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [q_row, h * HEAD_DIM], q_bar, q_smem.index(0))
+    tma.async_copy_global_to_shared(q_desc, [q_row + 64, h * HEAD_DIM], q_bar, q_smem.index(1))
+    kv_row = b * kv_len
+    for j in range(n_total):
+        n = n_total - 1 - j
+        s = j % STAGES
+        phase = (j // STAGES) & 1
+        # A fresh mbarrier counts as having completed the phase before 0: the first
+        # STAGES waits on an empty slot pass at once.
+        mbarrier.wait(k_empty.index(s), phase ^ 1)
+        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(
+            k_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM], k_ready.index(s), k_smem.index(s)
+        )
+        mbarrier.wait(v_empty.index(s), phase ^ 1)
+        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(
+            v_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM], v_ready.index(s), v_smem.index(s)
+        )
+
+
+@gluon.jit
+def _softmax(s, m_i, l_i, qk_scale, rows, n, kv_len, shift, BLOCK_N: gl.constexpr,
+             s_layout: gl.constexpr, MASK: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+    """One block's online-softmax update; returns p (f32), alpha, and the new m and l."""
+    if MASK:
+        cols = n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        valid = gl.expand_dims(cols < kv_len, 0)
+        if CAUSAL:
+            valid = valid & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows + shift, 1))
+        s = gl.where(valid, s, -float("inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+    # Masked blocks: a row that has seen no key yet keeps m = -inf, and exp2 must not see
+    # -inf - -inf. Unmasked blocks are seen in full by every row, so m is finite there.
+    m_use = gl.where(m_new == -float("inf"), 0.0, m_new) if MASK else m_new
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, alpha, m_new, l_i
+
+
+@gluon.jit
+def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om,
+              stride_oh, q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
+              HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+    q_bar, k_ready, k_empty, v_ready, v_empty, turn = bars
+    dtype: gl.constexpr = q_smem.dtype
+    # One warpgroup, 64 rows: wgmma tiles of 16 rows per warp, N the whole tile width.
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    b, h, _hk, m0, n_total, n_full = _tile_coords(qo_len, kv_len, HQ, GROUP, BLOCK_N, CAUSAL)
+    shift = kv_len - qo_len
+    rows = m0 + WG * 64 + gl.arange(0, 64, layout=row_s)
+    n_masked = n_total - n_full  # visited first (key blocks run last to first)
+    q_tile = q_smem.index(WG)
+    my_turn = turn.index(WG)
+    other_turn = turn.index(1 - WG)
+
+    m_i = gl.full([64], -float("inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([64], gl.float32, layout=row_s)
+    acc = gl.zeros([64, HEAD_DIM], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([64, BLOCK_N], gl.float32, layout=s_layout)
+    mbarrier.wait(q_bar, 0)
+
+    if n_total > 0:
+        # Iteration 0, peeled: block n_total - 1, always masked (it holds the diagonal or the
+        # key tail whenever any block does); only its score MMA is issued.
+        if PINGPONG:
+            mbarrier.wait(my_turn, 1 - WG)  # consumer 0 goes first
+        mbarrier.wait(k_ready.index(0), 0)
+        s_tok = warpgroup_mma(q_tile, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
+                              is_async=True)  # fmt: skip
+        if PINGPONG:
+            mbarrier.arrive(other_turn)
+        s = warpgroup_mma_wait(0, deps=(s_tok,))
+        mbarrier.arrive(k_empty.index(0))
+        p, _alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, n_total - 1, kv_len, shift,
+                                      BLOCK_N, s_layout, True, CAUSAL)  # fmt: skip
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+        # The rest of the masked blocks, then the unmasked ones: each iteration issues block
+        # j's score MMA and block j-1's P V MMA, then runs block j's softmax.
+        for j in range(1, gl.maximum(n_masked, 1)):
+            acc, p_op, m_i, l_i = _step(j, n_total, acc, p_op, m_i, l_i, qk_scale, rows, kv_len,
+                                        shift, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                        v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
+                                        s_layout, row_o, p_layout, True, CAUSAL,
+                                        PINGPONG)  # fmt: skip
+        for j in range(gl.maximum(n_masked, 1), n_total):
+            acc, p_op, m_i, l_i = _step(j, n_total, acc, p_op, m_i, l_i, qk_scale, rows, kv_len,
+                                        shift, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready,
+                                        v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
+                                        s_layout, row_o, p_layout, False, CAUSAL,
+                                        PINGPONG)  # fmt: skip
+
+        # The last block's P V.
+        last = n_total - 1
+        ls = last % STAGES
+        mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
+        o_tok = warpgroup_mma(p_op, v_smem.index(ls), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(o_tok,))
+        mbarrier.arrive(v_empty.index(ls))
+
+    # Epilogue: normalise, store the rows that exist; rows that saw no key give 0, lse -inf.
+    l_o = gl.convert_layout(l_i, row_o)
+    acc = acc / gl.expand_dims(gl.where(l_o == 0.0, 1.0, l_o), 1)
+    rows_o = m0 + WG * 64 + gl.arange(0, 64, layout=row_o)
+    cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    o_base = o_ptr + b * stride_ob + h * stride_oh
+    offs = gl.expand_dims(rows_o * stride_om, 1) + gl.expand_dims(cols_o, 0)
+    gl.store(o_base + offs, acc.to(dtype), mask=gl.expand_dims(rows_o < qo_len, 1))
+    if STORE_LSE:
+        lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_i)) * 0.6931471805599453, -float("inf"))
+        lse_base = lse_ptr + (b * HQ + h) * qo_len
+        gl.store(lse_base + rows, lse, mask=rows < qo_len)
+
+
+@gluon.jit
+def _step(j, n_total, acc, p_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile, k_smem,
+          v_smem, k_ready, k_empty, v_ready, v_empty, my_turn, other_turn, s_zero,
+          WG: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+          s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
+          MASK: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
+    """Iteration j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} on the tensor cores, then
+    block j's softmax on the CUDA cores while the P V MMA finishes."""
+    s_idx = j % STAGES
+    prev = (j - 1) % STAGES
+    mbarrier.wait(k_ready.index(s_idx), (j // STAGES) & 1)
+    mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+    if PINGPONG:
+        mbarrier.wait(my_turn, (j & 1) ^ (1 - WG))
+    s_tok = warpgroup_mma(q_tile, k_smem.index(s_idx).permute((1, 0)), s_zero, use_acc=False,
+                          is_async=True)  # fmt: skip
+    o_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+    if PINGPONG:
+        mbarrier.arrive(other_turn)
+    s = warpgroup_mma_wait(1, deps=(s_tok,))  # the score MMA, issued first, is done
+    mbarrier.arrive(k_empty.index(s_idx))
+    p, alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, n_total - 1 - j, kv_len, shift,
+                                  BLOCK_N, s_layout, MASK, CAUSAL)  # fmt: skip
+    acc = warpgroup_mma_wait(0, deps=(o_tok,))
+    mbarrier.arrive(v_empty.index(prev))
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+    p_op = gl.convert_layout(p.to(q_tile.dtype), p_layout)
+    return acc, p_op, m_i, l_i
+
+
+@gluon.jit
+def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om, stride_oh,
+               q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
+               HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+    _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om, stride_oh,
+              q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL,
+              PINGPONG, STORE_LSE)  # fmt: skip
+
+
+@gluon.jit
+def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om, stride_oh,
+               q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
+               HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+    _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om, stride_oh,
+              q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL,
+              PINGPONG, STORE_LSE)  # fmt: skip
+
+
+@gluon.jit
+def attn_fwd_sm90(q_desc, k_desc, v_desc, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob,
+                  stride_om, stride_oh, HQ: gl.constexpr, GROUP: gl.constexpr,
+                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
+                  PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
+    """Grid: (cdiv(qo_len, 128) * batch * HQ,); num_warps=4 (consumer 0); see the module doc.
+
+    q_desc: [batch * qo_len, HQ * HEAD_DIM] with 64 x HEAD_DIM blocks; k_desc, v_desc:
+    [batch * kv_len, hkv * HEAD_DIM] with BLOCK_N x HEAD_DIM blocks. Rows a tile reads past
+    its own batch's end (another batch's rows, or zeros past the tensor) are masked out of
+    the scores (keys) or never stored (queries).
+    """
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], bar_layout)
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        # Both consumers read every slot; the slot is free once both have arrived.
+        mbarrier.init(k_empty.index(i), count=2)
+        mbarrier.init(v_empty.index(i), count=2)
+    mbarrier.init(turn.index(0), count=1)
+    mbarrier.init(turn.index(1), count=1)
+    fence_async_shared()
+    bars = (q_bar, k_ready, k_empty, v_ready, v_empty, turn)
+    # The argument tuples are written inline: a tuple assigned to a name first would turn
+    # its constexpr members into tensors.
+    gl.warp_specialize(
+        [
+            (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om,
+                          stride_oh, q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N,
+                          STAGES, CAUSAL, PINGPONG, STORE_LSE)),
+            (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om,
+                          stride_oh, q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N,
+                          STAGES, CAUSAL, PINGPONG, STORE_LSE)),
+            (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, qo_len, kv_len,
+                         HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+        ],
+        [4, 1],
+        [CONSUMER_REGS, PRODUCER_REGS],
+    )  # fmt: skip

@@ -1,0 +1,171 @@
+"""Launcher and variants of the Gluon sm90 forward kernel (``attn_fwd_sm90.py``).
+
+Each variant is a ``GluonConfig``; ``VARIANTS`` names the ones a GPU session times side by side
+(``validate/gluon_session.py``). Importing this module imports neither torch nor triton; the
+launcher does, when called.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+# The kernel's program: 128 query rows in two consumer warpgroups, plus one producer warp, so
+# 12 warps (the producer's warpgroup is padded): 65536 registers / 384 threads, rounded down
+# to a multiple of 8. The consumers then take CONSUMER_REGS each and the producer warpgroup
+# the rest (setmaxnreg), which must add up to the same pool: 2 x 240 + 24 = 3 x 168.
+MAXNREG = 168
+LOG2E = 1.4426950408889634
+HEAD_DIMS = (64, 128)
+
+
+@dataclass(frozen=True)
+class GluonConfig:
+    """One variant: key tile, K/V ring depth, warpgroup ping-pong, register split."""
+
+    block_n: int = 128
+    stages: int = 2
+    pingpong: bool = True
+    consumer_regs: int = 240
+    producer_regs: int = 24
+
+    def __post_init__(self) -> None:
+        if self.block_n not in (64, 128):
+            raise ValueError(f"GluonConfig.block_n: 64 or 128, got {self.block_n}")
+        if not 2 <= self.stages <= 4:
+            raise ValueError(f"GluonConfig.stages: 2 to 4, got {self.stages}")
+        if 2 * self.consumer_regs + self.producer_regs > 3 * MAXNREG:
+            raise ValueError("GluonConfig: the register split exceeds the CTA's register file")
+
+    def smem_bytes(self, head_dim: int, item: int = 2) -> int:
+        """Shared memory of Q (128 rows) and the K and V rings, without the barriers."""
+        return item * head_dim * (128 + 2 * self.stages * self.block_n)
+
+
+# The H200's per-block shared memory limit (227 KiB); a variant over it cannot launch.
+SMEM_LIMIT = 232448
+
+VARIANTS: dict[str, GluonConfig] = {
+    "n128s2pp": GluonConfig(),
+    "n128s2": GluonConfig(pingpong=False),
+    "n128s3pp": GluonConfig(stages=3),
+    "n64s3pp": GluonConfig(block_n=64, stages=3),
+    "n64s4pp": GluonConfig(block_n=64, stages=4),
+}
+DEFAULT_VARIANT = "n128s2pp"
+
+
+def gluon_unavailable(device: Any = None) -> str | None:
+    """None where the Gluon Hopper kernel can run (an sm90 device, a Triton with Gluon's
+    Hopper module), else the reason. Imports triton; ``device`` None checks only the Triton."""
+    try:
+        from triton.experimental.gluon.language.nvidia import hopper  # noqa: F401
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
+    except ImportError as exc:
+        return f"this Triton has no Gluon Hopper module ({exc})"
+    if device is None:
+        return None
+    if getattr(device, "type", str(device)) != "cuda":
+        return f"the Gluon kernel runs on an sm90 GPU, not on {device}"
+    import torch
+
+    if torch.version.hip or torch.cuda.get_device_capability(device) != (9, 0):
+        return "the Gluon kernel uses wgmma, TMA and setmaxnreg: sm90 (Hopper) only"
+    return None
+
+
+def attn_fwd_sm90_launcher(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    config: GluonConfig | None = None,
+    causal: bool = True,
+    sm_scale: float | None = None,
+    lse: torch.Tensor | None = None,
+):
+    """A no-argument callable that launches the kernel on these preallocated tensors.
+
+    q [b, qo_len, hq, d], k/v [b, kv_len, hkv, d] (BSHD, contiguous, f16 or bf16, d 64 or 128),
+    out like q; lse f32 [b, hq, qo_len] (natural log) when given. Raises ValueError naming
+    what it cannot serve.
+    """
+    import torch
+    import triton
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from tether_kernels.gluon.attn_fwd_sm90 import attn_fwd_sm90
+
+    config = config or VARIANTS[DEFAULT_VARIANT]
+    batch, qo_len, hq, d = q.shape
+    kv_len, hkv = k.shape[1], k.shape[2]
+    why = gluon_unavailable(q.device)
+    if why is not None:
+        raise ValueError(f"gluon attn_fwd: {why}")
+    if q.dtype not in (torch.float16, torch.bfloat16) or not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"gluon attn_fwd: f16 or bf16 inputs of one dtype, got {q.dtype}")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"gluon attn_fwd: head_dim {d} not in {HEAD_DIMS}")
+    if hq % hkv:
+        raise ValueError(f"gluon attn_fwd: hq {hq} is not a multiple of hkv {hkv}")
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
+        if not t.is_contiguous() or t.data_ptr() % 16:
+            raise ValueError(f"gluon attn_fwd: {name} must be contiguous BSHD, 16-byte aligned")
+    if config.smem_bytes(d) > SMEM_LIMIT:
+        raise ValueError(f"gluon attn_fwd: {config} needs more shared memory than a block has")
+    scale = d**-0.5 if sm_scale is None else sm_scale
+    if not (scale > 0 and math.isfinite(scale)):
+        # The kernel takes the row max of the unscaled scores (see the kernel's docstring).
+        raise ValueError(f"gluon attn_fwd: sm_scale must be positive, got {sm_scale!r}")
+
+    elt = gl.float16 if q.dtype == torch.float16 else gl.bfloat16
+    q_layout = gl.NVMMASharedLayout.get_default_for([64, d], elt)
+    kv_layout = gl.NVMMASharedLayout.get_default_for([config.block_n, d], elt)
+    # 2-D views: one row per token, the heads side by side; a tile is one head's columns.
+    q2 = q.view(batch * qo_len, hq * d)
+    k2 = k.view(batch * kv_len, hkv * d)
+    v2 = v.view(batch * kv_len, hkv * d)
+    q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [64, d], q_layout)
+    k_desc = TensorDescriptor(k2, list(k2.shape), list(k2.stride()), [config.block_n, d], kv_layout)
+    v_desc = TensorDescriptor(v2, list(v2.shape), list(v2.stride()), [config.block_n, d], kv_layout)
+    # Never written when lse is None (STORE_LSE off); the pointer argument still needs a tensor.
+    lse_arg = lse if lse is not None else torch.empty(1, dtype=torch.float32, device=q.device)
+    grid = (triton.cdiv(qo_len, 128) * batch * hq,)
+    kernel = attn_fwd_sm90[grid]
+    args = (q_desc, k_desc, v_desc, out, lse_arg, scale * LOG2E, qo_len, kv_len)
+    strides = (out.stride(0), out.stride(1), out.stride(2))
+    meta = dict(
+        HQ=hq,
+        GROUP=hq // hkv,
+        HEAD_DIM=d,
+        BLOCK_N=config.block_n,
+        STAGES=config.stages,
+        CAUSAL=causal,
+        PINGPONG=config.pingpong,
+        STORE_LSE=lse is not None,
+        PRODUCER_REGS=config.producer_regs,
+        CONSUMER_REGS=config.consumer_regs,
+        num_warps=4,
+        maxnreg=MAXNREG,
+    )
+
+    def launch() -> torch.Tensor:
+        kernel(*args, *strides, **meta)
+        return out
+
+    launch.config = config  # type: ignore[attr-defined]
+    return launch
+
+
+__all__ = [
+    "DEFAULT_VARIANT",
+    "VARIANTS",
+    "GluonConfig",
+    "attn_fwd_sm90_launcher",
+    "gluon_unavailable",
+]

@@ -1,0 +1,176 @@
+"""FlashInfer, the attention library serving stacks call, as arms: its Hopper FA3 and its FA2 kernel.
+
+Both arms call FlashInfer's public ``single_prefill_with_kv_cache`` (q [qo, hq, d], k/v
+[kv, hkv, d], NHD) exactly as a serving stack does, with ``backend`` forced to "fa3" or "fa2"
+so FlashInfer cannot pick another kernel. FlashInfer is an optional peer, never a dependency
+of tether: where it is not importable the arms refuse with the reason.
+
+Checked against tether's contract (kernels/API.md) in flashinfer-python 0.7.2.post1's own
+sources (the files below are inside its wheel, under ``flashinfer/data/include/flashinfer``):
+
+- Causal masks are aligned bottom-right, as tether's: the FA3 mainloop's
+  ``col_limit_right(qo_idx) = qo_idx + 1 + kv_len - qo_len`` (attention/hopper/mainloop_mma.cuh)
+  and the FA2 mask ``kv_idx + qo_len > kv_len + q_idx`` (attention/prefill.cuh).
+- Rows that see no key (causal, qo_len > kv_len) are outside FlashInfer's contract: FA2 raises
+  ("kv_len must be greater than or equal to qo_len", prefill.cuh
+  SinglePrefillWithKVCacheDispatched) and FA3's tile count ``get_num_kv_tiles``
+  (attention/hopper/mainloop.cuh) assumes at least one key per tile. The arms refuse such calls
+  instead of trusting an undefined result.
+- The LSE comes back in base 2: FA3's ``OnlineSoftmax::finalize`` writes
+  ``row_max * sm_scale_log2 + log2(sum)`` (attention/hopper/attention_updater.cuh) and FA2
+  ``log2(d) + m`` with m in log2 units (prefill.cuh); the Python side says so too
+  (``_finish_lse`` in flashinfer/prefill.py: "Kernels write base-2 LSE"). The arms multiply by
+  ln 2 into tether's [batch, hq, qo_len] natural-log layout.
+- ``sm_scale`` is the plain softmax scale, default 1/sqrt(head_dim), as tether's.
+
+The first call of a (backend, dtype, head_dim) module in a process JIT-builds it (or loads a
+build from FlashInfer's cache); ``prepare`` makes that call outside any timed region and
+returns its wall time on the launch callable as ``build_s``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tether.errors import ArmUnavailableError
+
+from tether_kernels.shapes import Shape
+
+# Profiler names of the kernels each backend runs (seen on an H200 with 0.7.2.post1, see
+# ../shared/anchors/): FA3 is one warp-specialised CUTLASS kernel; FA2 may split the keys
+# over CTAs for small grids and then merges the partial states with a second kernel.
+FA3_KERNELS = (r"flashinfer::PrefillWithKVCacheKernel<flashinfer::CollectiveMainloop",)
+FA2_KERNELS = (r"flashinfer::SinglePrefillWithKVCacheKernel<", r"flashinfer::MergeStates")
+
+HEAD_DIMS = (64, 128, 256)  # what both backends instantiate for equal QK and VO head dims
+LN2 = math.log(2.0)
+
+
+def flashinfer_missing() -> str | None:
+    """None where ``flashinfer`` can be found on the path, else why the arms cannot run."""
+    if importlib.util.find_spec("flashinfer") is None:
+        return (
+            "flashinfer is not importable here (an optional peer: the slim build of "
+            "shared/tools/flashinfer-slim.sh, installed as its header says)"
+        )
+    return None
+
+
+def _supports(shape: Shape, arch: str) -> str | None:
+    missing = flashinfer_missing()
+    if missing is not None:
+        return missing
+    if shape.batch != 1:
+        # The batch path is FlashInfer's plan/run wrapper, another kernel; not declared here.
+        return f"single_prefill_with_kv_cache serves batch 1; got batch {shape.batch}"
+    if shape.dtype not in ("f16", "bf16"):
+        return f"dtype {shape.dtype} not served (f16 and bf16 only)"
+    if shape.head_dim not in HEAD_DIMS:
+        return f"head_dim {shape.head_dim} not instantiated (one of {HEAD_DIMS})"
+    if shape.causal and shape.qo_len > shape.kv_len:
+        return (
+            f"causal with qo_len {shape.qo_len} > kv_len {shape.kv_len}: rows with no key "
+            "are outside FlashInfer's contract (FA2 raises, FA3 assumes a key per tile)"
+        )
+    return None
+
+
+def _import_flashinfer() -> Any:
+    try:
+        import flashinfer
+    except Exception as exc:  # an install that is found but does not import is a refusal
+        raise ArmUnavailableError(f"flashinfer does not import: {exc!r}") from exc
+    return flashinfer
+
+
+def _prepare(backend: str) -> Callable[..., Callable[[], Any]]:
+    def prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
+        import torch
+
+        fi = _import_flashinfer()
+        q3, k3, v3 = q[0], k[0], v[0]  # [len, heads, d] views of the batch-1 BSHD tensors
+        scale = shape.head_dim**-0.5 if sm_scale is None else sm_scale
+        want_lse = lse is not None
+
+        def call() -> Any:
+            return fi.single_prefill_with_kv_cache(
+                q3,
+                k3,
+                v3,
+                causal=shape.causal,
+                kv_layout="NHD",
+                sm_scale=scale,
+                backend=backend,
+                return_lse=want_lse,
+            )
+
+        # The first call builds or loads the module: here, outside any timed region, and
+        # timed so a sweep can record what the peer's JIT costs.
+        t0 = time.perf_counter()
+        try:
+            call()
+            torch.cuda.synchronize()
+        except RuntimeError as exc:
+            raise ArmUnavailableError(
+                f"flashinfer {backend} refused {shape.key()}: {exc}".strip()
+            ) from exc
+        build_s = time.perf_counter() - t0
+
+        def launch() -> torch.Tensor:
+            if not want_lse:
+                return call().unsqueeze(0)
+            res, lse2 = call()
+            # [qo, hq] base 2 -> tether's [hq, qo] natural log (a second, elementwise kernel).
+            torch.mul(lse2.t(), LN2, out=lse[0])
+            return res.unsqueeze(0)
+
+        launch.build_s = build_s  # type: ignore[attr-defined]
+        launch.backend = backend  # type: ignore[attr-defined]
+        return launch
+
+    return prepare
+
+
+_BUILT: list[tuple[Any, ...]] = []
+
+
+def _peer_arms() -> tuple[Any, ...]:
+    """The two arms, built once. ``Arm`` lives in arms.py, which lists these arms in its
+    registry through ``PEER_ARMS``; importing it here, not at the top, lets either module be
+    imported first (arms.py finds ``Arm`` defined by the time it asks for ``PEER_ARMS``)."""
+    if not _BUILT:
+        from tether_kernels.arms import Arm
+
+        if not _BUILT:  # importing arms.py may have built them already
+            _BUILT.append(
+                tuple(
+                    Arm(
+                        name,
+                        ("sm90",),
+                        {"sm90": kernels},
+                        returns_lse=True,
+                        writes_out=False,  # FlashInfer allocates its output; no copy into out
+                        _supports=_supports,
+                        _prepare=_prepare(backend),
+                    )
+                    for name, backend, kernels in (
+                        ("flashinfer_fa3", "fa3", FA3_KERNELS),
+                        ("flashinfer_fa2", "fa2", FA2_KERNELS),
+                    )
+                )
+            )
+    return _BUILT[0]
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: PEER_ARMS is built on first access (see _peer_arms for why not at import).
+    if name == "PEER_ARMS":
+        return _peer_arms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["FA2_KERNELS", "FA3_KERNELS", "PEER_ARMS", "flashinfer_missing"]  # noqa: F822  (PEER_ARMS: module __getattr__)

@@ -1,0 +1,177 @@
+"""FlashInfer on the H200: build (or restore) its modules, check its arms.
+
+Run through ``validate/peer_session.sh``, which installs the slim FlashInfer from ``.peers/``
+and sets the paths::
+
+    bash validate/peer_session.sh [--skip-pytest]
+
+1. FlashInfer's fa3 and fa2 single-prefill modules for bf16 and f16 at head_dim 128, built in
+   one ninja (``MAX_JOBS`` jobs), or found restored from ``.peers/fi-jit-sm90.tar.xz``; timed.
+2. The four modules packed into ``$OUT/fi-jit-sm90.tar.xz`` (copy it into ``.peers/`` so the
+   next session skips the build).
+3. Both arms and tether's Triton arm against the f32 reference on a few shapes (a table).
+4. ``validate/correctness/test_peers.py`` under pytest (the suite's own check).
+
+The sweeps that measure FlashInfer (``chunked-prefill-fa3``, ``square-prefill-fa3``) are
+ordinary ``tether sweep`` runs, held by the guard, run with FlashInfer on the path.
+
+Writes ``$OUT/peer_session.json`` and prints a short table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ARCHIVE = "fi-jit-sm90.tar.xz"
+BUILD_DTYPES = ("bf16", "f16")
+BUILD_HEAD_DIMS = (128,)
+
+
+def module_specs(dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS) -> list[Any]:
+    """FlashInfer's JIT specs of the modules the arms call: exactly the ones its public
+    ``single_prefill_with_kv_cache`` asks for (no RoPE, no window, no soft cap, f32 QK)."""
+    import torch
+    from flashinfer.jit import gen_single_prefill_module
+
+    specs = []
+    for backend in ("fa3", "fa2"):
+        for name in dtypes:
+            dt = {"bf16": torch.bfloat16, "f16": torch.float16}[name]
+            for d in head_dims:
+                specs.append(
+                    gen_single_prefill_module(backend, dt, dt, dt, d, d, 0, False, False, False)
+                )
+    return specs
+
+
+def build_modules(out: Path) -> dict[str, Any]:
+    """Build (or find restored) the modules in one ninja; pack them into ``out/ARCHIVE``."""
+    import flashinfer
+    from flashinfer.jit import build_jit_specs
+
+    specs = module_specs()
+    restored = sorted(s.name for s in specs if s.is_aot)
+    t0 = time.perf_counter()
+    build_jit_specs(specs, verbose=False)  # skips the restored ones (their aot path exists)
+    build_s = time.perf_counter() - t0
+    paths = {s.name: Path(s.get_library_path()) for s in specs}
+    missing = sorted(n for n, p in paths.items() if not p.exists())
+    if missing:
+        raise RuntimeError(f"FlashInfer modules missing after the build: {missing}")
+    archive = out / ARCHIVE
+    with tarfile.open(archive, "w:xz") as tar:
+        for name, path in sorted(paths.items()):
+            tar.add(path, arcname=f"{name}/{name}.so")
+    return {
+        "flashinfer": flashinfer.__version__,
+        "build_s": round(build_s, 1),
+        "max_jobs": os.environ.get("MAX_JOBS"),
+        "modules": sorted(paths),
+        "restored": restored,
+        "archive": {"path": str(archive), "bytes": archive.stat().st_size},
+    }
+
+
+CHECK_SHAPES = (
+    # (batch, qo, kv, hq, hkv, d, causal)
+    (1, 256, 1024, 8, 2, 128, True),
+    (1, 300, 300, 4, 4, 128, True),
+    (1, 200, 333, 8, 1, 128, False),
+    (1, 2048, 8192, 32, 8, 128, True),
+)
+
+
+def check_arms(arms=("flashinfer_fa3", "flashinfer_fa2", "triton")) -> list[dict[str, Any]]:
+    """Each arm's max error against the f32 reference, and the suite's tolerance for it."""
+    import torch
+    from tether_kernels import Shape
+    from tether_kernels.arms import attention_ref, get_arm
+
+    from validate.correctness._helpers import (
+        ABS_EPS,
+        make_qkv,
+        max_err,
+        rounding_bound,
+        score_eps,
+    )
+
+    rows = []
+    for dtype in BUILD_DTYPES:
+        for b, qo, kv, hq, hkv, d, causal in CHECK_SHAPES:
+            shape = Shape(b, qo, kv, hq, hkv, d, dtype, causal)
+            q, k, v = make_qkv(shape, seed=qo * 7 + kv)
+            ref = attention_ref(q, k, v, causal)
+            base = get_arm("sdpa_math").prepare(q, k, v, shape, arch="sm90")()
+            tol = (
+                2 * max(max_err(base, ref), rounding_bound(q, k, v, causal))
+                + ABS_EPS
+                + score_eps(q, k, v)
+            )
+            for name in arms:
+                res = get_arm(name).prepare(q, k, v, shape, arch="sm90")()
+                err = max_err(res, ref)
+                ok = bool(torch.isfinite(res).all()) and err <= tol
+                rows.append({"arm": name, "shape": shape.key(), "err": err, "tol": tol, "ok": ok})
+            del ref, base
+            torch.cuda.empty_cache()
+    return rows
+
+
+def run_pytest(timeout_s: float) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    cmd.append("validate/correctness/test_peers.py")
+    try:
+        done = subprocess.run(
+            cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return {"rc": None, "tail": f"timed out after {timeout_s:.0f} s"}
+    return {"rc": done.returncode, "tail": (done.stdout + done.stderr).strip()[-1500:]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    out = Path(os.environ.get("OUT", "/tmp/peer-out"))
+    ap.add_argument("--skip-pytest", action="store_true")
+    args = ap.parse_args(argv)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    report: dict[str, Any] = {}
+    report["build"] = build = build_modules(out)
+    print(f"peer_session: FlashInfer {build['flashinfer']} modules ready in "
+          f"{build['build_s']} s (restored: {len(build['restored'])} of "
+          f"{len(build['modules'])}); archive {build['archive']['bytes']} bytes",
+          file=sys.stderr, flush=True)  # fmt: skip
+    report["check"] = rows = check_arms()
+    if not args.skip_pytest:
+        report["pytest"] = run_pytest(timeout_s=240.0)
+    report["elapsed_s"] = round(time.monotonic() - t0, 1)
+    (out / "peer_session.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+
+    print(f"{'arm':<16} {'dtype':<5} {'shape (qo x kv, hq/hkv, causal)':<34} {'err':>9} "
+          f"{'tol':>9} ok")  # fmt: skip
+    for r in rows:
+        s = r["shape"]
+        desc = f"{s['qo_len']} x {s['kv_len']}, {s['hq']}/{s['hkv']}, {s['causal']}"
+        print(f"{r['arm']:<16} {s['dtype']:<5} {desc:<34} {r['err']:>9.2e} {r['tol']:>9.2e} "
+              f"{'yes' if r['ok'] else 'NO'}")  # fmt: skip
+    if "pytest" in report:
+        last = report["pytest"]["tail"].splitlines()[-1:] or [""]
+        print(f"pytest test_peers.py: rc {report['pytest']['rc']}: {last[0]}")
+    print(f"peer_session: {report['elapsed_s']} s; build {build['build_s']} s; "
+          f"$OUT/{ARCHIVE} and $OUT/peer_session.json written")  # fmt: skip
+    ok = all(r["ok"] for r in rows) and report.get("pytest", {"rc": 0})["rc"] == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
