@@ -1,0 +1,75 @@
+"""FIXTURE projects: a tmp folder configured for tether the way an adopting repository is.
+
+    root = fixture_project(tmp_path / "repo", policy="kernels/arch_caps.py")
+
+writes ``pyproject.toml`` with a ``[tool.tether]`` table (the real project's render targets
+and templates, the given policy file and plugins) so the CLI, the renderer and the check treat
+the folder as a project. Nothing here is a result; it only lays out folders for tests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _toml_list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+
+
+def fixture_project(
+    root: Path,
+    *,
+    policy: str | None = None,
+    plugins: Iterable[str] = (),
+    files: Mapping[str, str] | None = None,
+    figures: str | None = "docs/figures",
+    regions: Iterable[str] | None = None,
+    harness: Iterable[str] = (),
+    kernels: Iterable[str] = ("kernels/**/*.py",),
+    doc_arches: Iterable[str] = ("sm90", "gfx942", "gfx950", "gfx1151"),
+    headline: str | None = "prefill-triton-vs-sdpa",
+    scan_exclude: Iterable[str] = (),
+    extra: str = "",
+) -> Path:
+    """Write a FIXTURE ``pyproject.toml`` for tether under ``root``; returns ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    if files is None:
+        files = {"README.md": "README.md.j2", "docs/backends.md": "backends.md.j2"}
+    if regions is None:
+        regions = [policy] if policy else []
+    lines = [
+        "# FIXTURE project for tether's own tests",
+        "[project]",
+        'name = "fixture"',
+        'version = "0"',
+        "",
+        "[tool.tether]",
+        'store = "results"',
+        'scratch = "scratch"',
+        'templates = "docs_src"',
+    ]
+    if policy:
+        lines.append(f"policy = {json.dumps(policy)}")
+    lines.append(f"plugins = {_toml_list(plugins)}")
+    lines.append(f"doc_arches = {_toml_list(doc_arches)}")
+    if headline:
+        lines.append(f"headline = {json.dumps(headline)}")
+    lines += [
+        "",
+        "[tool.tether.fingerprint]",
+        f"harness = {_toml_list(harness)}",
+        f"kernels = {_toml_list(kernels)}",
+        "",
+        "[tool.tether.render]",
+        "files = {" + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in files.items()) + "}",
+    ]
+    if figures:
+        lines.append(f"figures = {json.dumps(figures)}")
+    lines.append(f"regions = {_toml_list(regions)}")
+    lines += ["", "[tool.tether.scan]", f"exclude = {_toml_list(scan_exclude)}", "", extra]
+    (root / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
