@@ -65,7 +65,9 @@ def fixture_project(
         f"kernels = {_toml_list(kernels)}",
         "",
         "[tool.tether.render]",
-        "files = {" + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in files.items()) + "}",
+        "files = {"
+        + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in files.items())
+        + "}",
     ]
     if figures:
         lines.append(f"figures = {json.dumps(figures)}")
