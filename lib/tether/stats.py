@@ -132,10 +132,40 @@ def cell_stat(cell: Any, fixed: Mapping[str, object]) -> CellStat:
 
 
 def cell_stats(run: Any) -> tuple[CellStat, ...]:
-    """The cells of a sweep run, judged and sorted by key so file order never matters."""
+    """The cells of a sweep run, judged and sorted by key so file order never matters.
+
+    A cell whose samples give no usable statistic raises RunFileError naming the run's file
+    (or id) and the cell, never a bare arithmetic error deep inside a render or a check.
+    """
     fixed = _grid_fixed(run)
-    stats = [cell_stat(c, fixed) for c in field_of(run, "cells", ())]
+    stats = [_judged(run, i, c, fixed) for i, c in enumerate(field_of(run, "cells", ()))]
     return tuple(sorted(stats, key=lambda s: tuple(sorted(s.key.items()))))
+
+
+def _judged(run: Any, index: int, cell: Any, fixed: Mapping[str, object]) -> CellStat:
+    """``cell_stat`` with every number it returns finite and positive, else a named error.
+
+    Schema-valid samples can still be extreme (1e-300 s against 1e300 s): their ratio
+    underflows to 0 or overflows to infinity and breaks every geomean and plot downstream.
+    """
+    from tether.errors import RunFileError
+
+    label = key_label(field_of(cell, "key", {}) or {})
+    where = field_of(run, "path") or f"run {field_of(run, 'id')}"
+    about = f"cell {label} of run {field_of(run, 'id')}"
+    try:
+        st = cell_stat(cell, fixed)
+    except (ArithmeticError, ValueError, KeyError) as exc:
+        raise RunFileError(where, f"cells[{index}]", f"{about}: no statistic: {exc!r}") from None
+    numbers = (st.a_median, st.b_median, st.ratio, *st.aa)
+    if not all(np.isfinite(x) and x > 0 for x in numbers):
+        raise RunFileError(
+            where,
+            f"cells[{index}]",
+            f"{about}: samples too extreme for statistics (median A {st.a_median!r} s, "
+            f"median B {st.b_median!r} s, ratio {st.ratio!r}, A/A {min(st.aa)!r}..{max(st.aa)!r})",
+        )
+    return st
 
 
 def geomean(xs: Iterable[float]) -> float:

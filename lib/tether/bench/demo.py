@@ -1,21 +1,26 @@
-"""``tether demo``: measure a small sweep under the guard, then render the docs from it.
+"""``tether demo``: measure a small sweep under the guard, say what it measured, render docs.
 
-Without a GPU it runs the ``cpu-demo`` sweep into a scratch store (``./scratch/results``) and
-renders into ``./scratch/docs``, so a newcomer sees the whole pipeline (guard, engine with its
-A/A control, store, render) in well under a minute. On a GPU host it runs the main GPU sweep
-into the repository's store.
+Without a GPU it runs the ``cpu-demo`` sweep, on a GPU host the main GPU sweep. Either way the
+run goes to the project's scratch store (``<scratch>/results``) and the docs rendered from it
+to ``<scratch>/docs``, so a demo never changes the committed store or docs unless asked to
+(``tether demo --publish``, or an explicit ``--store``). It prints what it measured: the arms,
+the cells, their verdicts and the A/A floor as the docs define it (tether.stats), and where to
+look next. Old demo runs in the scratch store are pruned to the newest few, announced.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from tether.errors import TetherError
+from tether.errors import RunFileError, TetherError
 
 CPU_SWEEP = "cpu-demo"
 GPU_SWEEP = "prefill-triton-vs-sdpa"
+KEEP_SCRATCH_RUNS = 5  # per (kind, name, arch): enough to compare the last few demos
+LISTED_CELLS = 12  # a map this small is listed cell by cell; a larger one by its extremes
 
 
 @dataclass
@@ -37,6 +42,14 @@ def _acquire() -> Any:
     return acquire
 
 
+def scratch_paths(root: Path) -> tuple[Path, Path]:
+    """The demo's store and docs folders: ``<scratch>/results`` and ``<scratch>/docs``."""
+    from tether import project
+
+    scratch = project.get(root).scratch
+    return scratch / "results", scratch / "docs"
+
+
 def run_demo(
     root: Path,
     *,
@@ -47,15 +60,19 @@ def run_demo(
     lock_path: Path | None = None,
     wait_s: float = 30.0,
 ) -> DemoResult:
-    """Run the demo sweep for this host under the guard and render docs from its store."""
+    """Run the demo sweep for this host under the guard and render docs from its store.
+
+    ``store`` and ``docs`` default to the project's scratch folders on every host.
+    """
     from tether.bench.sweep import Target, load_sweep, run_sweep
 
     acquire = _acquire()
     target = target or Target.detect()
     on_cpu = target.device == "cpu"
     sweep = load_sweep(CPU_SWEEP if on_cpu else GPU_SWEEP, root)
-    store = store or (root / "scratch" / "results" if on_cpu else root / "results")
-    docs = docs or (root / "scratch" / "docs" if on_cpu else None)
+    default_store, default_docs = scratch_paths(root)
+    store = store or default_store
+    docs = docs or default_docs
     kwargs: dict[str, Any] = {"target": "cpu" if on_cpu else "auto", "wait_s": wait_s}
     kwargs.update(purpose=f"tether demo {sweep.name}", err=err)
     if lock_path is not None:
@@ -68,3 +85,84 @@ def run_demo(
 
         written = list(write_all(root, store, out_root=docs))
     return DemoResult(run=run, store=store, docs=docs, written=written)
+
+
+def _fmt_floor(floor: tuple[float, float] | None) -> str:
+    return "-" if floor is None else f"{floor[0]:.3f}-{floor[1]:.3f}"
+
+
+def summary_lines(run: Any) -> list[str]:
+    """What a run measured, in the docs' words: arms, cells, verdicts, geomean and A/A floor.
+
+    Every number is recomputed from the raw samples by tether.stats, as the docs do.
+    """
+    from tether.stats import aggregate, cell_stats
+
+    arms = run.config.get("arms") or {}
+    lines = [f"measured {run.kind} {run.name} on {run.provenance['device']} ({run.arch})"]
+    if arms:
+        a, b = arms.get("A", "?"), arms.get("B", "?")
+        lines.append(f"  arms: A = {a}, B = {b}, A2 = a second instance of A (the A/A control)")
+    if run.status != "ok":
+        lines.append(f"  {run.status}: {run.reason}")
+        return lines
+    stats = cell_stats(run)
+    if not stats:
+        lines.append(f"  {len(run.cells)} cells, none with an A/A control to judge")
+        return lines
+    agg = aggregate(stats)
+    assert agg.geomean is not None and agg.worst is not None
+    lines += [
+        f"  {agg.count} cells: {agg.wins} win, {agg.losses} loss, {agg.levels} level "
+        f"(a cell is level when its ratio lies inside its own A/A floor), {agg.flagged} flagged",
+        f"  geomean ratio median(A)/median(B) {agg.geomean:.3f} (above 1: B faster), "
+        f"A/A floor {_fmt_floor(agg.floor)}",
+    ]
+    shown = stats if len(stats) <= LISTED_CELLS else sorted(stats, key=lambda s: s.ratio)
+    if len(stats) > LISTED_CELLS:
+        shown = [*shown[:3], *shown[-3:]]
+        lines.append(f"  the 3 lowest and 3 highest of {len(stats)} cells:")
+    width = max(len(s.label) for s in shown)
+    for s in shown:
+        flags = f"  [{', '.join(s.flags)}]" if s.flags else ""
+        lines.append(
+            f"    {s.label.ljust(width)}  ratio {s.ratio:.3f}  A/A floor {_fmt_floor(s.floor)}"
+            f"  {s.verdict}{flags}"
+        )
+    return lines
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What ``prune_scratch`` did: run files removed, and how many runs remain."""
+
+    removed: tuple[Path, ...]
+    kept: int
+    unreadable: int  # files left alone because they do not load
+
+
+def prune_scratch(store: Path, keep: int = KEEP_SCRATCH_RUNS) -> Pruned:
+    """Keep the newest ``keep`` runs of each (kind, name, arch) in the scratch ``store``;
+    remove the older ones. Files that do not load are left alone (and counted). ``keep`` 0
+    keeps everything. Never call this on a store whose runs are evidence."""
+    from tether.store.io import load_run, store_files
+
+    groups: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
+    unreadable = 0
+    files = store_files(store)
+    for path in files:
+        try:
+            run = load_run(path)
+        except RunFileError:
+            unreadable += 1
+            continue
+        groups[(run.kind, run.name, run.arch)].append(run)
+    removed: list[Path] = []
+    if keep > 0:
+        for runs in groups.values():
+            runs.sort(key=lambda r: (r.started, r.id), reverse=True)
+            for run in runs[keep:]:
+                run.path.unlink(missing_ok=True)
+                removed.append(run.path)
+    kept = sum(len(v) for v in groups.values()) - len(removed)
+    return Pruned(tuple(sorted(removed)), kept, unreadable)
