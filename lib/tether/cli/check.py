@@ -55,6 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "check",
         help="fail when rendered docs, the store or the policy have drifted (read-only, no GPU)",
         description=CHECK_DESCRIPTION,
+        epilog=(
+            "settings:\n  TETHER_MAX_RUN_BYTES  largest run file the store loader accepts "
+            "(default 16 MiB; see `tether store --help`)"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print findings only")

@@ -1,6 +1,6 @@
 """``tether compare RUN_A RUN_B``: two runs cell by cell, each judged against both A/A floors.
 
-For every cell the two runs share, the change is ``ratio(B) / ratio(A)`` (each run's ratio is
+For each cell the two runs share, the change is ``ratio(B) / ratio(A)`` (each run's ratio is
 median(A arm) / median(B arm) in that run). It agrees when it lies inside the product of the
 two cells' A/A floors (each run's own noise, compounded: tether.stats.agreement). A/A floors
 measure noise inside one run; runs also move between each other (clocks, placement), so when
