@@ -128,6 +128,16 @@ def test_forged_record_is_reported_and_the_real_holder_named(
     assert rc == GUARD_STATUS_CODES["held"] and "forged" in out
 
 
+def test_record_claiming_another_host_cannot_hide_a_local_holder(
+    tmp_path: Path, holder: subprocess.Popen[bytes]
+) -> None:
+    lk = HostLock(tmp_path / "gpu.lock")
+    forged = dict(lk.read_record() or {}, host="elsewhere", pid=1, start_time=None)
+    lk.write_record(forged)
+    st = lk.status(settle_s=0.05)
+    assert st.record_state == lock.FORGED and f"pid {holder.pid}" in st.summary()
+
+
 def test_verified_record_names_the_holder(tmp_path: Path, holder: subprocess.Popen[bytes]) -> None:
     st = HostLock(tmp_path / "gpu.lock").status()
     assert (st.state, st.record_state) == ("held", lock.VERIFIED)

@@ -223,6 +223,9 @@ def check_record(record: dict[str, Any] | None, holders: list[int] | None) -> Re
         return RecordCheck(RELEASED, f"pid {pid} released it at {record.get('released_at')}")
     host = record.get("host")
     if host is not None and host != socket.gethostname():
+        if holders:  # taken on this host, yet the record claims another one
+            listed = ", ".join(map(str, holders))
+            return RecordCheck(FORGED, f"names host {host!r}, but pid {listed} here holds it")
         return RecordCheck(UNVERIFIABLE, f"names host {host!r}, not this one")
     if not record_is_live(record):
         return RecordCheck(DEAD, f"pid {pid} is not running (or is another process now)")
@@ -238,6 +241,20 @@ def check_record(record: dict[str, Any] | None, holders: list[int] | None) -> Re
         else "nobody holds it"
     )
     return RecordCheck(FORGED, f"names pid {pid}, which does not hold the lock; {held_by}")
+
+
+def trusted(check: RecordCheck, record: dict[str, Any] | None, holders: list[int] | None) -> bool:
+    """Whether a record may be believed: verified, or (with no /proc/locks to ask) naming a
+    live process of this host and boot."""
+    if check.state == VERIFIED:
+        return True
+    return (
+        check.state == UNVERIFIABLE
+        and holders is None
+        and record is not None
+        and record.get("host") in (None, socket.gethostname())
+        and record_is_live(record)
+    )
 
 
 def describe_pid(pid: int) -> str:
@@ -280,7 +297,7 @@ class LockStatus:
             extra = f" ({'; '.join(self.notes)})" if self.notes else ""
             return f"lock {self.path}: free{extra}"
         if self.state == "held":
-            if self.record_state in (VERIFIED, UNVERIFIABLE):
+            if not self.notes:  # the record was trusted (see HostLock.status)
                 return f"lock {self.path}: held by {describe_holder(self.record)}"
             who = ", ".join(describe_pid(p) for p in self.holders or ()) or "an unknown process"
             return f"lock {self.path}: held by {who}; {'; '.join(self.notes)}"
@@ -409,7 +426,7 @@ class HostLock:
         live = bool(record) and record_is_live(record)  # type: ignore[arg-type]
         st = LockStatus(str(self.path), "free", record, live, [], check.state, holders, busy)
         live_holders = [p for p in holders or () if _proc.alive(p)]
-        if busy and check.state in (VERIFIED, UNVERIFIABLE) and live:
+        if busy and trusted(check, record, holders):
             st.state = "held"
         elif busy and live_holders:
             st.state = "held"
@@ -457,9 +474,10 @@ def nested_holder(lock: HostLock) -> dict[str, Any] | None:
     if not lock.is_busy():
         return None  # the env outlived its guard; a real lock is needed
     record = lock.read_record()
-    check = check_record(record, lock.holders())
+    holders = lock.holders()
+    check = check_record(record, holders)
     refused = None
-    if check.state not in (VERIFIED, UNVERIFIABLE) or record is None:
+    if record is None or not trusted(check, record, holders):
         refused = f"its holder record is {check.state} ({check.note or 'no record'})"
     elif record.get("pid") != int(pid_s):
         refused = f"it names pid {pid_s} but the lock's holder is pid {record.get('pid')}"
