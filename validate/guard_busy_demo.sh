@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The guard's refusal path, shown on a real GPU host rather than described: while
 # `make verify-<vendor>-held` holds the host, a second guarded command must be refused with
-# exit 75 and leave a not_measured record naming the holder in the store.
+# exit 75 and leave a not_measured record naming the holder in the scratch store.
 # Usage: validate/guard_busy_demo.sh [cuda|rocm] [LOG]    (PY=python3 by default)
 set -u
 PY=${PY:-python3}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether._scan import Finding, scan_tree
-from tether.errors import RunFileError, StoreError, TetherError
+from tether.errors import TetherError
 
 if TYPE_CHECKING:
     from tether.policy import Gate, Threshold
@@ -51,16 +51,18 @@ def _rel(path: object, root: Path) -> str:
 
 
 def load_checked_store(store: Path, root: Path) -> tuple[Any, list[Finding]]:
-    """The loaded store, or None and the finding that names the file that broke it."""
-    from tether.store import load_store
+    """The loaded store, or None and one finding per bad file (every one, not the first):
+    malformed runs, misplaced or misnamed files, links, FIFOs, ids claimed twice."""
+    from tether.store.audit import load_store_checked
 
-    try:
-        return load_store(store), []
-    except RunFileError as exc:
-        where = _rel(exc.path, root)
-        return None, [Finding(where, 1, f"malformed run: {exc.field}: {exc.problem}")]
-    except StoreError as exc:
-        return None, [Finding(_rel(store, root), 1, f"store is inconsistent: {exc}")]
+    found = load_store_checked(store)
+    if found.ok:
+        return sorted(found.runs, key=lambda r: (r.started, r.id)), []
+    findings = []
+    for problem in found.problems:
+        kind = "malformed run" if problem.path in found.malformed else "store"
+        findings.append(Finding(_rel(problem.path, root), 1, f"{kind}: {problem.what}"))
+    return None, findings
 
 
 # -- rendered targets ------------------------------------------------------------------------

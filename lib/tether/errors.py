@@ -2,7 +2,8 @@
 
 Exit codes (kept in ``EXIT_CODES`` only): 0 clean, 1 drift / check / gate failed or bad data,
 2 usage, 75 host busy or not measured (EX_TEMPFAIL, so schedulers can retry), 77 not run here
-(the hardware a verb needs is absent: neither a pass nor a fail).
+(the hardware a verb needs is absent: neither a pass nor a fail). ``tether guard status``
+answers with ``GUARD_STATUS_CODES``: 0 free, 75 held or busy, 69 unknown (EX_UNAVAILABLE).
 """
 
 from __future__ import annotations
@@ -77,3 +78,14 @@ def exit_code_for(exc: BaseException) -> int:
         if isinstance(exc, cls):
             return code
     return 1
+
+
+# `tether guard status`: the host's state as its exit code, so a script can branch on it.
+# held/busy share 75 with HostBusyError (the host cannot be had now); unknown (a probe that
+# cannot answer, a lock that cannot be inspected) is neither free nor held.
+GUARD_STATUS_CODES: dict[str, int] = {"free": 0, "held": 75, "busy": 75, "unknown": 69}
+
+
+def guard_status_code(state: str) -> int:
+    """Exit code of ``tether guard status`` for a host ``state`` (free, held, busy, unknown)."""
+    return GUARD_STATUS_CODES.get(state, GUARD_STATUS_CODES["unknown"])

@@ -174,24 +174,43 @@ def cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:
     """The cells of a run with roles A, A2 and B, judged and sorted by key.
 
     ``siblings``: other runs of the same sweep, commit and harness; each cell's band then also
-    covers how far its ratio moved between those runs. Raises StatsError naming the run and
-    the cell when a cell's samples cannot be summarised.
+    covers how far its ratio moved between those runs. A cell whose samples give no usable
+    statistic raises RunFileError naming the run's file (or id) and the cell, never a bare
+    arithmetic error deep inside a render or a check.
     """
     others: dict[str, list[float]] = {}
     for sib in siblings:
         for c in sib.cells:
             if {"A", "B"} <= set(c.samples):
                 others.setdefault(key_label(c.key), []).append(_ratio(c))
-    stats = []
-    for cell in run.cells:
-        try:
-            stats.append(cell_stat(cell, run.fixed, others.get(key_label(cell.key), ())))
-        except (KeyError, ValueError, ZeroDivisionError, OverflowError, ArithmeticError) as exc:
-            raise StatsError(
-                f"run {run.id}: cell {key_label(cell.key)}: cannot be summarised: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+    stats = [_judged(run, i, c, others.get(key_label(c.key), ())) for i, c in enumerate(run.cells)]
     return tuple(sorted(stats, key=lambda s: tuple(sorted((k, str(v)) for k, v in s.key.items()))))
+
+
+def _judged(run: Run, index: int, cell: Cell, siblings: Sequence[float]) -> CellStat:
+    """``cell_stat`` with every number it returns finite and positive, else a named error.
+
+    Schema-valid samples can still be extreme (1e-300 s against 1e300 s): their ratio
+    underflows to 0 or overflows to infinity and breaks every geomean and plot downstream.
+    """
+    from tether.errors import RunFileError
+
+    label = key_label(cell.key)
+    where = run.path or f"run {run.id}"
+    about = f"cell {label} of run {run.id}"
+    try:
+        st = cell_stat(cell, run.fixed, siblings)
+    except (ArithmeticError, ValueError, KeyError) as exc:
+        raise RunFileError(where, f"cells[{index}]", f"{about}: no statistic: {exc!r}") from None
+    numbers = (st.a_median, st.b_median, st.ratio, *st.aa, *st.band, *st.blocks)
+    if not all(math.isfinite(x) and x > 0 for x in numbers):
+        raise RunFileError(
+            where,
+            f"cells[{index}]",
+            f"{about}: samples too extreme for statistics (median A {st.a_median!r} s, "
+            f"median B {st.b_median!r} s, ratio {st.ratio!r}, A/A {min(st.aa)!r}..{max(st.aa)!r})",
+        )
+    return st
 
 
 def geomean(xs: Iterable[float]) -> float:

@@ -7,10 +7,10 @@ import statistics
 
 import numpy as np
 import pytest
+from tether.errors import RunFileError
 from tether.policy import WHOLE_MAP, Evidence, Population
 from tether.stats import (
     PREDICATES,
-    StatsError,
     aa_statistics,
     aggregate,
     cell_stats,
@@ -238,7 +238,7 @@ def test_sibling_runs_widen_the_band() -> None:
 
 def test_an_unsummarisable_cell_names_the_run_and_the_cell() -> None:
     broken = Cell(key={"seqlen": 7}, work=1.0, samples={"A": (1.0,), "B": (1.0,)})
-    with pytest.raises(StatsError, match=r"run fixture: cell seqlen=7"):
+    with pytest.raises(RunFileError, match=r"cells\[0\]: cell seqlen=7 of run fixture"):
         cell_stats(_run([broken]))
 
 

@@ -38,6 +38,7 @@ def test_ls_lists_and_filters(tmp_path: Path) -> None:
 
 
 def test_ls_empty_store(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
     code, out, err = _run(tmp_path, "store", "ls")
     assert code == 0 and out == "" and "no runs" in err
 
@@ -53,6 +54,7 @@ def test_show_by_id_prefix_and_path(tmp_path: Path) -> None:
 
 
 def test_show_unknown_is_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
     code, _, err = _run(tmp_path, "store", "show", "nope")
     assert code == 2 and "no run 'nope'" in err
 

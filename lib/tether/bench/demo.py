@@ -1,18 +1,33 @@
-"""``tether demo``: measure a small sweep under the guard, then render the docs from it.
+"""``tether demo``: measure a small sweep under the guard, say what it measured, render docs.
 
-Without a GPU it runs the project's CPU sweep (the registered sweep that needs no GPU) into the
-scratch store (``<scratch>/results``) and renders into ``<scratch>/docs``, so a newcomer sees
-the whole pipeline (guard, engine with its A/A control and replicate blocks, store, render) in
-well under a minute. On a GPU host it runs the project's headline sweep, also into scratch
-unless told ``--into-store``. It never writes the repository's documents.
+Without a GPU it runs the project's CPU sweep (the registered sweep that needs no GPU), on a
+GPU host the project's headline sweep. Either way the run goes to the project's scratch store
+(``<scratch>/results``) and the docs rendered from it to ``<scratch>/docs``, so a demo never
+changes the committed store or docs unless asked to (``tether demo --publish``, or an explicit
+``--store``). It prints what it measured: the arms, the cells, their verdicts and the A/A floor
+and replicate band as the docs define them (tether.stats), and where to look next. Old demo
+runs in the scratch store are pruned to the newest few, announced.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from tether.errors import UsageError
+from tether.errors import RunFileError, UsageError
+
+KEEP_SCRATCH_RUNS = 5  # per (kind, name, arch): enough to compare the last few demos
+LISTED_CELLS = 12  # a map this small is listed cell by cell; a larger one by its extremes
+
+
+@dataclass
+class DemoResult:
+    run: Any
+    store: Path
+    docs: Path | None
+    written: list[Path]
 
 
 def demo_sweep(registry: Any, on_cpu: bool, headline: str | None) -> Any:
@@ -32,60 +47,119 @@ def demo_sweep(registry: Any, on_cpu: bool, headline: str | None) -> Any:
     return registry.get_sweep(headline)
 
 
-def story(run: Any) -> list[str]:
-    """What was measured, in the words the documents use."""
-    from tether.stats import aggregate, cell_stats
-
-    lines = [
-        f"arms: B = {run.arms.get('B')} against A = {run.arms.get('A')}, A2 = a second A (the A/A control)"
-    ]
-    stats = cell_stats(run)
-    agg = aggregate(stats)
-    if agg.count and agg.geomean is not None and agg.floor is not None and agg.band is not None:
-        lines.append(
-            f"{agg.count} cells: {agg.wins} faster, {agg.losses} slower beyond their noise, "
-            f"{agg.levels} level; geomean B over A {agg.geomean:.3f}, "
-            f"A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}, "
-            f"replicate band {agg.band[0]:.3f}-{agg.band[1]:.3f}"
-        )
-    for s in stats:
-        lines.append(f"  {s.label}: {s.ratio:.3f} ({s.verdict})")
-    return lines
-
-
-def run_demo(ctx: Any, *, scratch: Path | None = None, into_store: bool = False) -> int:
-    """Run the demo for this host under the guard and render docs from its store."""
+def run_demo(
+    project: Any,
+    *,
+    store: Path,
+    docs: Path | None,
+    target: Any = None,
+    err: TextIO | None = None,
+    wait_s: float = 30.0,
+) -> DemoResult:
+    """Run the demo sweep for this host under the guard and render docs from its store."""
     from tether import registry
     from tether.bench.sweep import Bench, Target
     from tether.guard.api import acquire
-    from tether.render import write_all
 
-    reg = registry.for_project(ctx.project)
-    target = Target.detect()
+    reg = registry.for_project(project)
+    target = target or Target.detect()
     on_cpu = target.device == "cpu"
-    sweep = demo_sweep(reg, on_cpu, ctx.project.headline)
-    base = (scratch or ctx.project.scratch).resolve()
-    store = ctx.store if (into_store and not on_cpu) else base / "results"
-    docs = base / "docs"
+    sweep = demo_sweep(reg, on_cpu, project.headline)
     with acquire(
         target="cpu" if on_cpu else "auto",
-        wait_s=30.0,
+        wait_s=wait_s,
         purpose=f"tether demo {sweep.name}",
-        err=ctx.err,
+        err=err,
     ) as holding:
-        bench = Bench(ctx.root, store, reg, target, holding=holding, err=ctx.err)
-        run = bench.sweep(sweep)
-    print(
-        f"{run.kind} {run.name}: {run.status} ({len(run.cells)} cells, guard {run.guard.mode}) "
-        f"-> {run.path}",
-        file=ctx.out,
-    )
+        run = Bench(project.root, store, reg, target, holding=holding, err=err).sweep(sweep)
+    written: list[Path] = []
+    if docs is not None:
+        from tether.render import write_all
+
+        written = list(write_all(project.root, store, out_root=docs))
+    return DemoResult(run=run, store=store, docs=docs, written=written)
+
+
+def _fmt_floor(floor: tuple[float, float] | None) -> str:
+    return "-" if floor is None else f"{floor[0]:.3f}-{floor[1]:.3f}"
+
+
+def summary_lines(run: Any) -> list[str]:
+    """What a run measured, in the docs' words: arms, cells, verdicts, geomean and A/A floor.
+
+    Every number is recomputed from the raw samples by tether.stats, as the docs do.
+    """
+    from tether.stats import aggregate, cell_stats
+
+    arms = run.config.get("arms") or {}
+    lines = [
+        f"measured {run.kind} {run.name} on {run.provenance.device} ({run.arch}), "
+        f"guard {run.guard.mode}"
+    ]
+    if arms:
+        a, b = arms.get("A", "?"), arms.get("B", "?")
+        lines.append(f"  arms: A = {a}, B = {b}, A2 = a second instance of A (the A/A control)")
     if run.status != "ok":
-        print(f"reason: {run.reason}", file=ctx.err)
-        return 1
-    for line in story(run):
-        print(line, file=ctx.out)
-    written = write_all(ctx.root, store, out_root=docs)
-    print(f"docs rendered from {store}: {docs} ({len(written)} files changed)", file=ctx.out)
-    print(f"start with {docs / 'README.md'}", file=ctx.out)
-    return 0
+        lines.append(f"  {run.status}: {run.reason}")
+        return lines
+    stats = cell_stats(run)
+    if not stats:
+        lines.append(f"  {len(run.cells)} cells, none with an A/A control to judge")
+        return lines
+    agg = aggregate(stats)
+    assert agg.geomean is not None and agg.worst is not None
+    lines += [
+        f"  {agg.count} cells: {agg.wins} faster, {agg.losses} slower, {agg.levels} level "
+        "(a cell is level when its ratio lies inside its A/A floor or its replicate band), "
+        f"{agg.flagged} flagged",
+        f"  geomean ratio median(A)/median(B) {agg.geomean:.3f} (above 1: B faster), "
+        f"A/A floor {_fmt_floor(agg.floor)}, replicate band {_fmt_floor(agg.band)}",
+    ]
+    shown = stats if len(stats) <= LISTED_CELLS else sorted(stats, key=lambda s: s.ratio)
+    if len(stats) > LISTED_CELLS:
+        shown = [*shown[:3], *shown[-3:]]
+        lines.append(f"  the 3 lowest and 3 highest of {len(stats)} cells:")
+    width = max(len(s.label) for s in shown)
+    for s in shown:
+        flags = f"  [{', '.join(s.flags)}]" if s.flags else ""
+        lines.append(
+            f"    {s.label.ljust(width)}  ratio {s.ratio:.3f}  A/A floor {_fmt_floor(s.floor)}"
+            f"  band {_fmt_floor(s.band)}  {s.verdict}{flags}"
+        )
+    return lines
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What ``prune_scratch`` did: run files removed, and how many runs remain."""
+
+    removed: tuple[Path, ...]
+    kept: int
+    unreadable: int  # files left alone because they do not load
+
+
+def prune_scratch(store: Path, keep: int = KEEP_SCRATCH_RUNS) -> Pruned:
+    """Keep the newest ``keep`` runs of each (kind, name, arch) in the scratch ``store``;
+    remove the older ones. Files that do not load are left alone (and counted). ``keep`` 0
+    keeps everything. Never call this on a store whose runs are evidence."""
+    from tether.store.io import load_run, store_files
+
+    groups: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
+    unreadable = 0
+    files = store_files(store)
+    for path in files:
+        try:
+            run = load_run(path)
+        except RunFileError:
+            unreadable += 1
+            continue
+        groups[(run.kind, run.name, run.arch)].append(run)
+    removed: list[Path] = []
+    if keep > 0:
+        for runs in groups.values():
+            runs.sort(key=lambda r: (r.started, r.id), reverse=True)
+            for run in runs[keep:]:
+                run.path.unlink(missing_ok=True)
+                removed.append(run.path)
+    kept = sum(len(v) for v in groups.values()) - len(removed)
+    return Pruned(tuple(sorted(removed)), kept, unreadable)

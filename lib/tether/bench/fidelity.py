@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
+import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -23,6 +26,41 @@ Profile = Callable[[Callable[[], object], str], list[str]]
 # runs with warnings as errors, and the message says nothing about the arm being profiled.
 # (``message`` is matched from the start; torch prefixes it with "Warning: " on some builds.)
 PROFILER_CYCLE_WARNING = r"(Warning: )?Profiler clears events at the end of each cycle"
+
+
+# What torch's bundled kineto logs at its USDT level on every profile start and stop, straight
+# to file descriptor 2 from C++ (so neither warnings nor redirect_stderr can catch it):
+#   USDT:2026-11-30 21:17:32 16916:16916 SyncActivityProfilerHandler.cpp:52] profiler_start
+KINETO_NOTICE = re.compile(rb"^USDT:[^\n]*\] profiler_(start|stop)\s*$")
+
+
+@contextlib.contextmanager
+def filtered_stderr(noise: re.Pattern[bytes] = KINETO_NOTICE) -> Iterator[None]:
+    """Hold back what is written to file descriptor 2 (C and Python alike) inside the block,
+    then write every line of it back except those matching ``noise``.
+
+    Only the known notice lines are dropped: a real error printed by the profiler or by the
+    profiled call still reaches stderr, in order, just after the block.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable fd 2 (a daemon): nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [ln for ln in held.read().splitlines(keepends=True) if not noise.match(ln)]
+            if kept:
+                os.write(2, b"".join(kept))
 
 
 @contextlib.contextmanager
@@ -47,8 +85,9 @@ def profile_kernels(fn: Callable[[], object], device: str) -> list[str]:
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
         torch.cuda.synchronize()
-    # The profiler prints start/stop lines on some builds; they are not ours to show.
-    with quiet_profiler():
+    # The profiler prints start/stop lines on some builds (stdout from Python, kineto's USDT
+    # notices on fd 2 from C++); they are not ours to show, and nothing else is hidden.
+    with quiet_profiler(), filtered_stderr():
         with contextlib.redirect_stdout(io.StringIO()), profile(activities=activities) as prof:
             fn()
             if device == "cuda":

@@ -1,11 +1,13 @@
 """A progress bar for sweeps: cells done, elapsed, remaining, and the running A/A floor.
 
-Drawn with rich on the CLI's error stream so it never mixes with what a command prints.
+The floor shown is the one the docs publish under that name (tether.stats): the A/A floor of
+the geomean over the cells done so far, next to that geomean. Drawn with rich on the CLI's
+error stream so it never mixes with what a command prints.
 """
 
 from __future__ import annotations
 
-import statistics
+import contextlib
 from typing import TextIO
 
 from rich.console import Console
@@ -18,21 +20,28 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from tether import stats
+from tether.store.model import Cell
 
-def aa_ratio_range(a: list[float], a2: list[float]) -> tuple[float, float]:
-    """The A/A control's ratio range over paired samples: min and max of A2/A."""
-    ratios = [y / x for x, y in zip(a, a2, strict=False)]
-    if not ratios:
-        return (1.0, 1.0)
-    return (min(ratios), max(ratios))
+ROLES = ("A", "A2", "B")
+
+
+def running_floor(cells: list[stats.CellStat]) -> str:
+    """``geomean G, A/A floor LO-HI`` over ``cells`` (those done), as the docs compute it."""
+    if not cells:
+        return "A/A floor -"
+    agg = stats.aggregate(cells)
+    assert agg.geomean is not None and agg.floor is not None
+    lo, hi = agg.floor
+    return f"geomean {agg.geomean:.3f}, A/A floor {lo:.3f}-{hi:.3f}"
 
 
 class SweepProgress:
-    """Context manager: ``advance(cell_label, samples)`` after each cell."""
+    """Context manager: ``advance(samples)`` after each cell."""
 
     def __init__(self, total: int, title: str, stream: TextIO | None, enabled: bool = True):
         self.total = total
-        self._floors: list[tuple[float, float]] = []
+        self.cells: list[stats.CellStat] = []
         self._progress: Progress | None = None
         self._task = None
         if enabled and stream is not None:
@@ -61,13 +70,15 @@ class SweepProgress:
             self._progress.stop()
 
     def advance(self, samples: dict[str, list[float]]) -> None:
-        if "A" in samples and "A2" in samples:
-            self._floors.append(aa_ratio_range(samples["A"], samples["A2"]))
+        if all(samples.get(role) for role in ROLES):
+            cell = Cell(
+                key={"cell": len(self.cells)},
+                work=1.0,
+                samples={role: tuple(v) for role, v in samples.items()},
+            )
+            # the bar is a glance; the run file and the check judge every sample
+            with contextlib.suppress(ArithmeticError, ValueError):
+                self.cells.append(stats.cell_stat(cell, {}))
         if self._progress is None or self._task is None:
             return
-        floor = "A/A -"
-        if self._floors:
-            lo = statistics.median(f[0] for f in self._floors)
-            hi = statistics.median(f[1] for f in self._floors)
-            floor = f"A/A median floor {lo:.3f}-{hi:.3f}"
-        self._progress.update(self._task, advance=1, floor=floor)
+        self._progress.update(self._task, advance=1, floor=running_floor(self.cells))

@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tether.cli.render",  # render
     "tether.cli.check",  # check
     "tether.cli.collect",  # collect
+    "tether.cli.compare",  # compare
 )
 
 
@@ -53,6 +54,15 @@ class Context:
     @property
     def root(self) -> Path:
         return self.project.root
+
+    def read_store(self) -> Path:
+        """The store a verb that reads takes: a --store that does not exist is a usage error
+        (a typo must not read as an empty store); the project's own may be absent (a fresh
+        checkout), which reads as empty."""
+        if self.store_given and not self.store.is_dir():
+            what = "is not a folder" if self.store.exists() else "does not exist"
+            raise UsageError(f"--store {self.store}: {what}; name an existing results store")
+        return self.store
 
 
 Handler = Callable[[argparse.Namespace, Context], int]

@@ -106,14 +106,29 @@ def register(sub: Any) -> None:
 
     d = sub.add_parser(
         "demo",
-        help="a small guarded sweep and the docs rendered from it (CPU sweep into scratch when "
-        "no GPU is present)",
+        help="measure a small sweep, say what it measured, and render the docs from it",
+        description=(
+            "Measure a small sweep under the guard (cpu-demo without a GPU, the main GPU sweep "
+            "on a GPU host), print its arms, cells, verdicts and A/A floor, and render the docs "
+            "from it. The run and the docs go to the project's scratch folder, never to the "
+            "committed store, unless --publish or --store says otherwise. Old demo runs in the "
+            "scratch store are pruned to the newest few (--keep)."
+        ),
     )
-    d.add_argument("--scratch", type=Path, help="scratch folder (default: the project's)")
     d.add_argument(
-        "--into-store",
+        "--scratch", type=Path, help="scratch folder (default: the project's [tool.tether] scratch)"
+    )
+    d.add_argument(
+        "--publish",
         action="store_true",
-        help="on a GPU host, write the run into the project's store instead of scratch",
+        help="write the run into the project's results store (evidence), not the scratch store",
+    )
+    d.add_argument(
+        "--keep",
+        type=int,
+        default=None,
+        metavar="N",
+        help="runs of each sweep to keep in the scratch store, newest first (default 5; 0 keeps all)",
     )
     d.set_defaults(handler=_demo)
 
@@ -294,6 +309,39 @@ def _probe(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.bench.demo import run_demo
+    from tether.bench.demo import KEEP_SCRATCH_RUNS, prune_scratch, run_demo, summary_lines
+    from tether.bench.sweep import Target
+    from tether.errors import UsageError
 
-    return run_demo(ctx, scratch=args.scratch, into_store=args.into_store)
+    if args.publish and ctx.store_given:
+        raise UsageError("demo: --publish writes the project's store; --store names another")
+    keep = KEEP_SCRATCH_RUNS if args.keep is None else args.keep
+    if keep < 0:
+        raise UsageError(f"demo: --keep {keep}: must be 0 (keep all) or more")
+    scratch = args.scratch.resolve() if args.scratch else ctx.project.scratch
+    in_scratch = not (args.publish or ctx.store_given)
+    store = scratch / "results" if in_scratch else ctx.store
+    docs = scratch / "docs"
+    result = run_demo(ctx.project, store=store, docs=docs, target=Target.detect(), err=ctx.err)
+    for line in summary_lines(result.run):
+        print(line, file=ctx.out)
+    code = _report_run(result.run, ctx)
+    if in_scratch:
+        pruned = prune_scratch(store, keep)
+        note = f"scratch store {store}: {pruned.kept} run(s)"
+        if pruned.removed:
+            note += (
+                f"; removed the {len(pruned.removed)} oldest (keeping the newest {keep} per sweep)"
+            )
+        elif keep:
+            note += f" (the newest {keep} per sweep are kept; --keep changes it)"
+        if pruned.unreadable:
+            note += f"; {pruned.unreadable} file(s) that do not load left alone"
+        print(note, file=ctx.out)
+    if result.docs is not None:
+        print(f"docs rendered from it: {result.docs} ({len(result.written)} files)", file=ctx.out)
+        print(f"look at: {result.docs / 'README.md'}", file=ctx.out)
+    print(f"every cell: tether --store {result.store} store show {result.run.id}", file=ctx.out)
+    if in_scratch:
+        print("to keep it as evidence: tether demo --publish", file=ctx.out)
+    return code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from tether.check import FIX_COMMAND, run_check
 from tether.cli import Context
@@ -22,7 +23,16 @@ bytes, which catches that; CI (.ci/run) runs --full, pre-commit runs the default
 
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
     diffs: list[str] = []
-    findings = run_check(ctx.root, ctx.store, diffs, full=args.full)
+    findings = run_check(ctx.root, ctx.read_store(), diffs, full=args.full)
+    if args.json:
+        doc = {
+            "clean": not findings,
+            "findings": [{"path": f.path, "line": f.line, "what": f.what} for f in findings],
+            "diff": "".join(diffs),
+            "fix": FIX_COMMAND,
+        }
+        print(json.dumps(doc, indent=1, sort_keys=True), file=ctx.out)
+        return 1 if findings else 0
     for line in diffs:
         ctx.out.write(line)
     for finding in findings:
@@ -45,9 +55,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "check",
         help="fail when rendered docs, the store or the policy have drifted (read-only, no GPU)",
         description=CHECK_DESCRIPTION,
+        epilog=(
+            "settings:\n  TETHER_MAX_RUN_BYTES  largest run file the store loader accepts "
+            "(default 16 MiB; see `tether store --help`)"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the findings (path, line, what) and the diff as one JSON document",
+    )
     parser.add_argument(
         "--full",
         action="store_true",

@@ -7,14 +7,49 @@ from pathlib import Path
 from typing import Any
 
 from tether.cli import Context
+from tether.errors import UsageError
+
+RENDER_DESCRIPTION = """\
+Write README.md, docs/ and the generated policy regions from the results store.
+
+Everything is rendered in memory first; nothing is written when a template or a run fails.
+A store with no runs (missing, empty, or a --store typo) is refused before anything is
+written when it would wipe measured documents: --store must name an existing store with runs,
+and the project's own store may be empty only while no figures exist yet (a new project).
+"""
+
+
+def refuse_empty_store(ctx: Context, store: Path, dest: Path) -> None:
+    """UsageError when rendering ``store`` would replace measured docs with "not measured"
+    and delete figures it cannot redraw: an explicit --store without runs, or the project's
+    store without runs while figures exist under ``dest``."""
+    from tether.store.io import store_files
+
+    if store_files(store):
+        return
+    owned = ctx.project.figures
+    figures = sorted((dest / owned).glob("*.svg")) if owned else []
+    if ctx.store_given:
+        raise UsageError(
+            f"--store {store} holds no runs; rendering from it would mark every document "
+            f"'not measured' and delete {len(figures)} figure(s); name the store with the runs"
+        )
+    if figures:
+        raise UsageError(
+            f"the store {store} holds no runs but {len(figures)} figure(s) exist under "
+            f"{dest / str(owned)}; rendering would delete what it cannot redraw. Restore the "
+            f"store (git checkout -- {ctx.project.rel(store)}) or pass --store"
+        )
 
 
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
     from tether.render import write_all
 
+    store = ctx.read_store()
     out_root: Path | None = args.out.resolve() if args.out else None
-    changed = write_all(ctx.root, ctx.store, out_root=out_root)
     where = out_root or ctx.root
+    refuse_empty_store(ctx, store, where)
+    changed = write_all(ctx.root, store, out_root=out_root)
     for rel in changed:
         print(f"rendered {where / rel}", file=ctx.out)
     if not changed:
@@ -26,7 +61,8 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "render",
         help="write README.md, docs/ and generated policy regions from the results store",
-        description=__doc__,
+        description=RENDER_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--out",

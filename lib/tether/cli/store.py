@@ -1,51 +1,112 @@
-"""``tether store ls|show|validate|merge``: look at, check and combine results stores.
+"""``tether store ls|show|validate|merge|clean``: look at, check, combine and tidy stores.
 
-Every verb reads ``ctx.store`` (``--store`` or ``ROOT/results``) unless given paths, and
+Every verb reads ``ctx.store`` (``--store`` or the project's store) unless given paths, and
 writes only to ``ctx.out``/``ctx.err`` so tests drive it in-process.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tether.cli import Context
-from tether.errors import RunFileError, StoreError, UsageError
-from tether.store.io import load_run, load_store, store_files
+from tether.errors import StoreError, UsageError
+from tether.store.io import ENV_MAX_BYTES, load_run, load_store, store_files
 from tether.store.merge import merge
 from tether.store.model import KINDS, Run
 from tether.store.provenance import harness_fingerprint
 
 LS_COLUMNS = ("id", "kind", "name", "arch", "status", "started", "cells")
+SWEEP_ROLES = ("A", "A2", "B")
+
+STORE_DESCRIPTION = """\
+Look at, check, combine and tidy results stores.
+
+A store holds one JSON file per run at <store>/<arch>/<id>.json and nothing else. Anything
+else found there (a run at the store root or in a sub-folder, a .JSON or .bak name, a
+symlink, a FIFO) is reported by `store validate` and `tether check`, and refused by every
+verb that loads the store. Writers leave a temp file (.<name>.tmp) for a moment; one left by
+a killed writer is removed by `store clean --yes`.
+"""
+
+STORE_EPILOG = f"""\
+settings:
+  {ENV_MAX_BYTES}  largest run file accepted, in bytes (default 16 MiB, far above any
+                        real run); a larger file is refused before it is read
+"""
 
 
 def register(sub: Any) -> None:
     """Add ``store`` and its verbs to the top-level subparsers."""
-    store = sub.add_parser("store", help="list, show, validate and merge results stores")
+    store = sub.add_parser(
+        "store",
+        help="list, show, validate, merge and clean results stores",
+        description=STORE_DESCRIPTION,
+        epilog=STORE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     verbs = store.add_subparsers(dest="store_command", metavar="VERB")
     store.set_defaults(handler=_usage(store))
 
     ls = verbs.add_parser("ls", help="one line per run: id, kind, name, arch, status, started")
-    ls.add_argument("--kind", choices=KINDS)
+    ls.add_argument("--kind", choices=KINDS, help="only runs of this kind")
     ls.add_argument("--arch", help="only runs of this arch (sm90, gfx942, cpu, ...)")
+    ls.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     ls.set_defaults(handler=_ls)
 
-    show = verbs.add_parser("show", help="a readable summary of one run")
-    show.add_argument("run", metavar="ID|PATH")
+    show = verbs.add_parser(
+        "show",
+        help="one run: provenance, and per cell the medians, ratio, A/A floor and verdict",
+        description=(
+            "Show one run. Per cell: the median seconds per call of each role, the ratio "
+            "median(A)/median(B) (above 1: B is faster), the A/A floor (the range of "
+            "median(A)/median(A2) over the full sets and the even/odd halves, widened to "
+            "include 1.0) and the verdict (win above the floor, loss below, level inside), "
+            "all recomputed from the raw samples."
+        ),
+    )
+    show.add_argument("run", metavar="RUN", help="a run id, a unique id prefix, or a run file")
+    show.add_argument("--json", action="store_true", help="print one JSON document instead")
     show.set_defaults(handler=_show)
 
-    check = verbs.add_parser("validate", help="validate the store or the given files/folders")
-    check.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    check = verbs.add_parser(
+        "validate",
+        help="validate the store, or what each PATH holds (a folder at any depth, or a file)",
+    )
+    check.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="store folders, arch folders or run files (default: the whole store)",
+    )
+    check.add_argument("--json", action="store_true", help="print one JSON document instead")
     check.set_defaults(handler=_validate)
 
     mg = verbs.add_parser("merge", help="copy runs of other stores into this one (union)")
-    mg.add_argument("sources", nargs="+", type=Path, metavar="SRC")
+    mg.add_argument(
+        "sources", nargs="+", type=Path, metavar="SRC", help="store folders or run files"
+    )
     mg.add_argument(
         "--into", type=Path, metavar="DEST", help="destination store (default: --store)"
     )
     mg.set_defaults(handler=_merge)
+
+    clean = verbs.add_parser(
+        "clean",
+        help="remove temp files killed writers left in the store (dry run unless --yes)",
+        description=(
+            "List the temp files that writers killed mid-write left in the store: older "
+            "than a minute and not locked by a live writer. Nothing is deleted without --yes."
+        ),
+    )
+    clean.add_argument("--yes", action="store_true", help="delete them (default: only list)")
+    clean.set_defaults(handler=_clean)
 
 
 def _usage(parser: argparse.ArgumentParser) -> Any:
@@ -54,6 +115,10 @@ def _usage(parser: argparse.ArgumentParser) -> Any:
         return 2
 
     return handler
+
+
+def _dump(doc: Any, ctx: Context) -> None:
+    print(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False), file=ctx.out)
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
@@ -68,13 +133,32 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
 
 
 def _ls(args: argparse.Namespace, ctx: Context) -> int:
+    store = ctx.read_store()
     runs = [
         r
-        for r in load_store(ctx.store)
+        for r in load_store(store)
         if (args.kind is None or r.kind == args.kind) and (args.arch is None or r.arch == args.arch)
     ]
+    if args.json:
+        _dump(
+            [
+                {
+                    "id": r.id,
+                    "kind": r.kind,
+                    "name": r.name,
+                    "arch": r.arch,
+                    "status": r.status,
+                    "started": r.started,
+                    "cells": len(r.cells),
+                    "path": str(r.path) if r.path else None,
+                }
+                for r in runs
+            ],
+            ctx,
+        )
+        return 0
     if not runs:
-        print(f"no runs in {ctx.store}", file=ctx.err)
+        print(f"no runs in {store}", file=ctx.err)
         return 0
     rows = [(r.id, r.kind, r.name, r.arch, r.status, r.started, str(len(r.cells))) for r in runs]
     for line in table(rows, LS_COLUMNS):
@@ -85,11 +169,11 @@ def _ls(args: argparse.Namespace, ctx: Context) -> int:
 def find_run(ref: str, store: Path) -> Run:
     """A run by file path, or by id (or unique id prefix) in ``store``."""
     path = Path(ref)
-    if path.suffix == ".json" and path.is_file():
-        return load_run(path)
-    matches = [p for p in store_files(store) if p.stem == ref] or [
-        p for p in store_files(store) if p.stem.startswith(ref)
-    ]
+    named = path.suffix.lower() == ".json" or os.sep in ref
+    if named and os.path.lexists(path) and not path.is_dir():
+        return load_run(path)  # a file named on the command line: read safely, or named
+    files = store_files(store)
+    matches = [p for p in files if p.stem == ref] or [p for p in files if p.stem.startswith(ref)]
     if not matches:
         raise UsageError(f"no run {ref!r} in {store} (and no such file)")
     if len(matches) > 1:
@@ -98,8 +182,45 @@ def find_run(ref: str, store: Path) -> Run:
     return load_run(matches[0])
 
 
+def _us(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:.4g}"
+
+
+def cell_rows(run: Run) -> list[dict[str, Any]]:
+    """Per cell, recomputed from the raw samples: sample counts and median seconds per role;
+    for cells with A, A2 and B also the ratio, the A/A floor and the verdict (tether.stats)."""
+    from tether.stats import cell_stats, key_label
+
+    judged = {}
+    if run.cells and all(set(SWEEP_ROLES) <= set(c.samples) for c in run.cells):
+        judged = {s.label: s for s in cell_stats(run)}
+    rows = []
+    for cell in run.cells:
+        label = key_label(cell.key)
+        st = judged.get(label)
+        rows.append(
+            {
+                "key": dict(cell.key),
+                "label": label,
+                "samples": {role: len(v) for role, v in sorted(cell.samples.items())},
+                "median_s": {
+                    role: float(statistics.median(v)) for role, v in sorted(cell.samples.items())
+                },
+                "ratio": None if st is None else st.ratio,
+                "aa_floor": None if st is None else list(st.floor),
+                "verdict": None if st is None else st.verdict,
+                "flags": list(cell.flags),
+            }
+        )
+    try:  # numbers in numeric order, as tether.stats orders cells
+        return sorted(rows, key=lambda r: tuple(sorted(r["key"].items())))
+    except TypeError:  # an axis mixing value types: text order is still stable
+        return sorted(rows, key=lambda r: r["label"])
+
+
 def describe(run: Run, current_harness: str | None = None) -> list[str]:
-    """Lines of a human summary of ``run`` with per-cell sample counts."""
+    """Lines of a human summary of ``run``: provenance, then per cell the medians per role
+    (microseconds per call), the ratio, the A/A floor and the verdict."""
     prov = run.provenance
     sha = prov.git_sha + (" (dirty)" if prov.git_dirty else "")
     state = ""
@@ -134,42 +255,96 @@ def describe(run: Run, current_harness: str | None = None) -> list[str]:
         + (f", lock {run.guard.lock}" if run.guard.lock else "")
     )
     lines.append(f"cells:    {len(run.cells)}")
-    roles = sorted({role for cell in run.cells for role in cell.samples})
-    rows = []
-    for cell in run.cells:
-        key = " ".join(f"{k}={v}" for k, v in cell.key.items())
-        counts = [str(len(cell.samples.get(role, ()))) for role in roles]
-        rows.append((key, *counts, ",".join(cell.flags)))
-    if rows:
-        lines += ["  " + line for line in table(rows, ("key", *roles, "flags"))]
+    rows = cell_rows(run)
+    if not rows:
+        return lines
+    roles = sorted({role for r in rows for role in r["samples"]})
+    judged = any(r["ratio"] is not None for r in rows)
+    header = ["key", *(f"{role} us (n)" for role in roles)]
+    if judged:
+        header += ["ratio A/B", "A/A floor", "verdict"]
+    header.append("flags")
+    body = []
+    for r in rows:
+        line = [r["label"]]
+        for role in roles:
+            n = r["samples"].get(role)
+            line.append("-" if n is None else f"{_us(r['median_s'][role])} ({n})")
+        if judged:
+            floor = r["aa_floor"]
+            line += [
+                "-" if r["ratio"] is None else f"{r['ratio']:.4f}",
+                "-" if floor is None else f"{floor[0]:.4f}-{floor[1]:.4f}",
+                r["verdict"] or "-",
+            ]
+        line.append(",".join(r["flags"]))
+        body.append(line)
+    lines += ["  " + line for line in table(body, header)]
+    if judged:
+        lines.append(
+            "  ratio A/B = median(A)/median(B), above 1: B faster; A/A floor = range of "
+            "median(A)/median(A2) over full sets and even/odd halves, widened to 1.0"
+        )
     return lines
 
 
 def _show(args: argparse.Namespace, ctx: Context) -> int:
-    run = find_run(args.run, ctx.store)
-    for line in describe(run, harness_fingerprint(ctx.root)):
+    run = find_run(args.run, ctx.read_store())
+    current = harness_fingerprint(ctx.root)
+    if args.json:
+        doc = run.to_json()
+        doc.pop("cells")
+        doc["path"] = str(run.path) if run.path else None
+        doc["superseded"] = run.harness_fingerprint != current
+        doc["cells"] = cell_rows(run)
+        _dump(doc, ctx)
+        return 0
+    for line in describe(run, current):
         print(line, file=ctx.out)
     return 0
 
 
 def _validate(args: argparse.Namespace, ctx: Context) -> int:
-    files: list[Path] = []
-    for target in args.paths or [ctx.store]:
-        if target.is_dir():
-            files += store_files(target)
-        elif target.is_file():
-            files.append(target)
-        else:
+    from tether.store.audit import ORPHAN_AGE_S, audit, orphan_temps, store_root_for
+
+    store = ctx.read_store()
+    targets = list(args.paths) or [store]
+    results = []
+    for target in targets:
+        if not os.path.lexists(target):
             raise UsageError(f"{target}: no such file or folder")
-    bad = 0
-    for path in files:
-        try:
-            load_run(path)
-        except RunFileError as exc:
-            bad += 1
-            print(f"bad: {exc}", file=ctx.out)
-    print(f"{len(files) - bad} valid, {bad} bad run file(s)", file=ctx.err)
-    return 1 if bad else 0
+        root = store_root_for(target, store)
+        same = os.path.realpath(target) == os.path.realpath(root)
+        results.append(audit(root, None if same else target))
+    problems = [p for a in results for p in a.problems]
+    temps = [t for a in results for t in a.temps]
+    orphans = orphan_temps(temps)
+    checked = sum(a.checked for a in results)
+    valid = sum(len(a.runs) for a in results)
+    if args.json:
+        _dump(
+            {
+                "checked": checked,
+                "valid": valid,
+                "problems": [{"path": str(p.path), "what": p.what} for p in problems],
+                "temps": [str(t) for t in temps],
+                "orphans": [str(t) for t in orphans],
+            },
+            ctx,
+        )
+        return 1 if problems else 0
+    for problem in problems:
+        print(f"bad: {problem}", file=ctx.out)
+    print(f"{valid} valid, {checked - valid} bad run file(s)", file=ctx.err, end="")
+    others = len(problems) - (checked - valid)
+    print(f", {others} other problem(s)" if others else "", file=ctx.err)
+    if temps:
+        print(
+            f"{len(temps)} writer temp file(s), {len(orphans)} orphaned (older than "
+            f"{ORPHAN_AGE_S:g} s and unlocked): `tether store clean --yes` removes those",
+            file=ctx.err,
+        )
+    return 1 if problems else 0
 
 
 def _merge(args: argparse.Namespace, ctx: Context) -> int:
@@ -184,4 +359,25 @@ def _merge(args: argparse.Namespace, ctx: Context) -> int:
     print(
         f"{len(report.copied)} copied, {report.skipped} identical skipped into {dest}", file=ctx.err
     )
+    return 0
+
+
+def _clean(args: argparse.Namespace, ctx: Context) -> int:
+    from tether.store import layout
+    from tether.store.audit import ORPHAN_AGE_S, orphan_temps
+
+    store = ctx.read_store()
+    temps = layout.scan(store).temps
+    orphans = orphan_temps(temps)
+    kept = len(temps) - len(orphans)
+    for path in orphans:
+        size = path.stat().st_size if path.exists() else 0
+        if args.yes:
+            path.unlink(missing_ok=True)
+        print(f"{'removed' if args.yes else 'would remove'} {path} ({size} bytes)", file=ctx.out)
+    note = f"; {kept} kept (younger than {ORPHAN_AGE_S:g} s or locked by a writer)" if kept else ""
+    if orphans and not args.yes:
+        print(f"{len(orphans)} orphaned temp file(s){note}; --yes deletes them", file=ctx.err)
+    else:
+        print(f"{len(orphans)} orphaned temp file(s) removed{note}", file=ctx.err)
     return 0

@@ -128,3 +128,31 @@ def alive(pid: int, started: float | None = None) -> bool:
         return False
     # ticks are 1/100 s; allow rounding slack but not a different process
     return started is None or abs(now - float(started)) < 0.05
+
+
+def flock_holders(path: str | os.PathLike[str]) -> list[int] | None:
+    """Pids the kernel lists as holding a flock on ``path`` (/proc/locks), or None if unknown.
+
+    The pid is the process that took the lock; it stays listed while a child that inherited
+    the descriptor keeps the lock alive after that process died. Waiters (``->``) are left out.
+    """
+    try:
+        st = os.stat(path)
+        lines = (PROC / "locks").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    pids: list[int] = []
+    for line in lines:
+        parts = line.split()
+        if "->" in parts or len(parts) < 6 or parts[1] != "FLOCK":
+            continue
+        try:
+            major, minor, ino = parts[5].split(":")
+            where = (int(major, 16), int(minor, 16), int(ino))
+            pid = int(parts[4])
+        except ValueError:
+            continue
+        if where == want and pid not in pids:
+            pids.append(pid)
+    return pids

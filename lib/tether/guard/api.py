@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from tether.errors import HostBusyError
 from tether.guard import _proc
 from tether.guard import idle as idle_mod
-from tether.guard.lock import HostLock, LockStatus, describe_holder, nested_holder
+from tether.guard.lock import HostLock, LockStatus, nested_holder
 from tether.guard.probes import BUSY, IDLE
 
 
@@ -123,10 +123,31 @@ class Holding:
             self.arms.append(check)
 
 
-def _busy_message(lock: HostLock, status: LockStatus) -> str:
-    if status.state == "held":
-        return f"host busy: lock {lock.path} held by {describe_holder(status.record)}"
+def _busy_message(status: LockStatus) -> str:
     return f"host busy: {status.summary()}"
+
+
+class _Waiting:
+    """Says on ``err`` that the guard is waiting and why: at once, then every ``every_s``.
+
+    A guard that waits in silence looks hung; one that prints every poll floods the log.
+    """
+
+    def __init__(self, err: TextIO | None, wait_s: float, start: float, every_s: float) -> None:
+        self.err, self.wait_s, self.start, self.every_s = err, wait_s, start, every_s
+        self.next_at: float | None = None
+
+    def __call__(self, why: Callable[[], str]) -> None:
+        now = time.monotonic()
+        if (
+            self.err is None
+            or self.wait_s <= 0
+            or (self.next_at is not None and now < self.next_at)
+        ):
+            return
+        self.next_at = now + self.every_s
+        waited = now - self.start
+        print(f"guard: waiting ({waited:.0f} s of {self.wait_s:g} s): {why()}", file=self.err)
 
 
 @contextmanager
@@ -139,16 +160,20 @@ def acquire(
     purpose: str = "",
     poll_s: float = 0.25,
     err: TextIO | None = None,
+    report_s: float = 5.0,
 ) -> Iterator[Holding]:
     """Hold the host lock and see the host idle for ``idle_secs`` in a row, within ``wait_s``.
 
-    Raises HostUnavailable (a HostBusyError) naming the holder or the busy probe when the
-    deadline passes. The lock is released on exit unless a child inherited its descriptor.
+    While it waits it says so on ``err`` (what it waits for: the holder, or the probe that
+    says busy) when it starts waiting and then every ``report_s`` seconds. Raises
+    HostUnavailable (a HostBusyError) naming the holder or the busy probe when the deadline
+    passes. The lock is released on exit unless a child inherited its descriptor.
     """
     vendor = idle_mod.resolve_target(target)
     lock = HostLock(lock_path, warn=err or sys.stderr)
     start = time.monotonic()
     deadline = start + max(0.0, wait_s)
+    waiting = _Waiting(err, wait_s, start, report_s)
     outer = nested_holder(lock)
     if outer is not None:
         _proc.EXTRA_ROOTS.add(int(outer["pid"]))
@@ -156,8 +181,10 @@ def acquire(
         while outer is None and not lock.try_acquire(purpose):
             if time.monotonic() >= deadline:
                 st = lock.status()
-                raise HostUnavailable(_busy_message(lock, st), st, None, vendor)
+                raise HostUnavailable(_busy_message(st), st, None, vendor)
+            waiting(lambda: lock.status(settle_s=0.0).summary())
             time.sleep(poll_s)
+        waiting.next_at = None  # a new reason to wait is said at once
         try:
             idle_since: float | None = None
             while True:
@@ -169,6 +196,7 @@ def acquire(
                         break
                 else:
                     idle_since = None
+                    waiting(lambda: f"host not idle yet: {snap.reason()}")  # noqa: B023 (called now)
                 if now >= deadline:
                     raise HostUnavailable(
                         f"host not idle within {wait_s:g} s: {snap.reason()}",

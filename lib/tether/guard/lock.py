@@ -87,6 +87,35 @@ def check_local(path: Path, warn: TextIO | None = None) -> None:
     )
 
 
+def check_folder(folder: Path) -> None:
+    """Refuse a lock folder in which another account could delete or replace the lock.
+
+    The folder and every folder above it must be owned by this user or root, and one that
+    anybody may write to must carry the sticky bit (as /tmp and /run/lock do): without it any
+    user can unlink our lock and make a second one, and two guards then "hold" the host.
+    """
+    real = Path(os.path.realpath(folder))
+    for here in (real, *real.parents):
+        try:
+            st = os.stat(here)
+        except OSError as exc:
+            raise GuardError(f"lock folder {here}: cannot inspect it: {exc.strerror}") from exc
+        if not stat.S_ISDIR(st.st_mode):
+            raise GuardError(f"lock folder {here}: not a folder")
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid not in _expected_uids():
+            raise GuardError(
+                f"lock folder {here}: owned by uid {st.st_uid}, not by this user or root, so "
+                f"its owner could replace the lock; choose a folder you own via ${ENV_LOCK}"
+            )
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            raise GuardError(
+                f"lock folder {here}: world-writable (mode {mode:04o}) without the sticky bit, "
+                f"so any user could delete or replace the lock; use `chmod +t` on it or choose "
+                f"another folder via ${ENV_LOCK}"
+            )
+
+
 def open_checked(path: Path, flags: int, mode: int = 0o644) -> int:
     """Open without following symlinks and refuse a file another account owns."""
     try:
@@ -156,6 +185,84 @@ def record_is_live(record: dict[str, Any]) -> bool:
     return _proc.alive(pid, record.get("start_time"))
 
 
+# What a holder record is worth, checked against the live process and the kernel's lock table.
+VERIFIED = "verified"  # names a live process (pid, start time, boot) that holds the flock
+FORGED = "forged"  # names a live process that does not hold the flock
+DEAD = "dead"  # names a process that is gone (or a pid reused since, or an earlier boot)
+RELEASED = "released"  # its holder released the lock
+MISSING = "missing"  # no record at all
+UNREADABLE = "unreadable"  # not a holder record (bad JSON, missing or mistyped fields)
+UNVERIFIABLE = "unverifiable"  # another host's process, or no /proc/locks to ask
+
+
+@dataclass(frozen=True)
+class RecordCheck:
+    """The verdict on a holder record and why."""
+
+    state: str
+    note: str = ""
+
+
+def check_record(record: dict[str, Any] | None, holders: list[int] | None) -> RecordCheck:
+    """Validate ``record`` against the live process it names and ``holders`` (the pids the
+    kernel lists as holding the flock; None when unknown).
+
+    A record is only a description written by whoever took the lock, so anyone able to write
+    the file could name any process; the kernel's lock table says who really holds it.
+    """
+    if record is None:
+        return RecordCheck(MISSING, "no holder record")
+    pid, started = record.get("pid"), record.get("start_time")
+    if "unreadable" in record or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return RecordCheck(UNREADABLE, "the holder record is not valid (no usable pid)")
+    if started is not None and (isinstance(started, bool) or not isinstance(started, (int, float))):
+        return RecordCheck(
+            UNREADABLE, f"the holder record's start_time {started!r} is not a number"
+        )
+    if record.get("released_at"):
+        return RecordCheck(RELEASED, f"pid {pid} released it at {record.get('released_at')}")
+    host = record.get("host")
+    if host is not None and host != socket.gethostname():
+        if holders:  # taken on this host, yet the record claims another one
+            listed = ", ".join(map(str, holders))
+            return RecordCheck(FORGED, f"names host {host!r}, but pid {listed} here holds it")
+        return RecordCheck(UNVERIFIABLE, f"names host {host!r}, not this one")
+    if not record_is_live(record):
+        return RecordCheck(DEAD, f"pid {pid} is not running (or is another process now)")
+    if started is None:
+        return RecordCheck(FORGED, f"names pid {pid} without its start time")
+    if holders is None:
+        return RecordCheck(UNVERIFIABLE, "the kernel's lock table (/proc/locks) is unreadable")
+    if pid in holders:
+        return RecordCheck(VERIFIED)
+    held_by = (
+        f"the kernel lists pid {', '.join(map(str, holders))} as holding it"
+        if holders
+        else "nobody holds it"
+    )
+    return RecordCheck(FORGED, f"names pid {pid}, which does not hold the lock; {held_by}")
+
+
+def trusted(check: RecordCheck, record: dict[str, Any] | None, holders: list[int] | None) -> bool:
+    """Whether a record may be believed: verified, or (with no /proc/locks to ask) naming a
+    live process of this host and boot."""
+    if check.state == VERIFIED:
+        return True
+    return (
+        check.state == UNVERIFIABLE
+        and holders is None
+        and record is not None
+        and record.get("host") in (None, socket.gethostname())
+        and record_is_live(record)
+    )
+
+
+def describe_pid(pid: int) -> str:
+    """A pid as the kernel knows it (for a holder that its record does not describe)."""
+    cmd = _proc.cmdline(pid)
+    return f"pid {pid} ({cmd[:120]})" if cmd else f"pid {pid} (not running)"
+
+
 def describe_holder(record: dict[str, Any] | None) -> str:
     if not record:
         return "an unrecorded process"
@@ -168,19 +275,32 @@ def describe_holder(record: dict[str, Any] | None) -> str:
 
 @dataclass
 class LockStatus:
-    """What `tether guard status` and a losing guard report about the lock."""
+    """What `tether guard status` and a losing guard report about the lock.
+
+    ``state``: free (nobody holds the flock), held (a live process holds it) or stale (the
+    flock is held by a descriptor whose taker died, e.g. a child of a killed guard, or it is
+    free but the last record was never released). ``record_state`` is the holder record's
+    verdict (see check_record); ``holders`` the pids the kernel lists (None when unknown).
+    """
 
     path: str
     state: str  # free | held | stale
     record: dict[str, Any] | None = None
     record_live: bool = False
     notes: list[str] = field(default_factory=list)
+    record_state: str = MISSING
+    holders: list[int] | None = None
+    busy: bool = False  # somebody holds the flock (whatever the record says)
 
     def summary(self) -> str:
         if self.state == "free":
-            return f"lock {self.path}: free"
+            extra = f" ({'; '.join(self.notes)})" if self.notes else ""
+            return f"lock {self.path}: free{extra}"
         if self.state == "held":
-            return f"lock {self.path}: held by {describe_holder(self.record)}"
+            if not self.notes:  # the record was trusted (see HostLock.status)
+                return f"lock {self.path}: held by {describe_holder(self.record)}"
+            who = ", ".join(describe_pid(p) for p in self.holders or ()) or "an unknown process"
+            return f"lock {self.path}: held by {who}; {'; '.join(self.notes)}"
         return f"lock {self.path}: stale ({'; '.join(self.notes)})"
 
     def as_dict(self) -> dict[str, Any]:
@@ -189,6 +309,9 @@ class LockStatus:
             "state": self.state,
             "record": self.record,
             "record_live": self.record_live,
+            "record_state": self.record_state,
+            "holders": None if self.holders is None else list(self.holders),
+            "busy": self.busy,
             "notes": list(self.notes),
         }
 
@@ -209,6 +332,7 @@ class HostLock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise GuardError(f"lock {self.path}: cannot create its directory: {exc}") from exc
+        check_folder(self.path.parent)
         return open_checked(self.path, os.O_RDONLY | os.O_CREAT)
 
     def try_acquire(self, purpose: str = "") -> bool:
@@ -282,31 +406,43 @@ class HostLock:
             os.close(fd)  # closing drops the probe lock
         return False
 
+    def holders(self) -> list[int] | None:
+        """Pids the kernel lists as holding this lock (None when /proc/locks is unreadable)."""
+        return _proc.flock_holders(self.path)
+
     def status(self, settle_s: float = 0.5) -> LockStatus:
-        """Free, held (by a live recorded holder) or stale (record names a dead process)."""
+        """Free, held or stale, with the holder record checked against the live process and
+        the kernel's lock table, so a forged record cannot blame a made-up holder."""
         deadline = time.monotonic() + settle_s
         while True:
             busy = self.is_busy()
             record = self.read_record()
-            live = bool(record) and record_is_live(record)  # type: ignore[arg-type]
-            released = bool(record and record.get("released_at"))
+            holders = self.holders() if busy else []
+            check = check_record(record, holders)
             # a new holder locks first and writes its record just after: give it a moment
-            if not busy or (live and not released) or time.monotonic() >= deadline:
+            if not busy or check.state == VERIFIED or time.monotonic() >= deadline:
                 break
             time.sleep(0.02)
-        st = LockStatus(str(self.path), "free", record, live)
-        if busy and live and not released:
+        live = bool(record) and record_is_live(record)  # type: ignore[arg-type]
+        st = LockStatus(str(self.path), "free", record, live, [], check.state, holders, busy)
+        live_holders = [p for p in holders or () if _proc.alive(p)]
+        if busy and trusted(check, record, holders):
             st.state = "held"
+        elif busy and live_holders:
+            st.state = "held"
+            st.notes.append(f"its holder record is {check.state}: {check.note}")
         elif busy:
             st.state = "stale"
             st.notes.append(
                 f"locked, but the record names {describe_holder(record)} which is "
-                + ("released" if released else "not running")
+                + ("released" if check.state == RELEASED else "not running")
                 + "; a child that inherited the descriptor still holds it"
             )
-        elif record and not released and not live:
+        elif check.state == DEAD:
             st.state = "stale"
             st.notes.append(f"free; last holder {describe_holder(record)} died without releasing")
+        elif check.state in (FORGED, UNREADABLE):
+            st.notes.append(f"the holder record is {check.state}: {check.note}")
         return st
 
     def __enter__(self) -> HostLock:
@@ -322,19 +458,35 @@ def held_env(lock: HostLock, holder_pid: int | None = None) -> dict[str, str]:
 
 
 def nested_holder(lock: HostLock) -> dict[str, Any] | None:
-    """The outer holder's record when we run under a guard holding this same lock, else None."""
+    """The outer holder's record when this process runs under a guard holding this same lock.
+
+    ``$TETHER_GUARD_HELD`` only says that a nested hold is intended; it is honoured when the
+    record it points at is verified (a live process that the kernel lists as holding the
+    flock) and that process is an ancestor of this one in the process tree. An unrelated
+    process that copies the variable is therefore not let in, and waits like anyone else.
+    """
     env = os.environ.get(ENV_HELD)
     if not env or ":" not in env:
         return None
     path, _, pid_s = env.rpartition(":")
     if os.path.realpath(path) != os.path.realpath(lock.path) or not pid_s.isdigit():
         return None
-    record = lock.read_record()
-    if not record or record.get("released_at") or not record_is_live(record):
-        return None
     if not lock.is_busy():
         return None  # the env outlived its guard; a real lock is needed
-    pid = int(pid_s)
-    if record.get("pid") == pid or _proc.is_ancestor(int(record["pid"])):
-        return record
-    return None
+    record = lock.read_record()
+    holders = lock.holders()
+    check = check_record(record, holders)
+    refused = None
+    if record is None or not trusted(check, record, holders):
+        refused = f"its holder record is {check.state} ({check.note or 'no record'})"
+    elif record.get("pid") != int(pid_s):
+        refused = f"it names pid {pid_s} but the lock's holder is pid {record.get('pid')}"
+    elif not _proc.is_ancestor(int(record["pid"])):
+        refused = f"pid {record['pid']} holds the lock but is not an ancestor of this process"
+    if refused is not None:
+        print(
+            f"tether guard: ${ENV_HELD} is not honoured: {refused}; taking the lock normally",
+            file=lock.warn or sys.stderr,
+        )
+        return None
+    return record

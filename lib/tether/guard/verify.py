@@ -116,9 +116,17 @@ def run_verify(
     out: TextIO,
     err: TextIO,
     lock_path: Path | str | None = None,
+    off_target_store: Path | None = None,
 ) -> int:
-    """Run the suite under the guard, record the verify run, print the verdict line last."""
+    """Run the suite under the guard, record the verify run, print the verdict line last.
+
+    ``off_target_store``: where the run goes when this host has no GPU (it is no verify
+    host, so its run is not evidence for the project's store); None keeps ``store``.
+    """
     vendor = resolve_vendor(vendor)
+    if vendor == "cpu" and off_target_store is not None:
+        store = off_target_store
+        print(f"[verify-cpu] no GPU on this host: the run goes to {store}", file=err)
     arch, device, driver = devinfo.device_info(vendor)
     workers = max(1, devinfo.gpu_count(vendor))
     tag = f"verify-{vendor}"

@@ -9,13 +9,37 @@ new name survives a crash.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
+import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
-from tether.errors import RunFileError, StoreError
+from tether.errors import RunFileError, StoreError, UsageError
+from tether.store import layout
 from tether.store.model import Run
 from tether.store.schema import parse_json_text, run_from_json, validate_run
+
+# A run file larger than this is refused before it is read (the largest real run is a few
+# hundred KB; a multi-GB "run" would exhaust memory). The environment variable overrides it.
+ENV_MAX_BYTES = "TETHER_MAX_RUN_BYTES"
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+
+
+def max_run_bytes() -> int:
+    """The size limit for one run file: $TETHER_MAX_RUN_BYTES, else 16 MiB."""
+    raw = os.environ.get(ENV_MAX_BYTES)
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{ENV_MAX_BYTES}={raw!r}: not a whole number of bytes") from None
+    if value <= 0:
+        raise UsageError(f"{ENV_MAX_BYTES}={raw!r}: must be positive")
+    return value
 
 
 def dumps_run(run: Run) -> str:
@@ -32,15 +56,20 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def write_bytes_once(target: Path, payload: bytes) -> Path:
-    """Create ``target`` with ``payload`` atomically; StoreError if it already exists."""
+    """Create ``target`` with ``payload`` atomically; StoreError if it already exists.
+
+    The temp file is flock'ed while it exists, so ``tether store clean`` can tell a live
+    writer's temp file from one a killed writer left behind.
+    """
     folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.stem}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.stem}.", suffix=layout.TEMP_SUFFIX)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
         try:
             os.link(tmp, target)
         except FileExistsError:
@@ -48,6 +77,7 @@ def write_bytes_once(target: Path, payload: bytes) -> Path:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        os.close(fd)
     _fsync_dir(folder)
     return target
 
@@ -64,12 +94,50 @@ def write_run(run: Run, store: Path) -> Path:
     return write_bytes_once(target, run.dumps().encode("utf-8"))
 
 
-def read_run_data(path: Path) -> dict[str, object]:
-    """The parsed JSON of a run file (no schema checks beyond JSON itself)."""
+def read_run_bytes(path: Path) -> bytes:
+    """The bytes of a run file, read safely: a regular file only (never a symlink, FIFO or
+    device, which could lead out of the store, hang or never end), no larger than
+    ``max_run_bytes()``. Every refusal is a RunFileError naming the file."""
+    limit = max_run_bytes()
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        raw = Path(path).read_bytes()
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RunFileError(
+                path, "file", "is a symlink; run files are read only as regular files"
+            ) from None
+        raise RunFileError(path, "file", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RunFileError(path, "file", "not a regular file (a FIFO, device or folder)")
+        if st.st_size > limit:
+            raise RunFileError(
+                path,
+                "file",
+                f"{st.st_size} bytes, over the {limit}-byte limit for a run file "
+                f"(set {ENV_MAX_BYTES} to raise it)",
+            )
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
     except OSError as exc:
         raise RunFileError(path, "file", f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > limit:  # it grew while we read it
+        raise RunFileError(path, "file", f"over the {limit}-byte limit for a run file")
+    return b"".join(chunks)
+
+
+def read_run_data(path: Path) -> dict[str, object]:
+    """The parsed JSON of a run file (no schema checks beyond JSON itself), read safely."""
+    raw = read_run_bytes(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -85,24 +153,45 @@ def load_run(path: Path) -> Run:
 
 
 def store_files(store: Path) -> list[Path]:
-    """Every ``*.json`` under ``store/<folder>/``, in path order (temp files are dot-files)."""
-    store = Path(store)
-    if not store.exists():
-        return []
-    if not store.is_dir():
-        raise StoreError(f"{store}: the store is not a folder")
-    return sorted(
-        p
-        for folder in store.iterdir()
-        if folder.is_dir() and not folder.name.startswith(".")
-        for p in folder.glob("*.json")
-        if not p.name.startswith(".")
-    )
+    """The run files of ``store``: regular ``<store>/<arch>/<id>.json`` files, in path order.
+
+    Anything else found there is a problem that ``load_store`` raises and ``tether store
+    validate`` lists (see tether.store.layout); writers' temp files are neither.
+    """
+    return layout.scan(Path(store)).runs
+
+
+def duplicate_ids(paths: Iterable[Path]) -> list[tuple[Path, Path]]:
+    """Pairs of run files that claim one id (a file stem) in different folders."""
+    first: dict[str, Path] = {}
+    pairs = []
+    for path in paths:
+        if path.stem in first:
+            pairs.append((first[path.stem], path))
+        else:
+            first[path.stem] = path
+    return pairs
+
+
+def duplicate_error(pair: tuple[Path, Path]) -> StoreError:
+    a, b = pair
+    return StoreError(f"{a} and {b}: both claim run id {a.stem}; an id is unique in a store")
 
 
 def load_store(store: Path) -> list[Run]:
-    """Every run in ``store`` sorted by (started, id); a malformed file is an error, never skipped."""
-    runs = [load_run(p) for p in store_files(store)]
+    """Every run in ``store`` sorted by (started, id); a malformed file is an error, never skipped.
+
+    So is anything misplaced in the store (see tether.store.layout) and an id claimed by two
+    files. The first problem is raised; ``tether store validate`` lists them all.
+    """
+    found = layout.scan(Path(store))
+    if found.problems:
+        more = len(found.problems) - 1
+        tail = f" (and {more} more problem(s): tether store validate)" if more else ""
+        raise StoreError(f"{found.problems[0]}{tail}")
+    for pair in duplicate_ids(found.runs):
+        raise duplicate_error(pair)
+    runs = [load_run(p) for p in found.runs]
     return sorted(runs, key=lambda r: (r.started, r.id))
 
 

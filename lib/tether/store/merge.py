@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.errors import StoreError, UsageError
-from tether.store.io import load_run, read_run_data, store_files, write_bytes_once
+from tether.store import layout
+from tether.store.io import (
+    load_run,
+    read_run_bytes,
+    read_run_data,
+    store_files,
+    write_bytes_once,
+)
 
 
 @dataclass(frozen=True)
@@ -35,10 +42,15 @@ def _canonical(path: Path) -> str:
 
 
 def _source_files(source: Path) -> list[Path]:
-    if source.is_file():
-        return [source]
+    if source.is_file() or source.is_symlink():
+        return [source]  # load_run refuses anything but a regular file, naming it
     if source.is_dir():
-        return store_files(source)
+        found = layout.scan(source)
+        if found.problems:
+            more = len(found.problems) - 1
+            tail = f" (and {more} more: tether store validate {source})" if more else ""
+            raise StoreError(f"nothing merged: {found.problems[0]}{tail}")
+        return found.runs
     raise UsageError(f"{source}: no such store folder or run file")
 
 
@@ -46,35 +58,35 @@ def merge(sources: list[Path], dest: Path) -> MergeReport:
     """Copy every run file of ``sources`` (store folders or files) into the store ``dest``.
 
     Every source file is validated first; identical files already present are skipped; a
-    different file claiming an id already taken raises StoreError naming both files, and in
-    that case nothing is written.
+    different file claiming an id already taken (in any arch folder: an id is unique in a
+    store) raises StoreError naming both files, and in that case nothing is written.
     """
     dest = Path(dest)
-    chosen: dict[tuple[str, str], tuple[Path, str]] = {}  # (arch, id) -> (file, canonical)
+    chosen: dict[str, tuple[Path, str, str]] = {}  # id -> (file, canonical, arch)
+    present = {p.stem: p for p in store_files(dest)}
     skipped = 0
     for source in map(Path, sources):
         for path in _source_files(source):
             run = load_run(path)
-            slot = (run.arch, run.id)
             text = _canonical(path)
-            if slot in chosen:
-                other, other_text = chosen[slot]
+            if run.id in chosen:
+                other, other_text, _arch = chosen[run.id]
                 if other_text != text:
                     raise StoreError(f"{other} and {path}: different files claim id {run.id}")
                 if other.resolve() != path.resolve():
                     skipped += 1
                 continue
-            target = dest / run.arch / f"{run.id}.json"
-            if target.exists():
+            target = present.get(run.id)
+            if target is not None:
                 load_run(target)  # a malformed destination file is named, not compared blindly
                 if _canonical(target) != text:
                     raise StoreError(f"{target} and {path}: different files claim id {run.id}")
                 skipped += 1
                 continue
-            chosen[slot] = (path, text)
+            chosen[run.id] = (path, text, run.arch)
     copied = []
-    for (arch, run_id), (path, _) in sorted(chosen.items()):
-        copied.append(write_bytes_once(dest / arch / f"{run_id}.json", path.read_bytes()))
+    for run_id, (path, _, arch) in sorted(chosen.items(), key=lambda kv: (kv[1][2], kv[0])):
+        copied.append(write_bytes_once(dest / arch / f"{run_id}.json", read_run_bytes(path)))
     return MergeReport(
         dest=dest, copied=tuple(copied), skipped=skipped, sources=tuple(map(Path, sources))
     )

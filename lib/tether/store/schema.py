@@ -156,8 +156,33 @@ def _canon(value: object) -> tuple[str, object]:
     return (type(value).__name__, value)
 
 
+# Deepest nesting of arrays and objects a run file may have. Real runs are about ten deep;
+# json.loads recurses once per level, so a hostile file of a million brackets would end in a
+# RecursionError that names no file. The depth is measured before parsing.
+MAX_DEPTH = 64
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in JSON ``text``, brackets inside strings ignored.
+
+    Runs in C-level loops (regex, map, accumulate), so even a file at the size limit costs
+    well under a second.
+    """
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
 def parse_json_text(text: str, source: object) -> dict[str, Any]:
-    """Parse a run file's text, refusing NaN/Infinity tokens and duplicated object keys."""
+    """Parse a run file's text, refusing NaN/Infinity tokens, duplicated object keys and
+    nesting deeper than MAX_DEPTH."""
+    depth = nesting_depth(text)
+    if depth > MAX_DEPTH:
+        raise RunFileError(
+            source, "json", f"nested {depth} levels deep; a run file nests at most {MAX_DEPTH}"
+        )
 
     def reject_constant(token: str) -> NoReturn:
         raise RunFileError(source, "json", f"{token} is not allowed (JSON has no {token})")
@@ -176,6 +201,8 @@ def parse_json_text(text: str, source: object) -> dict[str, Any]:
         raise RunFileError(
             source, "json", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:  # unbalanced brackets can hide depth from the count above
+        raise RunFileError(source, "json", "nested too deeply to parse") from None
     if not isinstance(data, dict):
         raise RunFileError(source, "json", "the top level must be an object")
     return data

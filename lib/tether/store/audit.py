@@ -1,0 +1,113 @@
+"""Every problem of a store at once: for ``tether store validate`` and ``tether check``.
+
+``load_store`` stops at the first problem (a reader must not go on with half a store); an audit
+goes on and lists them all, so one run of validate or check names every file to fix: bad run
+files, misplaced or misnamed files, links and FIFOs, and ids claimed twice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tether.arch import ARCH_RE
+from tether.errors import RunFileError, StoreError
+from tether.store import layout
+from tether.store.io import duplicate_ids, load_run
+from tether.store.layout import Problem
+from tether.store.model import Run
+
+# A temp file younger than this may belong to a writer that is still running.
+ORPHAN_AGE_S = 60.0
+
+
+@dataclass
+class Audit:
+    """The runs that loaded, every problem found, and the writers' temp files seen."""
+
+    root: Path
+    runs: list[Run] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    temps: list[Path] = field(default_factory=list)
+    run_files: set[Path] = field(default_factory=set)  # files read as runs (good and bad)
+    malformed: set[Path] = field(default_factory=set)  # run files that failed validation
+
+    @property
+    def checked(self) -> int:
+        return len(self.run_files)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def store_root_for(path: Path, store: Path) -> Path:
+    """The store ``path`` belongs to: ``store`` when it lies inside it, else the folder that
+    is a store by the layout (an arch folder's parent, a run file's grandparent)."""
+    real, base = Path(os.path.realpath(path)), Path(os.path.realpath(store))
+    if real == base or base in real.parents:
+        return Path(store)
+    if path.is_dir() and not path.is_symlink():
+        return path.parent if ARCH_RE.fullmatch(path.name) else path
+    return path.parent.parent
+
+
+def audit(store: Path, under: Path | None = None) -> Audit:
+    """Audit the store ``store``, or only ``under`` (a folder or file inside it).
+
+    Ids must be unique over the whole store, so duplicates are looked for in all of it and
+    reported when one of the pair lies in the part audited.
+    """
+    store = Path(store)
+    part = layout.scan(store, under)
+    found = Audit(root=store, problems=list(part.problems), temps=list(part.temps))
+    for path in part.runs:
+        found.run_files.add(path)
+        try:
+            found.runs.append(load_run(path))
+        except RunFileError as exc:
+            found.malformed.add(path)
+            found.problems.append(Problem(path, f"{exc.field}: {exc.problem}"))
+    everything = part if under is None else layout.scan(store)
+    scope = set(part.runs)
+    for first, second in duplicate_ids(everything.runs):
+        if first in scope or second in scope:
+            found.problems.append(
+                Problem(second, f"claims run id {second.stem}, which {first} claims too")
+            )
+    return found
+
+
+def orphan_temps(temps: list[Path], min_age_s: float = ORPHAN_AGE_S) -> list[Path]:
+    """The temp files no writer is using: older than ``min_age_s`` and not flock'ed (a live
+    writer holds a lock on its temp file until it is renamed away)."""
+    import fcntl
+
+    now = time.time()
+    orphans = []
+    for path in temps:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone already, or not ours to open
+        try:
+            if now - os.fstat(fd).st_mtime < min_age_s:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a writer holds it
+            orphans.append(path)
+        finally:
+            os.close(fd)
+    return orphans
+
+
+def load_store_checked(store: Path) -> Audit:
+    """The whole store audited; a store that is a file (not a folder) is one problem."""
+    try:
+        return audit(store)
+    except StoreError:
+        return Audit(root=Path(store), problems=[Problem(Path(store), "not a folder")])

@@ -1,0 +1,167 @@
+"""Where run files may be, and everything else found in a store, reported instead of ignored.
+
+A store is ``<store>/<arch>/<id>.json`` and nothing else: regular files, one level of arch
+folders named after known arches, ``.json`` in lower case. A run saved at the store root, in a
+sub-folder, as ``.JSON`` or ``.bak``, a symlink (which could lead out of the store), a FIFO
+(which would hang a reader) or a device (``/dev/zero`` never ends) is a *problem* with a
+sentence saying what is wrong; it is never read and never silently skipped.
+
+Writers' temp files (``.<name>.tmp``, see ``io.write_bytes_once``) are listed apart: a live
+writer has one for a moment, a killed writer leaves one behind; ``tether store clean`` removes
+those that are old and unlocked.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tether.arch import ARCH_RE
+from tether.errors import StoreError
+
+RUN_SUFFIX = ".json"
+TEMP_SUFFIX = ".tmp"
+LAYOUT = "runs live in <store>/<arch>/<id>.json"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A path in a store that is not a readable run file where one belongs, and why."""
+
+    path: Path
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.what}"
+
+
+@dataclass
+class Scan:
+    """What a walk of a store (or of a part of it) found."""
+
+    root: Path
+    runs: list[Path] = field(default_factory=list)  # <root>/<arch>/<id>.json, regular files
+    temps: list[Path] = field(default_factory=list)  # writers' temp files
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _symlink_problem(path: Path, root: Path) -> Problem:
+    target = os.readlink(path)
+    real = Path(os.path.realpath(path))
+    inside = real == root or root in real.parents
+    where = "inside the store" if inside else "outside the store"
+    return Problem(
+        path, f"a symlink (to {target}, {where}); a store holds regular files only, never links"
+    )
+
+
+def is_temp_name(name: str) -> bool:
+    """A writer's temp file: a dot-file ending in .tmp (``.<stem>.<random>.tmp``)."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX) and len(name) > 5
+
+
+def _file(path: Path, depth: int, st: os.stat_result, scan: Scan) -> None:
+    name = path.name
+    if stat.S_ISLNK(st.st_mode):
+        scan.problems.append(_symlink_problem(path, scan.root))
+        return
+    if not stat.S_ISREG(st.st_mode):
+        scan.problems.append(
+            Problem(path, f"{_kind(st.st_mode)}; a store holds regular files only")
+        )
+        return
+    if depth == 1 and is_temp_name(name):
+        scan.temps.append(path)
+        return
+    if depth == 0:
+        scan.problems.append(Problem(path, f"a file at the store root; {LAYOUT}"))
+    elif depth > 1:
+        scan.problems.append(
+            Problem(path, f"misplaced in a sub-folder of an arch folder; {LAYOUT}")
+        )
+    elif name.startswith(".") or not name.endswith(RUN_SUFFIX) or name == RUN_SUFFIX:
+        scan.problems.append(
+            Problem(path, f"not a run file name (a run is <id>.json, lower case); {LAYOUT}")
+        )
+    else:
+        scan.runs.append(path)
+
+
+def _walk(folder: Path, depth: int, scan: Scan) -> None:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        scan.problems.append(Problem(folder, f"cannot list this folder: {exc.strerror}"))
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError as exc:
+            scan.problems.append(Problem(path, f"cannot inspect it: {exc.strerror}"))
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if depth == 0 and not ARCH_RE.fullmatch(entry.name):
+                scan.problems.append(
+                    Problem(
+                        path,
+                        f"a folder that is not an arch name (sm<major><minor>, gfx<target> or cpu); {LAYOUT}",
+                    )
+                )
+            _walk(path, depth + 1, scan)
+        else:
+            _file(path, depth, st, scan)
+
+
+def store_depth(root: Path, path: Path) -> int:
+    """How deep ``path`` lies under the store ``root`` (0 for the root itself); ValueError if
+    it is not under it."""
+    return len(path.resolve().relative_to(root.resolve()).parts)
+
+
+def scan(root: Path, under: Path | None = None) -> Scan:
+    """Walk the store ``root`` (or only ``under``, a folder inside it) without following links.
+
+    A missing root is an empty store (a fresh checkout may have none); a root that is a file
+    is a StoreError.
+    """
+    root = Path(root)
+    found = Scan(root=Path(os.path.realpath(root)))
+    if not root.exists():
+        return found
+    if not root.is_dir():
+        raise StoreError(f"{root}: the store is not a folder")
+    start = root if under is None else Path(under)
+    if under is not None and (start.is_symlink() or not start.is_dir()):
+        # one file: judged by the same rules as in a walk of its folder
+        try:
+            st = start.lstat()
+        except OSError as exc:
+            raise StoreError(f"{start}: cannot inspect it: {exc.strerror}") from None
+        _file(start, store_depth(root, start.parent), st, found)
+        return found
+    depth = 0 if under is None else store_depth(root, start)
+    if depth == 1 and not ARCH_RE.fullmatch(start.name):
+        found.problems.append(
+            Problem(
+                start,
+                f"a folder that is not an arch name (sm<major><minor>, gfx<target> or cpu); {LAYOUT}",
+            )
+        )
+    _walk(start, depth, found)
+    found.runs.sort()
+    return found

@@ -1,0 +1,185 @@
+"""The demo tells its story: where its run goes, what it measured in the docs' terms, no
+third-party log noise, no silent pile of old scratch runs, and a progress bar whose
+"A/A floor" is the docs' A/A floor.
+
+Stores are FIXTURES in tmp_path; the one real measurement is the CPU demo at toy timing.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+from tether.bench.demo import prune_scratch, summary_lines
+from tether.bench.fidelity import filtered_stderr, profile_kernels
+from tether.bench.progress import SweepProgress
+from tether.cli import main
+from tether.stats import aggregate, cell_stats
+from tether.store import load_store
+
+from validate.suite.runfactory import make_sweep_run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _private_guard(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TETHER_GUARD_LOCK", str(tmp_path / "guard.lock"))
+    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "1000")  # the shared box's load is not ours
+    monkeypatch.delenv("TETHER_GUARD_HELD", raising=False)
+
+
+# -- where the run goes ------------------------------------------------------------------------
+
+
+class _Measured(Exception):
+    """Raised by the FIXTURE stand-in for run_sweep once it has seen where the run would go."""
+
+    def __init__(self, store: Path) -> None:
+        self.store = Path(store)
+
+
+@pytest.mark.parametrize(
+    ("extra", "where"),
+    [
+        pytest.param([], "scratch/results", id="default-scratch"),
+        pytest.param(["--publish"], "results", id="publish"),
+        pytest.param(["--store", "{tmp}/mine"], "{tmp}/mine", id="explicit-store"),
+    ],
+)
+def test_demo_on_a_gpu_host_writes_to_scratch_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], where: str
+) -> None:
+    from tether.bench import sweep as sweep_mod
+    from tether.bench.sweep import Target
+
+    gpu = Target("sm90", "cuda", "FIXTURE-GPU")  # what detect() says on an H100/H200 host
+    monkeypatch.setattr(Target, "detect", staticmethod(lambda index=None: gpu))
+
+    def stand_in(self: sweep_mod.Bench, sweep: object, **_: object) -> None:
+        raise _Measured(self.store)  # no GPU here: stop where the measurement would start
+
+    monkeypatch.setattr(sweep_mod.Bench, "sweep", stand_in)
+    argv = ["--root", str(ROOT), "demo", *(a.format(tmp=tmp_path) for a in extra)]
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(_Measured) as seen:
+        main(argv, out=io.StringIO(), err=io.StringIO())
+    want = Path(where.format(tmp=tmp_path))
+    assert seen.value.store == (want if want.is_absolute() else ROOT / want)
+
+
+def test_publish_and_store_together_is_a_usage_error() -> None:
+    err = io.StringIO()
+    rc = main(["--root", str(ROOT), "demo", "--publish", "--store", "/tmp"], io.StringIO(), err)
+    assert rc == 2 and "--publish" in err.getvalue()
+
+
+# -- what it says ------------------------------------------------------------------------------
+
+
+def test_summary_names_arms_cells_verdicts_and_the_docs_floor() -> None:
+    run = make_sweep_run(axes={"hq": [16, 32], "seqlen": [256, 512]}, ratio=0.8)
+    text = "\n".join(summary_lines(run))
+    agg = aggregate(cell_stats(run))
+    assert agg.floor is not None and agg.geomean is not None
+    assert "A = sdpa_flash" in text and "B = triton" in text and "A/A control" in text
+    assert f"{agg.count} cells: {agg.wins} faster, {agg.losses} slower, {agg.levels} level" in text
+    assert f"geomean ratio median(A)/median(B) {agg.geomean:.3f}" in text
+    assert f"A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}" in text
+    for st in cell_stats(run):
+        assert f"{st.label}" in text and f"ratio {st.ratio:.3f}" in text
+
+
+def test_progress_bar_floor_is_the_docs_floor() -> None:
+    run = make_sweep_run(axes={"seqlen": [256, 512, 1024]}, ratio=0.9, noise=0.05)
+    stream = io.StringIO()
+    with SweepProgress(len(run.cells), "fixture", stream) as bar:
+        for cell in run.cells:
+            bar.advance({role: list(v) for role, v in cell.samples.items()})
+    agg = aggregate(cell_stats(run))
+    assert agg.floor is not None
+    text = stream.getvalue()
+    assert f"A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}" in text
+    assert "median floor" not in text
+
+
+# -- no third-party noise, no hidden errors -----------------------------------------------------
+
+
+def test_filtered_stderr_drops_only_kineto_notices(capfd: pytest.CaptureFixture[str]) -> None:
+    with filtered_stderr():
+        os.write(
+            2, b"USDT:2026-11-30 21:17:32 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+        )
+        os.write(2, b"RuntimeError: a real problem\n")
+        os.write(
+            2, b"USDT:2026-11-30 21:17:32 1:1 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
+        )
+    err = capfd.readouterr().err
+    assert "a real problem" in err and "USDT" not in err
+
+
+def test_profiling_an_arm_prints_no_profiler_notices(capfd: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    names = profile_kernels(lambda: torch.ones(8) + 1, "cpu")
+    captured = capfd.readouterr()
+    assert names, "the profile still sees what ran"
+    assert "USDT" not in captured.err and "profiler_st" not in captured.err + captured.out
+
+
+# -- old scratch runs ---------------------------------------------------------------------------
+
+
+def test_prune_keeps_the_newest_runs_of_each_sweep(tmp_path: Path) -> None:
+    store = tmp_path / "scratch" / "results"
+    demo = [
+        make_sweep_run(name="cpu-demo", arch="cpu", started=f"2026-01-0{d}T00:00:00Z", store=store)
+        for d in range(1, 8)
+    ]
+    other = make_sweep_run(name="other", arch="cpu", store=store)
+    (store / "cpu" / "broken.json").write_text("{", encoding="utf-8")
+    pruned = prune_scratch(store, keep=3)
+    assert sorted(p.name for p in pruned.removed) == sorted(r.path.name for r in demo[:4])  # type: ignore[union-attr]
+    assert pruned.kept == 4 and pruned.unreadable == 1
+    left = {p.stem for p in (store / "cpu").glob("*.json")}
+    assert {r.id for r in demo[4:]} | {other.id, "broken"} == left
+    assert prune_scratch(store, keep=0).removed == ()
+
+
+def test_cpu_demo_end_to_end_tells_its_story(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from tether import registry
+    from tether.bench.engine import TimingPolicy
+    from tether.bench.sweep import Target
+
+    # FIXTURE timing: the fewest samples that still exercise interleaving and the A/A control
+    toy = TimingPolicy(min_sample_s=2e-4, min_reps=3, max_reps=3, warmup_calls=1)
+    monkeypatch.setattr(
+        Target, "detect", staticmethod(lambda index=None: Target("cpu", "cpu", "cpu: test"))
+    )
+    reg = registry.load(["tether_kernels.bench"])
+    monkeypatch.setitem(reg.sweeps, "cpu-demo", reg.get_sweep("cpu-demo").replace(timing=toy))
+    scratch = tmp_path / "s"
+    old = [
+        make_sweep_run(
+            name="cpu-demo",
+            arch="cpu",
+            started=f"2026-01-0{d}T00:00:00Z",
+            store=scratch / "results",
+        )
+        for d in (1, 2)
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    rc = main(["--root", str(ROOT), "demo", "--scratch", str(scratch), "--keep", "2"], out, err)
+    assert rc == 0, err.getvalue()
+    text = out.getvalue()
+    for needle in ("arms: A = ", "A/A control", " cells: ", "A/A floor", "look at:", "store show"):
+        assert needle in text, f"{needle!r} missing from:\n{text}"
+    assert "removed the 1 oldest" in text
+    runs = load_store(scratch / "results")
+    assert len(runs) == 2 and old[0].id not in {r.id for r in runs}
+    assert "USDT" not in capfd.readouterr().err
