@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ARCH=${1:?usage: ci/nightly-host.sh ARCH OUT_DIR}
 OUT=${2:?usage: ci/nightly-host.sh ARCH OUT_DIR}
-SWEEPS=${NIGHTLY_SWEEPS:-prefill-triton-vs-sdpa}
+SWEEPS=${NIGHTLY_SWEEPS:-prefill-vs-sdpa}
 PY=${PY:-.venv/bin/python}
 STORE="$OUT/store"
 mkdir -p "$STORE"

@@ -32,7 +32,7 @@ from tether.store import write_run  # noqa: E402 - the repo root must be importa
 from validate.suite.runfactory import make_sweep_run, write_conservative_policy  # noqa: E402
 
 ARCHES = ("sm90", "gfx942", "gfx950", "gfx1151")
-SWEEPS = ("prefill-triton-vs-sdpa", "chunked-prefill", "deferred-rescale")
+SWEEPS = ("prefill-vs-sdpa", "chunked-prefill", "deferred-rescale")
 TARGET_S = 2.0
 
 

@@ -170,7 +170,7 @@ _GATE_POPULATION = Population(
     where=(("qo_len", ">=", 2048),),
 )
 _EVIDENCE = Evidence(
-    sweep="prefill-triton-vs-sdpa",
+    sweep="prefill-vs-sdpa",
     population=_GATE_POPULATION,
     predicates=("geomean_win", "no_loss_outside_floor"),
 )
@@ -181,12 +181,16 @@ def _takes(min_qo_len: int | None) -> tuple[tuple[str, str, object], ...] | None
     return None if min_qo_len is None else (("qo_len", ">=", min_qo_len),)
 
 
+# tether's own kernel on each arch: the Gluon Hopper kernel on sm90, the Triton kernel elsewhere.
+OWN_ARM: dict[str, str] = {"sm90": "gluon"}
+
+
 def _threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
     return Threshold(
         region=f"policy-single-prefill-{arch}",
         arch=arch,
         entry="single_prefill",
-        arm="triton",
+        arm=OWN_ARM.get(arch, "triton"),
         otherwise=otherwise,
         evidence=_EVIDENCE,
         takes=_takes(min_qo_len),
@@ -210,7 +214,7 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
         region=f"policy-{arch}-single-prefill-chunked",
         arch=arch,
         entry="single_prefill",
-        arm="triton",
+        arm=OWN_ARM.get(arch, "triton"),
         otherwise=otherwise,
         evidence=_CHUNKED_EVIDENCE,
         takes=_takes(min_qo_len),
@@ -220,15 +224,15 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 
 # Conservative: no threshold holds until a sweep in the store shows its evidence predicates.
 # BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
-# Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
+# Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
 # where: not set.
-# sweep prefill-triton-vs-sdpa, population single-prefill-gate
+# sweep prefill-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
 # not measured: the store has no guarded ok run of this sweep on sm90.
 # END GENERATED: policy-single-prefill-sm90
 _SM90 = _threshold("sm90", "sdpa_cudnn", None)
 # BEGIN GENERATED: policy-sm90-single-prefill-chunked (tether render)
-# Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
+# Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
 # where: not set.
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
@@ -238,7 +242,7 @@ _SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", None)
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
 # where: not set.
-# sweep prefill-triton-vs-sdpa, population single-prefill-gate
+# sweep prefill-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
 # not measured: the store has no guarded ok run of this sweep on gfx942.
 # END GENERATED: policy-single-prefill-gfx942
@@ -254,7 +258,7 @@ _GFX942_CHUNKED = _chunked_threshold("gfx942", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx950 (tether render)
 # Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
 # where: not set.
-# sweep prefill-triton-vs-sdpa, population single-prefill-gate
+# sweep prefill-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
 # not measured: the store has no guarded ok run of this sweep on gfx950.
 # END GENERATED: policy-single-prefill-gfx950
@@ -270,7 +274,7 @@ _GFX950_CHUNKED = _chunked_threshold("gfx950", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx1151 (tether render)
 # Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
 # where: not set.
-# sweep prefill-triton-vs-sdpa, population single-prefill-gate
+# sweep prefill-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
 # not measured: the store has no guarded ok run of this sweep on gfx1151.
 # END GENERATED: policy-single-prefill-gfx1151
@@ -309,7 +313,7 @@ CHUNKED_PREFILL_16K: dict[str, object] = {
 }
 
 # BEGIN GENERATED: gate-sm90-chunked-prefill-16k (tether render)
-# Gate sm90-chunked-prefill-16k-f16 on sm90: triton, threshold not set.
+# Gate sm90-chunked-prefill-16k-f16 on sm90: gluon, threshold not set.
 # before: not cited
 # after: not cited
 # END GENERATED: gate-sm90-chunked-prefill-16k
@@ -317,11 +321,12 @@ _GATE_SM90 = Gate(
     id="sm90-chunked-prefill-16k-f16",
     region="gate-sm90-chunked-prefill-16k",
     arch="sm90",
-    arm="triton",
+    arm="gluon",
     case="attention",
     call=CHUNKED_PREFILL_16K,
-    # Not set: the runs it was set from before carried no guard record and are retired. It is
-    # set again between a guarded before and after, clear of both runs' replicate bands.
+    # Not set until a guarded before (the Triton kernel) and after (the Gluon kernel) of this
+    # call are in the store (sweep gate-calls-sm90); then set between them, clear of both
+    # replicate bands.
     threshold=None,
 )
 
@@ -334,7 +339,7 @@ SQUARE_PREFILL_16K: dict[str, object] = {
 }
 
 # BEGIN GENERATED: gate-sm90-square-prefill-16k (tether render)
-# Gate sm90-square-prefill-16k-bf16 on sm90: triton, threshold not set.
+# Gate sm90-square-prefill-16k-bf16 on sm90: gluon, threshold not set.
 # before: not cited
 # after: not cited
 # END GENERATED: gate-sm90-square-prefill-16k
@@ -342,7 +347,7 @@ _GATE_SM90_SQUARE = Gate(
     id="sm90-square-prefill-16k-bf16",
     region="gate-sm90-square-prefill-16k",
     arch="sm90",
-    arm="triton",
+    arm="gluon",
     case="attention",
     call=SQUARE_PREFILL_16K,
     threshold=None,

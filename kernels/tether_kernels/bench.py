@@ -17,6 +17,7 @@ from typing import Any
 
 from tether import registry
 from tether.bench.engine import TimingPolicy
+from tether.errors import ArmUnavailableError
 from tether.policy import shape_fields
 from tether.registry import Bound, Probe, Sweep
 
@@ -116,8 +117,22 @@ def attention_case(fields: Mapping[str, Any]) -> AttentionCase:
 
         raise UsageError(f"attention case: unknown fields {unknown} in {dict(fields)}")
     shape = Shape(**full)
-    launch = None if name is None else CANDIDATES[str(name)]
-    return AttentionCase(shape, None if name is None else str(name), launch)
+    if name is None:
+        return AttentionCase(shape)
+    return AttentionCase(shape, str(name), candidate(str(name)))
+
+
+def candidate(name: str) -> Any:
+    """A tuning candidate by name: a Triton LaunchConfig or a Gluon variant."""
+    from tether_kernels.gluon.launch import VARIANTS
+
+    found = CANDIDATES.get(name) or VARIANTS.get(name)
+    if found is None:
+        from tether.errors import UsageError
+
+        known = ", ".join([*CANDIDATES, *VARIANTS])
+        raise UsageError(f"tuning candidate {name!r}: unknown (known: {known})")
+    return found
 
 
 @dataclass(frozen=True)
@@ -142,7 +157,20 @@ class AttentionArm:
         if case.launch is not None and self.name in ("triton", "triton_eager"):
             from tether_kernels.arms import prepare_triton_config
 
+            if not isinstance(case.launch, LaunchConfig):
+                raise ArmUnavailableError(f"arm {self.name}: {case.config_name} is not its config")
             return prepare_triton_config(q, k, v, case.shape, out, case.launch, self.name, arch)
+        if case.launch is not None and self.name == "gluon":
+            from tether_kernels.gluon.arm import prepare_gluon
+
+            if isinstance(case.launch, LaunchConfig):
+                raise ArmUnavailableError(
+                    f"arm gluon: {case.config_name} is not one of its variants"
+                )
+            reason = self.arm.supports(case.shape, arch)
+            if reason is not None:
+                raise ArmUnavailableError(f"arm gluon: {reason}")
+            return prepare_gluon(case.launch)(q, k, v, case.shape, out, None, arch)
         return self.arm.prepare(q, k, v, case.shape, out=out, arch=arch)
 
     def kernels_on(self, arch: str) -> tuple[str, ...]:
@@ -168,10 +196,12 @@ _CHUNKED = {"batch": 1, "qo_len": 2048, "hq": 32, "hkv": 8, "head_dim": 128, "ca
 # The SDPA arm a call would otherwise take, in order of preference: the first that serves
 # every cell on the arch is role A.
 _SDPA = ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient")
+# tether's own kernel on the arch: the Gluon Hopper kernel where it serves (sm90), else Triton.
+_OURS = ("gluon", "triton")
 
 registry.sweep(
     Sweep(
-        name="prefill-triton-vs-sdpa",
+        name="prefill-vs-sdpa",
         case="attention",
         axes={
             "batch": (1, 4),
@@ -179,7 +209,7 @@ registry.sweep(
             "seqlen": (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 16384),
         },
         fixed=_SQUARE,
-        arms={"A": _SDPA, "B": "triton"},
+        arms={"A": _SDPA, "B": _OURS},
         entry_points=ENTRY_POINTS,
         timing=TimingPolicy(),
         description="square causal prefill, bf16, head_dim 128, GQA to 8 kv heads",
@@ -193,7 +223,7 @@ registry.sweep(
         fixed=_CHUNKED,
         # A must serve bottom-right causal; an arm that builds the mask inside its call is
         # still flagged kernel_mismatch by the fidelity check, not trusted.
-        arms={"A": ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient"), "B": "triton"},
+        arms={"A": ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient"), "B": _OURS},
         entry_points=ENTRY_POINTS,
         timing=TimingPolicy(),
         description="qo_len 2048 against kv_len 2K to 16K, f16 and bf16",
@@ -261,7 +291,7 @@ registry.sweep(
     )
 )
 
-# The peer serving stacks call: FlashInfer's Hopper FA3 kernel as A, tether's Triton arm as B,
+# The peer serving stacks call: FlashInfer's Hopper FA3 kernel as A, tether's own kernel as B,
 # on issue 15's calls. They run where flashinfer is installed (tether_kernels.peers); elsewhere
 # the run is rejected with the arm's reason.
 registry.sweep(
@@ -270,7 +300,7 @@ registry.sweep(
         case="attention",
         axes={"kv_len": (8192, 16384), "dtype": ("bf16", "f16")},
         fixed=_CHUNKED,
-        arms={"A": "flashinfer_fa3", "B": "triton"},
+        arms={"A": "flashinfer_fa3", "B": _OURS},
         entry_points=ENTRY_POINTS,
         # Four cells: each call lasts well under a millisecond, so the noise target usually
         # stops a cell before this cap (the default is sized for 60-cell maps).
@@ -285,7 +315,7 @@ registry.sweep(
         # A grid is a product: the 32/32 row covers every length, including the 4096 cell.
         axes={"hkv": (8, 32), "seqlen": (2048, 4096, 8192, 16384)},
         fixed={"batch": 1, "hq": 32, "head_dim": 128, "dtype": "bf16", "causal": True},
-        arms={"A": "flashinfer_fa3", "B": "triton"},
+        arms={"A": "flashinfer_fa3", "B": _OURS},
         entry_points=ENTRY_POINTS,
         timing=TimingPolicy(cell_cap_s=4.0),
         description="square causal prefill, bf16, head_dim 128, 32 query heads over 8 or 32 kv heads",
@@ -323,11 +353,11 @@ def _probe_bounds(device: str) -> tuple[Bound, ...]:
 registry.probe(
     Probe(
         sweep=Sweep(
-            name="triton-chunked-prefill",
+            name="chunked-prefill-bound",
             case="attention",
             axes={"kv_len": (2048, 8192, 16384), "dtype": ("f16", "bf16")},
             fixed=_CHUNKED,
-            arms={"B": "triton"},
+            arms={"B": _OURS},
             entry_points=("single_prefill",),
             timing=TimingPolicy(cell_cap_s=2.0),
             kind="probe",
@@ -338,7 +368,25 @@ registry.probe(
     )
 )
 
-# --- tuning: candidate launch configs of the Triton arm against a reference arm ------------
+# --- the gates' calls: the previous kernel against today's, in short bursts from rest ---------
+
+# Each gate is set between what its call ran at before and after a kernel change, both measured
+# here side by side, briefly and from rest so that neither is taken at a power-limited clock.
+registry.sweep(
+    Sweep(
+        name="gate-calls-sm90",
+        case="attention",
+        axes={"qo_len": (2048, 16384), "dtype": ("f16", "bf16")},
+        fixed={"batch": 1, "kv_len": 16384, "hq": 32, "hkv": 8, "head_dim": 128, "causal": True},
+        arms={"A": "triton", "B": "gluon"},
+        entry_points=ENTRY_POINTS,
+        timing=TimingPolicy(min_reps=6, max_reps=12, cell_cap_s=0.4, cooldown_s=3.0),
+        replicates=3,
+        description="the gated calls: the Triton kernel (before) against the Gluon kernel (after)",
+    )
+)
+
+# --- tuning: candidate configs against the fastest peer -----------------------------------
 
 # Candidates are named by their fields; the current sm90 default is among them so every tune
 # run measures today's kernel beside the alternatives.
@@ -363,5 +411,26 @@ registry.sweep(
         timing=TimingPolicy(cell_cap_s=1.5),
         kind="tune",
         description="candidate sm90 launch configs of the Triton arm against the fastest peer",
+    )
+)
+
+
+def _gluon_variants() -> tuple[str, ...]:
+    from tether_kernels.gluon.launch import VARIANTS
+
+    return tuple(VARIANTS)
+
+
+registry.sweep(
+    Sweep(
+        name="tune-gluon-sm90",
+        case="attention",
+        axes={"config": _gluon_variants(), "seqlen": (4096, 16384)},
+        fixed={"batch": 1, "hq": 32, **_SQUARE},
+        arms={"A": ("flashinfer_fa3", "sdpa_cudnn"), "B": "gluon"},
+        entry_points=(),
+        timing=TimingPolicy(cell_cap_s=1.0),
+        kind="tune",
+        description="variants of the Gluon sm90 kernel against the fastest peer",
     )
 )

@@ -135,7 +135,7 @@ def test_threshold_switches_at_min_qo_len(monkeypatch) -> None:
     held = _set(base, takes=(("qo_len", ">=", 2048),))
     monkeypatch.setattr(arch_caps, "POLICY", (held,))
     shape = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
-    assert route("single_prefill", shape, "sm90") == "triton"
+    assert route("single_prefill", shape, "sm90") == held.arm
     assert route("single_prefill", shape.with_(qo_len=1024), "sm90") == "sdpa_cudnn"
     # batch_prefill is its own path: the threshold is for single_prefill only.
     assert route("batch_prefill", shape, "sm90") == "sdpa_cudnn"
@@ -177,7 +177,7 @@ def test_every_gpu_arch_has_a_conservative_chunked_threshold() -> None:
         assert len(chunked) == 1, f"{arch}: {found}"
         (th,) = chunked
         assert th.region == f"policy-{arch}-single-prefill-chunked"
-        assert th.arm == "triton"
+        assert th.arm == arch_caps.OWN_ARM.get(arch, "triton")
         if arch != "sm90":  # the only arch with runs in the store so far
             assert th.takes is None
         assert th.otherwise == arch_caps.SDPA_PREFERENCE[arch][0]
@@ -209,7 +209,7 @@ def test_chunked_scope_applies_when_kv_len_exceeds_qo_len() -> None:
 def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, monkeypatch) -> None:
     monkeypatch.setattr(arch_caps, "POLICY", _chunked_policy_set(2048))
     sdpa = arch_caps.SDPA_PREFERENCE[arch][0]
-    want = "triton" if shape.kv_len > shape.qo_len else sdpa
+    want = arch_caps.OWN_ARM.get(arch, "triton") if shape.kv_len > shape.qo_len else sdpa
     assert route("single_prefill", shape, arch) == want
     assert route("single_prefill", shape.with_(qo_len=1024), arch) == sdpa
     assert route("batch_prefill", shape, arch) == sdpa
@@ -233,12 +233,12 @@ def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
     unset_chunked = _set(chunked, takes=None)
     at_1k = (("qo_len", ">=", 1024),)
     monkeypatch.setattr(arch_caps, "POLICY", (_set(general, takes=at_1k), unset_chunked))
-    assert route("single_prefill", CHUNKED, "sm90") == "triton"
+    assert route("single_prefill", CHUNKED, "sm90") == general.arm
     # Both set: order decides between their arms.
     both = (_set(chunked, takes=at_1k, arm="triton_eager"), _set(general, takes=at_1k))
     monkeypatch.setattr(arch_caps, "POLICY", both)
     assert route("single_prefill", CHUNKED, "sm90") == "triton_eager"
-    assert route("single_prefill", SQUARE, "sm90") == "triton"
+    assert route("single_prefill", SQUARE, "sm90") == general.arm
     # None takes its arm: the first threshold that applies names the other arm.
     idle = (_set(chunked, otherwise="sdpa_flash", takes=None), general)
     monkeypatch.setattr(arch_caps, "POLICY", idle)
@@ -251,5 +251,5 @@ def test_sm90_policy_routes_as_its_thresholds_say() -> None:
     # chunked calls go to triton exactly where the chunked threshold takes them.
     (chunked,) = [th for th in arch_caps.thresholds_for("sm90") if th.scope]
     for shape in (CHUNKED, CHUNKED.with_(qo_len=1024), SQUARE):
-        want = "triton" if chunked.takes_arm(shape.key()) else "sdpa_cudnn"
+        want = chunked.arm if chunked.takes_arm(shape.key()) else "sdpa_cudnn"
         assert route("single_prefill", shape, "sm90") == want

@@ -31,7 +31,7 @@ def fixture_project(
     harness: Iterable[str] = (),
     kernels: Iterable[str] = ("kernels/**/*.py",),
     doc_arches: Iterable[str] = ("sm90", "gfx942", "gfx950", "gfx1151"),
-    headline: str | None = "prefill-triton-vs-sdpa",
+    headline: str | None = "prefill-vs-sdpa",
     scan_exclude: Iterable[str] = (),
     extra: str = "",
 ) -> Path:

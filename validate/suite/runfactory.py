@@ -156,7 +156,7 @@ def _finish(run: Run, store: Path | None) -> Run:
 
 def make_sweep_run(
     *,
-    name: str = "prefill-triton-vs-sdpa",
+    name: str = "prefill-vs-sdpa",
     arch: str = "sm90",
     axes: Mapping[str, Sequence[Any]] | None = None,
     fixed: Mapping[str, Any] | None = None,
@@ -346,7 +346,7 @@ def make_verify_run(
 def make_not_measured_run(
     *,
     kind: str = "sweep",
-    name: str = "prefill-triton-vs-sdpa",
+    name: str = "prefill-vs-sdpa",
     arch: str = "sm90",
     reason: str = "host busy: guard lock held by another session",
     started: str = FIXTURE_STARTED,

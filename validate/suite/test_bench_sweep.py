@@ -36,12 +36,12 @@ def bench(store: Path, reg: Registry | None = None, **kw: Any) -> Bench:
 
 def test_every_registered_sweep_names_its_case_and_arms() -> None:
     reg = real()
-    for required in ("prefill-triton-vs-sdpa", "chunked-prefill", "cpu-demo", "aa-release-demo"):
+    for required in ("prefill-vs-sdpa", "chunked-prefill", "cpu-demo", "aa-release-demo"):
         assert required in reg.sweeps
     for name, sweep in reg.sweeps.items():
         assert sweep.name == name and sweep.case in reg.cases
         assert {"A", "B"} <= set(sweep.arms) and sweep.unit == "FLOP"
-    assert len(reg.get_sweep("prefill-triton-vs-sdpa").keys()) == 60
+    assert len(reg.get_sweep("prefill-vs-sdpa").keys()) == 60
 
 
 def test_cpu_demo_sweep_end_to_end_loads_and_validates(tmp_path: Path) -> None:
@@ -255,7 +255,7 @@ def test_probe_and_gpu_sweeps_refuse_fast_without_a_gpu(
     from tether.cli import main
 
     monkeypatch.setattr(Target, "detect", staticmethod(lambda index=None: CPU))
-    for argv in (["probe"], ["sweep", "prefill-triton-vs-sdpa"]):
+    for argv in (["probe"], ["sweep", "prefill-vs-sdpa"]):
         out, err = io.StringIO(), io.StringIO()
         code = main(["--root", str(ROOT), "--store", str(tmp_path), *argv], out, err)
         assert code == 77 and "needs a GPU" in err.getvalue(), err.getvalue()

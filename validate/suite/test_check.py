@@ -34,7 +34,7 @@ from validate.suite.runfactory import (
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_FILE = REPO / "kernels" / "tether_kernels" / "arch_caps.py"
-SWEEP = "prefill-triton-vs-sdpa"
+SWEEP = "prefill-vs-sdpa"
 OLD_HARNESS = "sha256:" + "0" * 64  # FIXTURE: a harness that no longer exists
 AXES = {"seqlen": [2048, 4096]}
 FIXED = {"batch": 1, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "f16", "causal": True}

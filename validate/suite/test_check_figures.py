@@ -24,8 +24,8 @@ from validate.suite.fixture_project import fixture_project
 from validate.suite.runfactory import make_sweep_run, write_conservative_policy
 
 REPO = Path(__file__).resolve().parents[2]
-CURVE = Path("docs/figures/sm90-prefill-triton-vs-sdpa.svg")
-TREND = Path("docs/figures/trend-sm90-prefill-triton-vs-sdpa.svg")
+CURVE = Path("docs/figures/sm90-prefill-vs-sdpa.svg")
+TREND = Path("docs/figures/trend-sm90-prefill-vs-sdpa.svg")
 
 
 def _check(root: Path, store: Path, *extra: str) -> tuple[int, str]:

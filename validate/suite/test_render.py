@@ -61,7 +61,7 @@ def test_render_is_deterministic_including_svg(sweep_store: Path) -> None:
     first, second = render_all(ROOT, sweep_store), render_all(ROOT, sweep_store)
     assert first == second
     svgs = [p for p in first if p.suffix == ".svg"]
-    assert svgs == [Path("docs/figures/sm90-prefill-triton-vs-sdpa.svg")]
+    assert svgs == [Path("docs/figures/sm90-prefill-vs-sdpa.svg")]
     assert b"<dc:date>" not in first[svgs[0]]
 
 
@@ -82,7 +82,7 @@ def test_headline_matches_independent_numpy(sweep_store: Path) -> None:
     assert f"geomean {gm_whole:.3f} over {len(whole)} cells of population whole-map" in backends
     assert f"{sum(r < 1 for r in whole)} below 1.00" in backends
     assert "Tested: 12 passed, 0 failed, 2 skipped" in readme
-    assert "figures/sm90-prefill-triton-vs-sdpa.svg" in backends
+    assert "figures/sm90-prefill-vs-sdpa.svg" in backends
     assert "| seqlen | cells | geomean |" in backends
     assert "\\_attn\\_fwd" in backends  # kernel names pass through md_cell
 
@@ -112,7 +112,7 @@ def test_superseded_run_is_marked(tmp_path: Path) -> None:
     assert mark in _text(out, README)
     assert "harness current" not in _text(out, README)
     assert mark in _text(out, BACKENDS)
-    assert b"superseded" in out[Path("docs/figures/sm90-prefill-triton-vs-sdpa.svg")]
+    assert b"superseded" in out[Path("docs/figures/sm90-prefill-vs-sdpa.svg")]
 
 
 def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
@@ -132,7 +132,7 @@ def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
 def test_policy_regions_render_and_are_ruff_format_fixed_points(sweep_store: Path) -> None:
     out = render_all(ROOT, sweep_store)
     text = _text(out, Path("kernels/tether_kernels/arch_caps.py"))
-    assert "# sweep prefill-triton-vs-sdpa, population single-prefill-gate" in text
+    assert "# sweep prefill-vs-sdpa, population single-prefill-gate" in text
     assert "beyond their noise" in text
     assert "# geomean_win: holds" in text or "# geomean_win: does not hold" in text
     assert "# not measured: the store has no guarded ok run of this sweep on gfx942." in text

@@ -54,9 +54,9 @@ def test_cpu_demo_store_gets_a_cpu_section_with_its_headline(tmp_path: Path) -> 
     assert "## cpu" in backends and "### cpu: cpu-demo" in backends
     # The cpu arch lists only what the store holds; the listed arches keep the headline sweep.
     cpu_part = backends.split("## cpu", 1)[1]
-    assert "prefill-triton-vs-sdpa" not in cpu_part
+    assert "prefill-vs-sdpa" not in cpu_part
     for arch in ("sm90", "gfx942", "gfx950", "gfx1151"):
-        assert f"### {arch}: prefill-triton-vs-sdpa\n" in backends
+        assert f"### {arch}: prefill-vs-sdpa\n" in backends
         assert "cpu-demo" not in _line(readme, arch)
     assert Path("docs/figures/cpu-cpu-demo.svg") in out
 
@@ -75,7 +75,7 @@ def test_other_sweeps_on_a_gpu_arch_follow_the_headline(tmp_path: Path) -> None:
     backends = _text(render_all(ROOT, store), BACKENDS)
     part = backends.split("## gfx942", 1)[1].split("## gfx950", 1)[0]
     order = [m.group(1) for m in re.finditer(r"^### gfx942: (\S+)$", part, re.M)]
-    assert order == ["prefill-triton-vs-sdpa", "deferred-rescale-square", "probe", "gates"]
+    assert order == ["prefill-vs-sdpa", "deferred-rescale-square", "probe", "gates"]
     assert "deferred-rescale-square" not in backends.split("## gfx942", 1)[0]
 
 
@@ -91,9 +91,9 @@ def test_trend_part_needs_two_runs(tmp_path: Path) -> None:
     backends = _text(out, BACKENDS)
     assert "Trend over 2 guarded runs" in backends
     assert re.search(r"- up by \d\.\d{3} \(noise [^)]*\) from `[^`]+` \(git \w+\) to", backends)
-    figure = Path("docs/figures/trend-sm90-prefill-triton-vs-sdpa.svg")
+    figure = Path("docs/figures/trend-sm90-prefill-vs-sdpa.svg")
     assert figure in out and out[figure].startswith(b"<?xml")
-    assert "(figures/trend-sm90-prefill-triton-vs-sdpa.svg)" in backends
+    assert "(figures/trend-sm90-prefill-vs-sdpa.svg)" in backends
 
 
 def test_steady_trend_says_no_change(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ def test_steady_history_has_no_change() -> None:
     runs = [_night(d, 0.9) for d in (1, 2, 3)]
     ctx = trend_context(runs)
     (trend,) = ctx["trends"]
-    assert (trend["arch"], trend["sweep"]) == ("sm90", "prefill-triton-vs-sdpa")
+    assert (trend["arch"], trend["sweep"]) == ("sm90", "prefill-vs-sdpa")
     assert trend["measured"] == 3
     assert [p["started"] for p in trend["points"]] == sorted(p["started"] for p in trend["points"])
     assert trend["changes"] == []
@@ -103,12 +103,12 @@ def test_one_trend_per_arch_and_sweep_and_svg_is_deterministic() -> None:
     runs = [_night(1, 0.9), _night(2, 0.9), _night(1, 0.8, arch="gfx942")]
     ctx = trend_context(runs)
     assert [(t["arch"], t["sweep"]) for t in ctx["trends"]] == [
-        ("gfx942", "prefill-triton-vs-sdpa"),
-        ("sm90", "prefill-triton-vs-sdpa"),
+        ("gfx942", "prefill-vs-sdpa"),
+        ("sm90", "prefill-vs-sdpa"),
     ]
     figures = trend_figures(runs)
     assert set(figures) == {t["figure"] for t in ctx["trends"]}
-    svg = figures["trend-sm90-prefill-triton-vs-sdpa.svg"]
+    svg = figures["trend-sm90-prefill-vs-sdpa.svg"]
     assert svg.startswith("<?xml") and "<dc:date>" not in svg
     assert trend_svg(ctx["trends"][1]) == svg
 

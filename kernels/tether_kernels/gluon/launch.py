@@ -56,7 +56,11 @@ VARIANTS: dict[str, GluonConfig] = {
     "n64s3pp": GluonConfig(block_n=64, stages=3),
     "n64s4pp": GluonConfig(block_n=64, stages=4),
 }
-DEFAULT_VARIANT = "n128s2pp"
+# The arm's variant. Chosen from an exploratory timing session on an H200 (validate/
+# gluon_session.py, whose numbers are not store runs); the tuning grid tune-gluon-sm90 measures
+# every variant against the fastest peer under the guard, and kernels/NOTES.md renders its
+# outcome from the store.
+DEFAULT_VARIANT = "n128s2"
 
 
 def gluon_unavailable(device: Any = None) -> str | None:

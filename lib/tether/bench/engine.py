@@ -75,6 +75,10 @@ class TimingPolicy:
     # on an H200 (max 1980 MHz) anything under 1881 MHz. Throttled cells are never a gate's
     # before or after.
     throttle_ratio: float = 0.95
+    # Seconds of rest before a cell's warm-up: a GPU that has just run long cells sits at its
+    # power limit with a lowered SM clock, and a short measurement (a gate) that starts from
+    # rest is timed at the clock the device reaches, not the one the previous cell left.
+    cooldown_s: float = 0.0
     # Deliberately wrong, for demonstrations only: release the allocator cache between arms
     # so an arm pays device malloc inside its own measurement (the seeds' failure).
     release_between_arms: bool = False
@@ -93,6 +97,8 @@ class TimingPolicy:
             raise UsageError("timing policy: buffer_sets must be >= 1")
         if self.calls_per_sample is not None and self.calls_per_sample < 1:
             raise UsageError("timing policy: calls_per_sample must be >= 1")
+        if self.cooldown_s < 0:
+            raise UsageError("timing policy: cooldown_s must be >= 0")
         if not (self.noise_target > 0 and self.cell_cap_s > 0 and self.min_sample_s > 0):
             raise UsageError("timing policy: noise_target, cell_cap_s, min_sample_s must be > 0")
 
@@ -316,6 +322,9 @@ def measure(
     roles = list(fns)
     rng = random.Random(policy.seed if seed is None else seed)
 
+    if policy.cooldown_s:
+        probes.sync()
+        time.sleep(policy.cooldown_s)
     # Warm every arm before timing any, so no arm pays first-call costs in its samples.
     for _ in range(policy.warmup_calls):
         for role in roles:
