@@ -30,6 +30,8 @@ _TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 # page granule), so every role's inputs are placed alike; see tether.bench.engine.
 SLAB_ALIGN = {"cpu": 64}
 DEVICE_ALIGN = 2 * 1024 * 1024
+# A sweep axis ``seqlen`` is a square call's length: it stands for qo_len and kv_len alike.
+SQUARE_ALIAS = {"seqlen": ("qo_len", "kv_len")}
 _SHAPE_FIELDS = ("batch", "qo_len", "kv_len", "hq", "hkv", "head_dim", "dtype", "causal")
 
 
@@ -108,7 +110,7 @@ class AttentionCase:
 def attention_case(fields: Mapping[str, Any]) -> AttentionCase:
     """A cell's fields (``seqlen`` meaning a square call; ``config`` naming a tuning
     candidate) as an AttentionCase."""
-    full = shape_fields(fields, {})
+    full = shape_fields(fields, {}, SQUARE_ALIAS)
     full.pop("seqlen", None)
     name = full.pop("config", None)
     unknown = sorted(set(full) - set(_SHAPE_FIELDS))
@@ -208,6 +210,7 @@ registry.sweep(
             "hq": (16, 32, 64),
             "seqlen": (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 16384),
         },
+        aliases=SQUARE_ALIAS,
         fixed=_SQUARE,
         arms={"A": _SDPA, "B": _OURS},
         entry_points=ENTRY_POINTS,
@@ -249,6 +252,7 @@ registry.sweep(
         name="aa-release-demo",
         case="attention",
         axes={"seqlen": (256, 1024, 4096)},
+        aliases=SQUARE_ALIAS,
         fixed={"batch": 1, "hq": 32, **_SQUARE},
         arms={"A": _SDPA, "B": "triton"},
         entry_points=ENTRY_POINTS,
@@ -268,6 +272,7 @@ registry.sweep(
         name="aa-control-demo",
         case="attention",
         axes={"seqlen": (256, 1024, 4096)},
+        aliases=SQUARE_ALIAS,
         fixed={"batch": 1, "hq": 32, **_SQUARE},
         arms={"A": _SDPA, "B": "triton"},
         entry_points=ENTRY_POINTS,
@@ -280,6 +285,7 @@ registry.sweep(
         name="cpu-demo",
         case="attention",
         axes={"hq": (2, 4), "seqlen": (64, 128, 256)},
+        aliases=SQUARE_ALIAS,
         fixed={"batch": 1, "hkv": 2, "head_dim": 64, "dtype": "f32", "causal": True},
         arms={"A": "sdpa_math", "B": "sdpa_flash"},
         entry_points=ENTRY_POINTS,
@@ -314,6 +320,7 @@ registry.sweep(
         case="attention",
         # A grid is a product: the 32/32 row covers every length, including the 4096 cell.
         axes={"hkv": (8, 32), "seqlen": (2048, 4096, 8192, 16384)},
+        aliases=SQUARE_ALIAS,
         fixed={"batch": 1, "hq": 32, "head_dim": 128, "dtype": "bf16", "causal": True},
         arms={"A": "flashinfer_fa3", "B": _OURS},
         entry_points=ENTRY_POINTS,
@@ -405,6 +412,7 @@ registry.sweep(
             "config": tuple(CANDIDATES),
             "seqlen": (4096, 16384),
         },
+        aliases=SQUARE_ALIAS,
         fixed={"batch": 1, "hq": 32, **_SQUARE},
         arms={"A": ("flashinfer_fa3", "sdpa_cudnn"), "B": "triton"},
         entry_points=(),
@@ -426,6 +434,7 @@ registry.sweep(
         name="tune-gluon-sm90",
         case="attention",
         axes={"config": _gluon_variants(), "seqlen": (4096, 16384)},
+        aliases=SQUARE_ALIAS,
         fixed={"batch": 1, "hq": 32, **_SQUARE},
         arms={"A": ("flashinfer_fa3", "sdpa_cudnn"), "B": "gluon"},
         entry_points=(),

@@ -45,13 +45,19 @@ def describe(conditions: tuple[Condition, ...]) -> str:
     return ", ".join(f"{n} {op} {v}" for n, op, v in conditions)
 
 
-def shape_fields(key: Mapping[str, object], fixed: Mapping[str, object]) -> dict[str, object]:
-    """A cell's fields: its key over the grid's fixed values; an axis ``seqlen`` stands for
-    equal ``qo_len`` and ``kv_len`` (a square call), as tether's attention sweeps use it."""
+def shape_fields(
+    key: Mapping[str, object],
+    fixed: Mapping[str, object],
+    aliases: Mapping[str, object] | None = None,
+) -> dict[str, object]:
+    """A cell's fields: its key over the grid's fixed values, plus the fields its sweep declares
+    as aliases of an axis (``{"seqlen": ["qo_len", "kv_len"]}``: a square call's length
+    stands for both), so populations and gates match cells by the fields they mean."""
     full = {**fixed, **key}
-    if "seqlen" in full:
-        full.setdefault("qo_len", full["seqlen"])
-        full.setdefault("kv_len", full["seqlen"])
+    for axis, names in (aliases or {}).items():
+        if axis in full:
+            for name in names:  # type: ignore[attr-defined]
+                full.setdefault(name, full[axis])
     return full
 
 

@@ -56,7 +56,7 @@ def has_gpu() -> bool:
 @functools.lru_cache(maxsize=1)
 def current_arch() -> str:
     """The arch tests run on: the GPU's, or ``cpu``."""
-    from tether_kernels.arch_caps import detect_arch
+    from tether.arch import detect_arch
 
     return detect_arch()
 

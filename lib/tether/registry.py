@@ -102,6 +102,9 @@ class Sweep:
     kind: str = "sweep"  # or "tune": a grid of candidate configs against a reference arm
     published: bool = True
     description: str = ""
+    # Axes that stand for other fields, recorded in the run so populations and gates match by
+    # the fields they mean: {"seqlen": ("qo_len", "kv_len")} for a square call's length.
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def keys(self) -> list[dict[str, Any]]:
         names = list(self.axes)

@@ -135,7 +135,12 @@ class CellStat:
         return THROTTLED in self.flags
 
 
-def cell_stat(cell: Cell, fixed: Mapping[str, object], siblings: Sequence[float] = ()) -> CellStat:
+def cell_stat(
+    cell: Cell,
+    fixed: Mapping[str, object],
+    siblings: Sequence[float] = (),
+    aliases: Mapping[str, object] | None = None,
+) -> CellStat:
     """One cell judged; ``siblings`` are this cell's ratios in other runs of the same setup."""
     a, a2, b = cell.samples["A"], cell.samples[CONTROL], cell.samples["B"]
     aa = aa_statistics(a, a2)
@@ -160,7 +165,7 @@ def cell_stat(cell: Cell, fixed: Mapping[str, object], siblings: Sequence[float]
         blocks=blocks,
         verdict=verdict(ratio, floor, band),
         flags=tuple(sorted(cell.flags)),
-        fields=shape_fields(key, fixed),
+        fields=shape_fields(key, fixed, aliases),
         entry_points=tuple(cell.reach.get("entry_points", ()) or ()),
         work=cell.work,
     )
@@ -199,7 +204,7 @@ def _judged(run: Run, index: int, cell: Cell, siblings: Sequence[float]) -> Cell
     where = run.path or f"run {run.id}"
     about = f"cell {label} of run {run.id}"
     try:
-        st = cell_stat(cell, run.fixed, siblings)
+        st = cell_stat(cell, run.fixed, siblings, run.aliases)
     except (ArithmeticError, ValueError, KeyError) as exc:
         raise RunFileError(where, f"cells[{index}]", f"{about}: no statistic: {exc!r}") from None
     numbers = (st.a_median, st.b_median, st.ratio, *st.aa, *st.band, *st.blocks)
@@ -410,7 +415,7 @@ def evaluate(evidence: Evidence, run: Run | None, siblings: Sequence[Run] = ()) 
 def find_cell(run: Run, call: Mapping[str, object]) -> Cell | None:
     """The cell of ``run`` whose fields (key over fixed) match every item of ``call``."""
     for cell in run.cells:
-        full = shape_fields(cell.key, run.fixed)
+        full = shape_fields(cell.key, run.fixed, run.aliases)
         if all(full.get(k) == v for k, v in call.items()):
             return cell
     return None

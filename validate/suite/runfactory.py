@@ -194,6 +194,7 @@ def make_sweep_run(
             "arms": dict(arms or {"A": "sdpa_flash", "B": "triton"}),
             "case": "attention",
             "unit": "FLOP",
+            "aliases": {"seqlen": ["qo_len", "kv_len"]},
             "entry_points": ["single_prefill", "batch_prefill"],
             "timing": {"warmup": 3, "reps": n},
         },

@@ -315,6 +315,7 @@ def run_shard(
             1, bench.replicates if bench.replicates is not None else sweep.replicates
         ),
         "device_index": bench.target.index,
+        **({"aliases": {k: list(v) for k, v in sweep.aliases.items()}} if sweep.aliases else {}),
     }
     run = bench.new_run(
         "sweep", sweep.name, config=config, status=status, reason=reason, cells=cells,

@@ -263,7 +263,7 @@ def probe_doc(runs: list[Run], arch: str, current: str) -> ProbeDoc | None:
     for cell in run.cells:
         stat = rate_of(run, dict(cell.key), "B")
         assert stat is not None
-        label = str(shape_fields(cell.key, run.fixed).get(field_name, ""))
+        label = str(shape_fields(cell.key, run.fixed, run.aliases).get(field_name, ""))
         b = bounds.get(label)
         points.append(
             ProbePoint(key_label(cell.key), stat.rate, label, stat.rate / b.rate if b else None)

@@ -266,6 +266,11 @@ class Run:
         return dict(grid.get("fixed", {}) or {})
 
     @property
+    def aliases(self) -> Mapping[str, Any]:
+        """Axes the sweep declared as standing for other fields (``config.aliases``)."""
+        return dict(self.config.get("aliases", {}) or {})
+
+    @property
     def evidence_grade(self) -> bool:
         """An ok measurement that held the guard: the only kind of run a policy, a gate, a
         headline or a trend may cite."""
