@@ -1,3 +1,2 @@
-"""Loads tether's pytest plugin: markers, hardware skips and per-GPU pinning live there."""
-
-pytest_plugins = ["tether.pytest_plugin"]
+"""tether's pytest plugin (markers, hardware skips, per-GPU pinning, tether_measure) is
+loaded through its ``pytest11`` entry point wherever tether is installed; nothing to add here."""

@@ -133,3 +133,54 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = skip_reason(item)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def tether_measure() -> Any:
+    """Measure one sweep cell inside a test, with tether's engine and statistics.
+
+        def test_fused_beats_ops(tether_measure):
+            stat = tether_measure({"A": ops_call, "A2": ops_call_2, "B": fused_call})
+            assert stat.verdict != "loss", stat
+
+    Roles: ``A`` (the baseline), ``B`` (the arm under test) and ``A2``, a second, separately
+    prepared instance of A (the A/A control; when left out, A is timed twice, which measures
+    timer noise only). Returns a ``tether.stats.CellStat`` judged against its A/A floor and
+    replicate band (``blocks`` replicate blocks of the engine's samples). A test that needs a
+    number kept belongs in a sweep that writes a run; this is for checks a test can fail.
+    """
+    from collections.abc import Callable, Mapping
+
+    def measure(
+        calls: Mapping[str, Callable[[], object]],
+        *,
+        policy: Any = None,
+        blocks: int = 2,
+        work: float = 1.0,
+    ) -> Any:
+        from tether.bench.engine import TimingPolicy
+        from tether.bench.engine import measure as engine_measure
+        from tether.stats import cell_stat
+        from tether.store.model import Cell
+
+        if not {"A", "B"} <= set(calls):
+            raise pytest.UsageError("tether_measure: calls need roles A and B (and ideally A2)")
+        roles = {"A": calls["A"], "A2": calls.get("A2", calls["A"]), "B": calls["B"]}
+        timing = policy or TimingPolicy()
+        dev = device()
+        samples: dict[str, list[float]] = {r: [] for r in roles}
+        sizes = []
+        for block in range(max(1, blocks)):
+            got = engine_measure(roles, timing, device=dev, seed=timing.seed + block).samples
+            for role, vals in got.items():
+                samples[role].extend(vals)
+            sizes.append(len(got["A"]))
+        cell = Cell(
+            key={"cell": "tether_measure"},
+            work=work,
+            samples={r: tuple(v) for r, v in samples.items()},
+            blocks=tuple(sizes) if len(sizes) > 1 else (),
+        )
+        return cell_stat(cell, {})
+
+    return measure

@@ -54,6 +54,8 @@ def test_triggers_and_concurrency() -> None:
     on = wf.get("on", wf.get(True))  # YAML 1.1 reads a bare `on` key as true
     assert "schedule" in on and on["schedule"][0]["cron"]
     assert "workflow_dispatch" in on
+    # Reusable by an adopting repository, with the same input as a manual dispatch.
+    assert on["workflow_call"]["inputs"]["sweeps"]["type"] == "string"
     assert wf["concurrency"] == {"group": "nightly-hardware", "cancel-in-progress": False}
 
 

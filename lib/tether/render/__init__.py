@@ -50,7 +50,14 @@ def render_all(root: Path, store: Path | Any) -> dict[Path, bytes]:
     """Every target's full expected content, figures drawn, keyed by path relative to ``root``."""
     texts, figures = render_parts(root, store)
     out = dict(texts)
-    out.update({path: spec.draw() for path, spec in figures.items()})
+    try:
+        out.update({path: spec.draw() for path, spec in figures.items()})
+    except ImportError as exc:
+        from tether.errors import UsageError
+
+        raise UsageError(
+            f"tether render draws the SVG figures with matplotlib ({exc}); install tether[render]"
+        ) from exc
     return dict(sorted(out.items()))
 
 

@@ -1,0 +1,45 @@
+"""The light install: `tether check` (and so the pre-commit hook) needs neither a GPU stack nor
+a plotting library. Built in a fresh virtual environment from this checkout, base dependencies
+only, then run on the checkout: its size and its imports are the point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.devtool("pip")
+def test_check_runs_from_a_light_install(tmp_path: Path) -> None:
+    venv = tmp_path / "hook"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    done = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", str(ROOT)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    probe = (
+        "import io, sys\n"
+        "from tether.cli import main\n"
+        f"code = main(['--root', {str(ROOT)!r}, 'check', '--quiet'], io.StringIO(), sys.stderr)\n"
+        "heavy = sorted(m for m in ('torch', 'triton', 'matplotlib', 'numpy') if m in sys.modules)\n"
+        "print(code, heavy)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TETHER_ROOT")}
+    run = subprocess.run(
+        [str(py), "-c", probe], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    code, heavy = run.stdout.split(" ", 1)
+    assert heavy.strip() == "[]", run.stdout
+    assert code == "0", run.stdout + run.stderr  # the checkout is clean in the light install too
+    site = next((venv / "lib").glob("python*/site-packages"))
+    size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
+    assert size < 100 * 2**20, f"the light install holds {size / 2**20:.0f} MiB"
