@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether._scan import Finding, scan_tree
-from tether.errors import TetherError
+from tether.errors import TetherError, UsageError
 
 if TYPE_CHECKING:
     from tether.policy import Gate, Threshold
