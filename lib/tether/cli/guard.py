@@ -160,6 +160,7 @@ def _verify(args: argparse.Namespace, ctx: Any) -> int:
         err=ctx.err,
         lock_path=args.lock,
         off_target_store=None if ctx.store_given else scratch_store(ctx),
+        workers=args.workers,
     )
 
 
@@ -223,6 +224,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     v.add_argument(
         "--lock", default=None, metavar="PATH", help="lock file (default: $TETHER_GUARD_LOCK)"
+    )
+    v.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pytest-xdist workers (default: one per visible GPU; more share GPUs round-robin)",
     )
     v.add_argument("extra", nargs=argparse.REMAINDER, help="-- extra pytest arguments")
     v.set_defaults(handler=_verify)

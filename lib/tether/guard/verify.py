@@ -117,18 +117,27 @@ def run_verify(
     err: TextIO,
     lock_path: Path | str | None = None,
     off_target_store: Path | None = None,
+    workers: int | None = None,
 ) -> int:
     """Run the suite under the guard, record the verify run, print the verdict line last.
 
     ``off_target_store``: where the run goes when this host has no GPU (it is no verify
     host, so its run is not evidence for the project's store); None keeps ``store``.
+    ``workers``: pytest-xdist processes; None means one per GPU this process may use (the
+    visibility variables count, so ``CUDA_VISIBLE_DEVICES=0`` verifies on GPU 0 alone).
+    More workers than GPUs share them round-robin: Triton's compiles are CPU-bound.
     """
     vendor = resolve_vendor(vendor)
     if vendor == "cpu" and off_target_store is not None:
         store = off_target_store
         print(f"[verify-cpu] no GPU on this host: the run goes to {store}", file=err)
     arch, device, driver = devinfo.device_info(vendor)
-    workers = max(1, devinfo.gpu_count(vendor))
+    from tether.gpus import visible_gpus
+
+    gpus = visible_gpus() if vendor != "cpu" else 0
+    if workers is not None and workers < 1:
+        raise UsageError(f"verify --workers: must be >= 1, got {workers}")
+    workers = workers if workers is not None else max(1, gpus)
     tag = f"verify-{vendor}"
     with tempfile.TemporaryDirectory(prefix="tether-verify-") as tmp:
         junit = Path(tmp) / "junit.xml"
@@ -166,6 +175,7 @@ def run_verify(
         "suite": suite,
         "vendor": vendor,
         "workers": workers,
+        "gpus": gpus,
         "complete": complete,
         "selection": [str(a) for a in extra],
     }
