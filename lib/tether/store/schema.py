@@ -56,6 +56,11 @@ RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
     },
     "sweep": {},
 }
+# kind -> fields ``results`` may carry beside the required ones (validated when present).
+OPTIONAL_RESULTS: dict[str, tuple[str, ...]] = {
+    # The routed public-API cases the suite ran, by the arm the router picked: arm -> count.
+    "verify": ("routed_cases",),
+}
 # Roles each ok cell must carry samples for.
 REQUIRED_ROLES = {"sweep": ("A", "A2", "B"), "gate": ("B",), "probe": ("B",), "verify": ()}
 
@@ -279,8 +284,9 @@ def _results(c: _Checker, value: object, kind: str, ok: bool) -> dict[str, Any]:
     results = c.obj(value, "results")
     spec = RESULTS[kind]
     # A run that is not ok may have no summary at all; if it has one, it is a whole one.
+    optional = OPTIONAL_RESULTS.get(kind, ())
     if spec and (ok or results):
-        c.keys(results, "results", tuple(spec))
+        c.keys({k: v for k, v in results.items() if k not in optional}, "results", tuple(spec))
         for k, (types, desc) in spec.items():
             v = results[k]
             if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
@@ -291,6 +297,13 @@ def _results(c: _Checker, value: object, kind: str, ok: bool) -> dict[str, Any]:
                 c.fail(f"results.{k}", "must not be negative")
         if kind == "verify" and results["vendor"] not in VENDORS:
             c.fail("results.vendor", f"expected one of {', '.join(VENDORS)}")
+    if "routed_cases" in optional and "routed_cases" in results:
+        for arm, n in c.obj(results["routed_cases"], "results.routed_cases").items():
+            field = f"results.routed_cases.{arm}"
+            if not AXIS_RE.fullmatch(arm):
+                c.fail(field, "arm names must be identifiers")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                c.fail(field, f"expected a non-negative int, got {n!r}")
     c.finite_tree(results, "results")
     return results
 
