@@ -39,7 +39,7 @@ import torch
 from tether.errors import UsageError
 from tether.pytest_plugin import current_arch, has_gpu, interpreter_on
 from tether_kernels import ARCHES, Shape, batch_prefill, prefill, route, single_prefill
-from tether_kernels.arch_caps import ROUTE_ORDER
+from tether_kernels.arch_caps import ROUTE_ORDER, thresholds_for
 from tether_kernels.arms import attention_ref, get_arm
 from tether_kernels.routing import candidates
 from tether_kernels.serves import HEAD_DIMS_POW2, HEAD_DIMS_SDPA, has_keyless_rows
@@ -220,6 +220,13 @@ HEADS = Grid(
         return_lse=return_lse,
     ),
 )
+
+
+def _hd_heads(gpu: bool) -> tuple[int, int]:
+    # A GPU compiles the Triton kernel per head count and group: the other tests' heads.
+    return _heads(gpu) if gpu else (4, 2)
+
+
 # Keyless rows (causal qo_len > kv_len), square, and chunked: the relations routing splits on.
 RELATIONS = _pairs(((65, 17), (64, 64), (17, 129)))
 HEAD_DIMS = Grid(
@@ -227,10 +234,10 @@ HEAD_DIMS = Grid(
         "head_dim": _values(HEAD_DIMS_SDPA, "d{}"),
         "pair": RELATIONS,
         "causal": CAUSAL,
-        "dtype": _values(("f16", "bf16")),
+        "dtype": DTYPES,
     },
     lambda gpu, head_dim, pair, causal, dtype: Call(
-        "single_prefill", Shape(1, *pair, 4, 2, head_dim, dtype, causal)
+        "single_prefill", Shape(1, *pair, *_hd_heads(gpu), head_dim, dtype, causal)
     ),
 )
 LSE_HEAD_DIMS = Grid(
@@ -240,7 +247,9 @@ LSE_HEAD_DIMS = Grid(
         "causal": CAUSAL,
     },
     lambda gpu, head_dim, pair, causal: Call(
-        "single_prefill", Shape(1, *pair, 4, 2, head_dim, "f16", causal), return_lse=True
+        "single_prefill",
+        Shape(1, *pair, *_hd_heads(gpu), head_dim, "f16", causal),
+        return_lse=True,
     ),
 )
 LAYOUTS = _values(("heads-major", "padded-rows", "kv-packed", "expanded-kv"))
@@ -289,11 +298,12 @@ GRIDS = {
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_cpu_thread() -> Iterator[None]:
-    # The inputs and, on the CPU, every reference are computed on the host. torch's default
-    # of a thread per core, times the xdist workers, oversubscribes a small shared CI host:
-    # the many small products here ran several times slower than on one thread.
+    # Without a GPU every reference is computed on the host. torch's default of a thread per
+    # core, times the xdist workers, oversubscribes a small shared CI host: the many small
+    # products here ran several times slower than on one thread.
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    if not GPU:
+        torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
 
@@ -445,6 +455,16 @@ def routable_arms(arch: str) -> set[str]:
             with contextlib.suppress(UsageError):  # no arm serves it: nothing to reach
                 picked.add(route(entry, shape, arch, return_lse=lse))
     return picked
+
+
+def test_the_head_dim_test_covers_every_routed_head_dim() -> None:
+    # test_head_dims runs HEAD_DIMS_SDPA: every head_dim an arm route may pick serves.
+    for arch in ARCHES:
+        for name in ROUTE_ORDER[arch]:
+            dims = get_arm(name).serves[arch].head_dims
+            assert dims is not None and set(dims) <= set(HEAD_DIMS_SDPA), (arch, name)
+        for th in thresholds_for(arch):
+            assert set(get_arm(th.arm).serves[arch].head_dims or ()) <= set(HEAD_DIMS_SDPA)
 
 
 @pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in ARCHES])
