@@ -18,7 +18,7 @@ within f32 rounding of the reference's. An exception is a failure of its case, n
 
 The issue's grid ("Where it stands"): 17 length pairs, GQA 8/8, 8/2 and 8/1, head_dim 64
 and 128, f16 and bf16, causal on and off, batch 1 (single_prefill) and 2 (batch_prefill):
-816 calls. The suite's grid is test_routed_api's GRIDS as sized for a GPU host. The table at
+816 calls. The suite's grid is validate/correctness/_routed_grid.py's GRIDS as sized for a GPU host. The table at
 the end gives the cases by arm and every failure with its shape, error and tolerance;
 $OUT/routed_grid.json (when OUT is set) holds every case. Exit status 1 on any failure.
 """
@@ -42,7 +42,7 @@ from tether_kernels.arms import attention_ref, torch_dtype
 from tether_kernels.serves import has_keyless_rows
 
 from validate.correctness._helpers import max_err, tolerance
-from validate.correctness.test_routed_api import ENTRY_FNS, GRIDS, Call, as_layout
+from validate.correctness._routed_grid import ENTRY_FNS, GRIDS, Call, as_layout
 
 ISSUE_PAIRS = (
     *((1, 1), (1, 239), (3, 799), (113, 203), (128, 217), (108, 256), (256, 512), (512, 256)),
