@@ -2,9 +2,13 @@
 
 Run from the repository root on the GPU host (tether installed editable there):
 
-    OUT=/tmp/routed python3 -m validate.gpu_routed_grid            # both grids
+    OUT=/tmp/routed python3 -m validate.gpu_routed_grid            # both grids, 8 processes
     python3 -m validate.gpu_routed_grid --grid issue               # the issue's grid only
     python3 -m validate.gpu_routed_grid --every 10                 # every tenth case, quickly
+
+The cases are shared among ``--jobs`` processes on the one GPU (default 8), split by the
+Triton build they need, so the kernel's builds (one per dtype, head_dim, mask, group and
+length class) compile in parallel and once each.
 
 ``--device cpu`` runs the same code on a CPU host (the CPU's arms, not the GPU's): a check
 of this script, not of a GPU.
@@ -29,8 +33,11 @@ import argparse
 import itertools
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,27 +158,37 @@ def _short(shape: dict[str, Any]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--grid", choices=("all", "issue", "suite"), default="all")
-    parser.add_argument("--every", type=int, default=1, help="run every Nth case only")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    args = parser.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("gpu_routed_grid: no GPU visible; this grid is for a GPU host", file=sys.stderr)
-        return 2
-    if args.every < 1:
-        parser.error("--every must be at least 1")
-    # The suite's references run in f32: no TF32 in their products.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    arch = detect_arch(args.device)
-    gen = torch.Generator(device=args.device).manual_seed(11)
+def _length_class(n: int) -> str:
+    # Triton specialises an int argument equal to 1, or divisible by 16, into its own build.
+    return "1" if n == 1 else "16k" if n % 16 == 0 else "n"
+
+
+def worker_of(call: Call, arch: str, jobs: int) -> int:
+    """The worker that runs ``call``: calls that compile the same Triton build share one, so
+    each build compiles once across the workers."""
+    try:
+        arm = route(call.entry, call.shape, arch, return_lse=call.return_lse)
+    except Exception:  # run_case reports it; any worker will do
+        arm = "-"
+    s = call.shape
+    key = (arm, s.dtype, s.head_dim, s.causal, call.return_lse, s.hq // s.hkv)
+    key += (_length_class(s.qo_len), _length_class(s.kv_len))
+    return zlib.crc32(repr(key).encode()) % jobs
+
+
+def select_cases(grid: str, every: int) -> list[tuple[int, str, Call]]:
+    """(index, grid name, call) of every case to run; the index seeds the case's inputs."""
     cases: list[tuple[str, Call]] = []
-    if args.grid in ("all", "issue"):
+    if grid in ("all", "issue"):
         cases += [("issue", c) for c in issue_grid()]
-    if args.grid in ("all", "suite"):
+    if grid in ("all", "suite"):
         cases += list(suite_grid())
-    cases = cases[:: args.every]
+    return [(i, g, c) for i, (g, c) in enumerate(cases)][::every]
+
+
+def run_cases(
+    cases: list[tuple[int, str, Call]], arch: str, device: str, progress: str = ""
+) -> list[dict[str, Any]]:
     ran: list[str] = []
     real = prefill._run_arm
 
@@ -180,44 +197,83 @@ def main(argv: list[str] | None = None) -> int:
         return real(arm_name, *a, **kw)
 
     prefill._run_arm = spy
-    started = time.time()
+    gen = torch.Generator(device=device)
     records = []
-    for i, (grid, call) in enumerate(cases):
+    started = time.time()
+    for n, (index, grid, call) in enumerate(cases, 1):
+        gen.manual_seed(11_000_000 + index)
         record = run_case(call, arch, gen, ran)
-        record["grid"] = grid
+        record.update(index=index, grid=grid)
         records.append(record)
-        if (i + 1) % 500 == 0:
+        if n % 250 == 0:
             bad = sum(bool(r["problems"]) for r in records)
-            print(f"  {i + 1}/{len(cases)} cases, {bad} failed, {time.time() - started:.0f} s")
+            print(
+                f"  {progress}{n}/{len(cases)} cases, {bad} failed, {time.time() - started:.0f} s"
+            )
+    prefill._run_arm = real
+    return records
+
+
+def run_workers(argv: list[str], jobs: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """Run ``jobs`` copies of this script, each on its share; their records, and what failed."""
+    with tempfile.TemporaryDirectory(prefix="routed-grid-") as tmp:
+        procs = []
+        for i in range(jobs):
+            path = Path(tmp) / f"worker{i}.json"
+            log = (Path(tmp) / f"worker{i}.log").open("w")
+            cmd = [sys.executable, "-m", "validate.gpu_routed_grid", *argv]
+            cmd += ["--worker", str(i), "--records", str(path)]
+            procs.append((i, path, log, subprocess.Popen(cmd, stdout=log, stderr=log)))
+        records: list[dict[str, Any]] = []
+        broken = []
+        for i, path, log, proc in procs:
+            rc = proc.wait()
+            log.close()
+            if rc not in (0, 1) or not path.exists():
+                tail = (Path(tmp) / f"worker{i}.log").read_text()[-2000:]
+                broken.append(f"worker {i} exited {rc} without its records:\n{tail}")
+                continue
+            records += json.loads(path.read_text())
+            print(f"  worker {i} done")
+    return sorted(records, key=lambda r: r["index"]), broken
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--grid", choices=("all", "issue", "suite"), default="all")
+    parser.add_argument("--every", type=int, default=1, help="run every Nth case only")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument(
+        "--jobs", type=int, default=8, help="processes sharing the GPU (Triton builds in parallel)"
+    )
+    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--records", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("gpu_routed_grid: no GPU visible; this grid is for a GPU host", file=sys.stderr)
+        return 2
+    if args.every < 1 or args.jobs < 1:
+        parser.error("--every and --jobs must be at least 1")
+    # The suite's references run in f32: no TF32 in their products.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    arch = detect_arch(args.device)
+    cases = select_cases(args.grid, args.every)
+    if args.worker is not None:  # one share of a parallel run: records to the parent's file
+        mine = [c for c in cases if worker_of(c[2], arch, args.jobs) == args.worker]
+        records = run_cases(mine, arch, args.device, progress=f"worker {args.worker}: ")
+        Path(args.records).write_text(json.dumps(records))
+        return 0
+    started = time.time()
+    broken: list[str] = []
+    if args.jobs == 1:
+        records = run_cases(cases, arch, args.device)
+    else:
+        records, broken = run_workers(argv, args.jobs)
     elapsed = time.time() - started
     failures = [r for r in records if r["problems"]]
-
-    by_arm: dict[str, list[int]] = {}
-    for r in records:
-        counts = by_arm.setdefault(str(r.get("arm") or r.get("routed")), [0, 0])
-        counts[0] += 1
-        counts[1] += bool(r["problems"])
     device = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
-    print(
-        f"\nrouted grid on {arch} ({device}), torch {torch.__version__}: "
-        f"{len(records)} cases ({args.grid}) in {elapsed:.0f} s"
-    )
-    print(f"  {'arm':<16}{'cases':>7}{'failed':>8}")
-    for arm, (n, bad) in sorted(by_arm.items()):
-        print(f"  {arm:<16}{n:>7}{bad:>8}")
-    if failures:
-        print(f"\n{len(failures)} failures (first 40):")
-        print(f"  {'grid':<14}{'entry':<15}{'arm':<12}{'shape':<48}{'err':>10}{'tol':>10}  problem")
-        for r in failures[:40]:
-            err = "-" if r.get("err") is None else f"{r['err']:.2e}"
-            tol = "-" if r.get("tol") is None else f"{r['tol']:.2e}"
-            extra = (" lse" if r["return_lse"] else "") + (
-                f" {r['layout']}" if r["layout"] != "contiguous" else ""
-            )
-            print(
-                f"  {r['grid']:<14}{r['entry']:<15}{r.get('arm') or '-':<12}"
-                f"{_short(r['shape']) + extra:<48}{err:>10}{tol:>10}  {'; '.join(r['problems'])}"
-            )
+    _report(records, failures, broken, f"{arch} ({device})", args.grid, elapsed)
     out_dir = os.environ.get("OUT")
     if out_dir:
         path = Path(out_dir) / "routed_grid.json"
@@ -230,11 +286,53 @@ def main(argv: list[str] | None = None) -> int:
             "elapsed_s": round(elapsed, 1),
             "grid": args.grid,
             "every": args.every,
+            "jobs": args.jobs,
+            "cases_expected": len(cases),
+            "broken_workers": broken,
         }
         path.write_text(json.dumps({"meta": meta, "cases": records}, indent=1) + "\n")
         print(f"\nwrote {path}")
-    print("OK: every case passed" if not failures else f"FAILED: {len(failures)} cases")
-    return 1 if failures else 0
+    ok = not failures and not broken and len(records) == len(cases)
+    print(
+        "OK: every case passed" if ok else f"FAILED: {len(failures)} cases, {len(broken)} workers"
+    )
+    return 0 if ok else 1
+
+
+def _report(
+    records: list[dict[str, Any]],
+    failures: list[dict[str, Any]],
+    broken: list[str],
+    where: str,
+    grid: str,
+    elapsed: float,
+) -> None:
+    by_arm: dict[str, list[int]] = {}
+    for r in records:
+        counts = by_arm.setdefault(r.get("arm") or r.get("routed") or "(no arm)", [0, 0])
+        counts[0] += 1
+        counts[1] += bool(r["problems"])
+    print(f"\nrouted grid on {where}, torch {torch.__version__}: ", end="")
+    print(f"{len(records)} cases ({grid}) in {elapsed:.0f} s")
+    print(f"  {'arm':<16}{'cases':>7}{'failed':>8}")
+    for arm, (n, bad) in sorted(by_arm.items()):
+        print(f"  {arm:<16}{n:>7}{bad:>8}")
+    for text in broken:
+        print(f"\n{text}")
+    if not failures:
+        return
+    print(f"\n{len(failures)} failures (first 40):")
+    print(f"  {'grid':<14}{'entry':<15}{'arm':<12}{'shape':<48}{'err':>10}{'tol':>10}  problem")
+    for r in failures[:40]:
+        err = "-" if r.get("err") is None else f"{r['err']:.2e}"
+        tol = "-" if r.get("tol") is None else f"{r['tol']:.2e}"
+        extra = (" lse" if r["return_lse"] else "") + (
+            f" {r['layout']}" if r["layout"] != "contiguous" else ""
+        )
+        print(
+            f"  {r['grid']:<14}{r['entry']:<15}{r.get('arm') or '-':<12}"
+            f"{_short(r['shape']) + extra:<48}{err:>10}{tol:>10}  {'; '.join(r['problems'])}"
+        )
 
 
 if __name__ == "__main__":

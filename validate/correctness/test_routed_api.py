@@ -8,17 +8,22 @@ tolerance rule (twice the error of PyTorch's math SDPA in the input dtype or of 
 a flash kernel must do, plus a tiny epsilon; see _helpers.py), rows that see no key exactly 0
 with lse -inf, and the lse within f32 rounding of the reference's.
 
-How the grid is sized. Lengths 1, 2, 3, 17, 63-65, 127-129, 239, 799, 1023-1025, 2048 and
-4096 or more, each on either side, with qo_len above, equal to and below kv_len (chunked:
-kv_len up to 4096 against 17 queries). On a GPU: hq 8 on hkv 2 (hkv 8, 2 and 1 on the heads
-test), head_dim 64 and 128 on the length tests and every routed head_dim on its own test,
-f16, bf16 and f32, batch 1 and 2 (single_prefill, and batch_prefill with both).
+How the grid is sized (validate/correctness/_routed_grid.py). Lengths 1, 2, 3, 17, 63-65,
+127-129, 239, 799, 1023-1025, 2048 and 4096 or more, each on either side, with qo_len above,
+equal to and below kv_len (chunked: kv_len up to 4096 against 17 queries). On a GPU: hq 8 on
+hkv 2 (hkv 8, 2 and 1 on the heads test), head_dim 64 and 128 on the length tests and every
+routed head_dim on its own test, batch 1 and 2 (single_prefill, and batch_prefill with
+both); f16 and bf16 on the length tests, bf16 and f32 on the return_lse test, all three on
+the head_dim test, f32 on the scale test. A GPU builds the Triton kernel once per dtype,
+head_dim, mask, head group and length class (Triton specialises a length of 1 or a multiple
+of 16), so the dtypes are spread over the tests rather than crossed with every length: the
+grid needs about 120 builds on sm90 instead of about 180.
 
 On the CPU (the CI host: two shared cores, a few minutes for the whole suite) the same axes,
-smaller: head_dim 64 and hq 2 on hkv 1 on the length tests, one head from length 1023 up,
-long pairs only while a head has at most 4M scores (the f32 references dominate), f16 only
-and single_prefill only on the long pairs and on the return_lse and heads tests (batch 2
-with the LSE still runs in the strided and scale tests). The return_lse calls are the only
+smaller: head_dim 64 and hq 2 on hkv 1 on the length tests (f16, bf16 and f32), one head
+from length 1023 up, long pairs only while a head has at most 4M scores (the f32 references
+dominate) and in f16 only; single_prefill only on the long pairs and on the return_lse and
+heads tests (batch 2 with the LSE still runs in the strided and scale tests). The return_lse calls are the only
 ones the CPU routes to the Triton kernel, whose interpreter walks each block in numpy: they
 pair each named length up to 1025, and 4096, with a short other side (2048 reaches the CPU's
 flash arm through the long-length test); bf16 with return_lse is GPU only (the
