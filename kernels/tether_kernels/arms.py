@@ -323,6 +323,9 @@ _GPU_SDPA_WHY = {
 
 
 def _triton_serves(arch: str) -> Serves:
+    # head_dim 16 and 256 had not run on a GPU when declared: the kernel's arithmetic at both
+    # is the interpreter's (checked on the CPU), both compile for sm90 within its shared
+    # memory (triton 3.9, on a CPU host), and the routed-API grid runs them on the GPU.
     why = {
         "head_dims": "the kernel tiles head_dim whole: a power of two, at least tl.dot's 16",
         "max_batch_heads": "batch x hq programs lie along a grid axis of at most 65535",
@@ -360,7 +363,8 @@ _CUDNN_SM90 = Serves(
     why={
         **_GPU_SDPA_WHY,
         "min_kv_len": "PyTorch's cuDNN backend refuses kv_len 1 (seen on the H200)",
-        "max_batch_heads": "PyTorch's cuDNN backend refuses batch or heads above 65535",
+        "max_batch_heads": "PyTorch's cuDNN backend refuses batch or heads above 65535; "
+        "declared on their product, the stricter",
     },
 )
 _EFFICIENT_GPU = Serves(
