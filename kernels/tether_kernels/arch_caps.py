@@ -40,13 +40,18 @@ ARCH_ARMS: dict[str, tuple[str, ...]] = {
     "cpu": ("triton", "triton_eager", "sdpa_flash", "sdpa_math", "reference"),
 }
 
-# SDPA arms in the order routing prefers them when the policy's arm cannot serve a shape.
-SDPA_PREFERENCE: dict[str, tuple[str, ...]] = {
-    "sm90": ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient", "sdpa_math"),
-    "gfx942": ("sdpa_flash", "sdpa_efficient", "sdpa_math"),
-    "gfx950": ("sdpa_flash", "sdpa_efficient", "sdpa_math"),
-    "gfx1151": ("sdpa_flash", "sdpa_efficient", "sdpa_math"),
-    "cpu": ("sdpa_flash", "sdpa_math"),
+# Arms routing tries after the policy's choice, in order: the first whose declaration
+# (``serves`` in tether_kernels.arms) covers the call takes it, so every call gets an arm that
+# meets the contract in kernels/API.md. First the SDPA arm each policy threshold names as its
+# ``otherwise``; then the Triton arm, which serves every length, mask and dtype the SDPA arm
+# may not (on sm90: causal qo_len > kv_len, kv_len 1, f32); then PyTorch's math backend for the
+# head_dims that are not powers of two. The CPU's flash arm serves every head_dim it is asked.
+ROUTE_ORDER: dict[str, tuple[str, ...]] = {
+    "sm90": ("sdpa_cudnn", "triton", "sdpa_math"),
+    "gfx942": ("sdpa_flash", "triton", "sdpa_math"),
+    "gfx950": ("sdpa_flash", "triton", "sdpa_math"),
+    "gfx1151": ("sdpa_flash", "triton", "sdpa_math"),
+    "cpu": ("sdpa_flash", "triton"),
 }
 
 
@@ -65,19 +70,23 @@ def parse_gcn_arch(name: str) -> str:
     return base
 
 
-def detect_arch() -> str:
-    """The arch of device 0: sm90, gfx942, gfx950, gfx1151, or cpu when there is no GPU."""
+def detect_arch(device: object = None) -> str:
+    """The arch of ``device`` (a torch device or its name; default: GPU 0, or the CPU when
+    there is no GPU): sm90, gfx942, gfx950, gfx1151 or cpu."""
     import torch
 
+    if device is not None and torch.device(device).type == "cpu":
+        return "cpu"
     if not torch.cuda.is_available():
         return "cpu"
+    index = 0 if device is None else torch.device(device)
     if getattr(torch.version, "hip", None):
-        gcn = getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
+        gcn = getattr(torch.cuda.get_device_properties(index), "gcnArchName", "")
         arch = parse_gcn_arch(gcn)
         if arch not in AMD_ARCHES:
             raise UnknownArchError(f"unsupported AMD GPU arch {arch!r} (from {gcn!r})")
         return arch
-    cap = torch.cuda.get_device_capability()
+    cap = torch.cuda.get_device_capability(index)
     if cap == (9, 0):
         return "sm90"
     raise UnknownArchError(f"unsupported NVIDIA GPU arch sm{cap[0]}{cap[1]}")

@@ -1,6 +1,7 @@
 """The arm registry: every way tether can compute one attention forward call.
 
-An arm declares where it runs (``arches``), which shapes it serves (``supports``), which
+An arm declares, per arch it runs on, what it serves (``serves``: a ``Serves`` each, the one
+place routing and ``supports`` read; see the declarations at the end of this module), which
 profiler kernel names it should run (``expected_kernels``), and ``prepare``: allocate
 everything up front and return a no-argument callable that only launches. An arm that
 cannot serve a call raises ArmUnavailableError with the reason; it never falls back.
@@ -18,8 +19,15 @@ from typing import TYPE_CHECKING
 from tether.errors import ArmUnavailableError
 
 from tether_kernels import peers
-from tether_kernels.arch_caps import AMD_ARCHES, ARCH_ARMS, LaunchConfig, check_arch
+from tether_kernels.arch_caps import AMD_ARCHES, ARCH_ARMS, GPU_ARCHES, LaunchConfig, check_arch
 from tether_kernels.gluon import arm as gluon_arm
+from tether_kernels.serves import (
+    GRID_AXIS_MAX,
+    HEAD_DIMS_POW2,
+    HEAD_DIMS_SDPA,
+    INT32_ELEMENTS,
+    Serves,
+)
 from tether_kernels.shapes import Shape
 
 if TYPE_CHECKING:
@@ -71,10 +79,6 @@ def attention_ref(
     return (out, lse) if return_lse else out
 
 
-def _is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
 def _interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
 
@@ -89,16 +93,27 @@ _VIEW_OPS = (
 
 @dataclass(frozen=True)
 class Arm:
-    """One way to run the call. ``expected_kernels`` maps arch family -> profiler regexes."""
+    """One way to run the call. ``serves`` maps arch -> what it serves there (the arms it
+    runs on are its keys); ``kernels_by_arch`` maps arch family -> profiler regexes;
+    ``_available`` says why this process cannot run it at all (None when it can)."""
 
     name: str
-    arches: tuple[str, ...]
+    serves: dict[str, Serves]
     kernels_by_arch: dict[str, tuple[str, ...]]
     allowed_kernels: tuple[str, ...] = ()
-    returns_lse: bool = False
     writes_out: bool = True  # False: the call returns its own tensor and leaves ``out`` alone
-    _supports: Callable[[Shape, str], str | None] = field(default=lambda s, a: None, repr=False)
+    _available: Callable[[str], str | None] = field(default=lambda arch: None, repr=False)
     _prepare: Callable[..., Launch] | None = field(default=None, repr=False)
+
+    @property
+    def arches(self) -> tuple[str, ...]:
+        """Arches this arm runs on (those it declares what it serves on)."""
+        return tuple(self.serves)
+
+    @property
+    def returns_lse(self) -> bool:
+        """Whether this arm fills ``lse`` (the same on every arch it runs on)."""
+        return any(s.lse for s in self.serves.values())
 
     @property
     def expected_kernels(self) -> tuple[str, ...]:
@@ -114,12 +129,14 @@ class Arm:
         family = "amd" if arch in AMD_ARCHES else arch
         return self.kernels_by_arch.get(family, self.kernels_by_arch.get("gpu", ()))
 
-    def supports(self, shape: Shape, arch: str) -> str | None:
-        """None when this arm serves ``shape`` on ``arch``, else the reason it does not."""
+    def supports(self, shape: Shape, arch: str, *, need_lse: bool = False) -> str | None:
+        """None when this arm serves ``shape`` on ``arch`` (with the LSE if ``need_lse``)
+        under the contract in kernels/API.md, else the constraint it fails."""
         check_arch(arch)
-        if arch not in self.arches or self.name not in ARCH_ARMS[arch]:
+        if arch not in self.serves or self.name not in ARCH_ARMS[arch]:
             return f"{self.name} does not run on {arch}"
-        return self._supports(shape, arch)
+        reason = self.serves[arch].refusal(shape, need_lse=need_lse)
+        return reason if reason is not None else self._available(arch)
 
     def prepare(
         self,
@@ -173,16 +190,9 @@ class Arm:
 # --- Triton ---------------------------------------------------------------------------
 
 
-def _triton_supports(shape: Shape, arch: str) -> str | None:
-    if not _is_pow2(shape.head_dim) or not 16 <= shape.head_dim <= 256:
-        return f"head_dim {shape.head_dim} is not a power of two in 16..256"
-    if arch == "cpu":
-        if not _interpreter_on():
-            return "Triton on the CPU needs TRITON_INTERPRET=1"
-        if shape.dtype == "bf16":
-            return (
-                "bf16 tl.dot is wrong in the Triton interpreter (triton 3.9); checked on GPU only"
-            )
+def _triton_available(arch: str) -> str | None:
+    if arch == "cpu" and not _interpreter_on():
+        return "Triton on the CPU needs TRITON_INTERPRET=1"
     return None
 
 
@@ -239,7 +249,12 @@ def _sdpa_prepare(backend_name: str, bias_mode: str) -> Callable[..., Launch]:
         if shape.causal and shape.qo_len == shape.kv_len:
             kwargs["is_causal"] = True
         elif shape.causal and bias_mode == "lower_right":
-            kwargs["attn_mask"] = causal_lower_right(shape.qo_len, shape.kv_len)
+            with warnings.catch_warnings():
+                # PyTorch warns that this bias "will produce NaNs" when qo_len > kv_len. The
+                # arm's declaration serves such calls only where the rows that see no key
+                # are known to come out 0 (checked by validate/correctness/test_routed_api).
+                warnings.filterwarnings("ignore", "Lower right causal bias", UserWarning)
+                kwargs["attn_mask"] = causal_lower_right(shape.qo_len, shape.kv_len)
         elif shape.causal:
             i = torch.arange(shape.qo_len, device=q.device)[:, None]
             j = torch.arange(shape.kv_len, device=q.device)[None, :]
@@ -272,23 +287,6 @@ def _sdpa_prepare(backend_name: str, bias_mode: str) -> Callable[..., Launch]:
     return prepare
 
 
-def _sdpa_supports(
-    gpu_dtypes: tuple[str, ...], cpu_ok: bool, gqa_ok: bool = True, max_d: int = 256
-):
-    def supports(shape: Shape, arch: str) -> str | None:
-        if arch == "cpu" and not cpu_ok:
-            return "no CPU implementation"
-        if arch != "cpu" and shape.dtype not in gpu_dtypes:
-            return f"dtype {shape.dtype} not supported on {arch}"
-        if shape.head_dim % 8 or shape.head_dim > max_d:
-            return f"head_dim {shape.head_dim} must be a multiple of 8 up to {max_d}"
-        if not gqa_ok and shape.hq != shape.hkv:
-            return f"refuses GQA ({shape.hq}/{shape.hkv} heads)"
-        return None
-
-    return supports
-
-
 def _ref_prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
     def launch():
         res = attention_ref(q, k, v, shape.causal, sm_scale, return_lse=lse is not None)
@@ -301,76 +299,151 @@ def _ref_prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
     return launch
 
 
+# --- What each arm serves, per arch: the one place routing reads (see serves.py) -------
+#
+# What is known, and from where. sm90 (an H200 with torch 2.11, cuDNN 9.19, triton 3.6):
+# issue 11's grid of 816 calls through single_prefill and batch_prefill (head_dim 64 and
+# 128, f16 and bf16, GQA 8/8, 8/2 and 8/1, lengths 1 to 4096 on either side, causal on and
+# off) and the suite's arm tests (validate/correctness/test_arms.py, test_triton_kernel.py).
+# There the Triton arm was right on every call; cuDNN returned wrong values, silently, for
+# causal calls with qo_len > kv_len (the rows that see no key) and refused kv_len 1. The CPU
+# facts are checked on every CPU run of the suite. What a GPU backend does outside what was
+# run there is not known from a CPU host, so its declaration leaves it out (not served) and
+# says so; widening one takes a run of validate/correctness/test_routed_api.py (or
+# validate/gpu_routed_grid.py) on that GPU with the wider declaration. No AMD host has run
+# any of this: the AMD declarations are the sm90 ones for the same PyTorch entry points, and
+# the routed-API suite checks them on the first AMD verify run.
+
 _ALL = ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
-_GPU = ("sm90", "gfx942", "gfx950", "gfx1151")
+_DTYPES = ("f16", "bf16", "f32")
+_NOT_RUN = "not run on a GPU yet"
+_GPU_SDPA_DIMS = (64, 128)
+_GPU_SDPA_WHY = {
+    "head_dims": "the head_dims run through this backend on the H200; others not checked yet",
+    "keyless_rows": "not checked on a GPU; PyTorch's own causal_lower_right warns of NaN there",
+}
+
+
+def _triton_serves(arch: str) -> Serves:
+    # head_dim 16 and 256 had not run on a GPU when declared: the kernel's arithmetic at both
+    # is the interpreter's (checked on the CPU), both compile for sm90 within its shared
+    # memory (triton 3.9, on a CPU host), and the routed-API grid runs them on the GPU.
+    why = {
+        "head_dims": "the kernel tiles head_dim whole: a power of two, at least tl.dot's 16",
+        "max_batch_heads": "batch x hq programs lie along a grid axis of at most 65535",
+        "max_elements": "the kernel computes element offsets in 32 bits",
+    }
+    dtypes = _DTYPES
+    if arch == "cpu":
+        dtypes = ("f16", "f32")
+        why["dtypes"] = "bf16 tl.dot is wrong in the Triton interpreter (triton 3.9); GPU only"
+    return Serves(
+        dtypes,
+        HEAD_DIMS_POW2,
+        "kernel",
+        max_batch_heads=GRID_AXIS_MAX,
+        max_elements=INT32_ELEMENTS,
+        lse=True,
+        why=why,
+    )
+
+
+def _flash_serves(arch: str) -> Serves:
+    if arch == "cpu":
+        # PyTorch's CPU flash kernel gives rows with no key 0 (checked by the suite's CPU run).
+        return Serves(_DTYPES, HEAD_DIMS_SDPA, "bias")
+    return Serves(GPU_HALF, _GPU_SDPA_DIMS, "bias", keyless_rows=_NOT_RUN, why=_GPU_SDPA_WHY)
+
+
+_CUDNN_SM90 = Serves(
+    GPU_HALF,
+    _GPU_SDPA_DIMS,
+    "mask",
+    min_kv_len=2,
+    max_batch_heads=GRID_AXIS_MAX,
+    keyless_rows="cuDNN 9.19 returned wrong values silently on the H200 (issue 11)",
+    why={
+        **_GPU_SDPA_WHY,
+        "min_kv_len": "PyTorch's cuDNN backend refuses kv_len 1 (seen on the H200)",
+        "max_batch_heads": "PyTorch's cuDNN backend refuses batch or heads above 65535; "
+        "declared on their product, the stricter",
+    },
+)
+_EFFICIENT_GPU = Serves(
+    _DTYPES,
+    _GPU_SDPA_DIMS,
+    "mask",
+    gqa=False,
+    keyless_rows=_NOT_RUN,
+    why={**_GPU_SDPA_WHY, "gqa": "PyTorch's efficient backend refused GQA on the H200"},
+)
+# PyTorch's math backend is one composite on every device; its softmax gives a row with no
+# key 0 (checked on the CPU by the suite, in every dtype). Routed for the head_dims no arm
+# before it in the route order serves, so its head_dims stay the set the suite enumerates.
+_MATH = Serves(_DTYPES, HEAD_DIMS_SDPA, "mask")
+# The f32 reference: any head_dim, the LSE, rows with no key 0 (``attention_ref``).
+_REFERENCE = Serves(_DTYPES, None, "kernel", lse=True)
 
 ARMS: dict[str, Arm] = {
     arm.name: arm
     for arm in (
         Arm(
             "triton",
-            _ALL,
+            {arch: _triton_serves(arch) for arch in _ALL},
             {"sm90": (r"_attn_fwd",), "amd": (r"_attn_fwd",), "cpu": ()},
-            returns_lse=True,
-            _supports=_triton_supports,
+            _available=_triton_available,
             _prepare=_triton_prepare(margin=8),
         ),
         Arm(
             "triton_eager",
-            _ALL,
+            {arch: _triton_serves(arch) for arch in _ALL},
             {"sm90": (r"_attn_fwd",), "amd": (r"_attn_fwd",), "cpu": ()},
-            returns_lse=True,
-            _supports=_triton_supports,
+            _available=_triton_available,
             _prepare=_triton_prepare(margin=0),
         ),
         Arm(
             "sdpa_flash",
-            _ALL,
+            {arch: _flash_serves(arch) for arch in _ALL},
             {
                 "sm90": (r"flash_fwd",),
                 "amd": (r"attn_fwd|flash",),
                 "cpu": (r"aten::_scaled_dot_product_flash_attention_for_cpu",),
             },
             allowed_kernels=_VIEW_OPS,
-            _supports=_sdpa_supports(GPU_HALF, cpu_ok=True),
             writes_out=False,
             _prepare=_sdpa_prepare("FLASH_ATTENTION", "lower_right"),
         ),
         Arm(
             "sdpa_cudnn",
-            ("sm90",),
+            {"sm90": _CUDNN_SM90},
             {"sm90": (r"cudnn.*sdpa|fprop",)},
             allowed_kernels=(r"Memset",),
-            _supports=_sdpa_supports(GPU_HALF, cpu_ok=False, max_d=128),
             writes_out=False,
             _prepare=_sdpa_prepare("CUDNN_ATTENTION", "mask"),
         ),
         Arm(
             "sdpa_efficient",
-            _GPU,
+            {arch: _EFFICIENT_GPU for arch in GPU_ARCHES},
             {"sm90": (r"fmha_cutlass|efficient_attention",), "amd": (r"attn_fwd|efficient",)},
-            _supports=_sdpa_supports(("f16", "bf16", "f32"), cpu_ok=False, gqa_ok=False),
             writes_out=False,
             _prepare=_sdpa_prepare("EFFICIENT_ATTENTION", "mask"),
         ),
         Arm(
             "sdpa_math",
-            _ALL,
+            {arch: _MATH for arch in _ALL},
             {
                 "sm90": (r"gemm|softmax",),
                 "amd": (r"gemm|Cijk|softmax",),
                 "cpu": (r"aten::_scaled_dot_product_attention_math",),
             },
             allowed_kernels=_VIEW_OPS,
-            _supports=_sdpa_supports(("f16", "bf16", "f32"), cpu_ok=True, max_d=4096),
             writes_out=False,
             _prepare=_sdpa_prepare("MATH", "mask"),
         ),
         Arm(
             "reference",
-            _ALL,
+            {arch: _REFERENCE for arch in _ALL},
             {"sm90": (r"gemm|softmax",), "amd": (r"gemm|Cijk|softmax",), "cpu": (r"aten::",)},
-            returns_lse=True,
             _prepare=_ref_prepare,
         ),
         *peers.PEER_ARMS,  # flashinfer_fa3, flashinfer_fa2 (kernels/tether_kernels/peers.py)
@@ -396,7 +469,7 @@ def prepare_triton_debug(
 
     counter: int32 [batch, hq, qo_len], set to each row's number of frame moves.
     """
-    reason = _triton_supports(shape, arch)
+    reason = ARMS["triton"].supports(shape, arch)
     if reason is not None:
         raise ArmUnavailableError(f"arm triton: {reason}")
     return _triton_prepare(margin)(q, k, v, shape, out, lse, arch, None, counter=counter)
@@ -410,7 +483,7 @@ def prepare_triton_config(
     from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
     margin = {"triton": 8, "triton_eager": 0}[arm]
-    reason = _triton_supports(shape, arch)
+    reason = ARMS[arm].supports(shape, arch)
     if reason is not None:
         raise ArmUnavailableError(f"arm {arm}: {reason}")
     return attn_fwd_launcher(q, k, v, out, config, causal=shape.causal, margin=margin)

@@ -38,7 +38,7 @@ from typing import Any
 
 from tether.errors import ArmUnavailableError
 
-from tether_kernels.shapes import Shape
+from tether_kernels.serves import Serves
 
 # Profiler names of the kernels each backend runs (seen on an H200 with 0.7.2.post1, see
 # ../shared/anchors/): FA3 is one warp-specialised CUTLASS kernel; FA2 may split the keys
@@ -60,23 +60,25 @@ def flashinfer_missing() -> str | None:
     return None
 
 
-def _supports(shape: Shape, arch: str) -> str | None:
-    missing = flashinfer_missing()
-    if missing is not None:
-        return missing
-    if shape.batch != 1:
-        # The batch path is FlashInfer's plan/run wrapper, another kernel; not declared here.
-        return f"single_prefill_with_kv_cache serves batch 1; got batch {shape.batch}"
-    if shape.dtype not in ("f16", "bf16"):
-        return f"dtype {shape.dtype} not served (f16 and bf16 only)"
-    if shape.head_dim not in HEAD_DIMS:
-        return f"head_dim {shape.head_dim} not instantiated (one of {HEAD_DIMS})"
-    if shape.causal and shape.qo_len > shape.kv_len:
-        return (
-            f"causal with qo_len {shape.qo_len} > kv_len {shape.kv_len}: rows with no key "
-            "are outside FlashInfer's contract (FA2 raises, FA3 assumes a key per tile)"
-        )
-    return None
+def _available(arch: str) -> str | None:
+    return flashinfer_missing()
+
+
+# Both backends on sm90, under tether's contract (see the module docstring for the sources).
+SERVES_SM90 = Serves(
+    ("f16", "bf16"),
+    HEAD_DIMS,
+    "kernel",
+    max_batch=1,
+    keyless_rows="outside FlashInfer's contract: FA2 raises, FA3 assumes a key per tile",
+    lse=True,
+    why={
+        "dtypes": "FlashInfer instantiates f16 and bf16",
+        "head_dims": "what both backends instantiate for equal QK and VO head dims",
+        "max_batch": "single_prefill_with_kv_cache serves one sequence; the batch path is "
+        "FlashInfer's plan/run wrapper, another kernel, not declared here",
+    },
+)
 
 
 def _import_flashinfer() -> Any:
@@ -150,11 +152,10 @@ def _peer_arms() -> tuple[Any, ...]:
                 tuple(
                     Arm(
                         name,
-                        ("sm90",),
+                        {"sm90": SERVES_SM90},
                         {"sm90": kernels},
-                        returns_lse=True,
                         writes_out=False,  # FlashInfer allocates its output; no copy into out
-                        _supports=_supports,
+                        _available=_available,
                         _prepare=_prepare(backend),
                     )
                     for name, backend, kernels in (

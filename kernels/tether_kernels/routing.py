@@ -1,20 +1,25 @@
 """Routing: which arm an entry point takes for a shape on an arch. Pure, no GPU, no torch.
 
+The candidates, in order: the arm the arch's policy picks (single_prefill only), then the
+arch's ``ROUTE_ORDER`` (arch_caps). The first candidate whose declaration (``serves`` in
+tether_kernels.arms) covers the call takes it; the declarations are what each arm computes
+with the contract in kernels/API.md, so the arm a call gets always meets it. When none
+does, ``route`` raises UsageError naming, for each candidate, the constraint it fails.
+Nothing here runs an arm: the decision is the same with or without a GPU, and an entry
+point never falls back at run time.
+
 single_prefill follows the arch's policy thresholds (arch_caps.POLICY), read in order: the
 first threshold whose scope holds for the shape (e.g. chunked prefill only) and whose
 ``takes`` conditions hold sends the call to its arm; when none does, the call takes the
 ``otherwise`` arm of the first threshold in scope. A threshold whose ``takes`` is None is not
-set and never sends a call to its arm. batch_prefill is its own path: the arch's preferred
-SDPA arm.
-When the chosen arm cannot serve the shape (say cuDNN for f32), routing walks the arch's
-SDPA preference order, a documented choice made here, not a fallback inside an arm.
+set and never sends a call to its arm. batch_prefill is its own path: the route order.
 """
 
 from __future__ import annotations
 
-from tether.errors import ArmUnavailableError, UsageError
+from tether.errors import UsageError
 
-from tether_kernels.arch_caps import SDPA_PREFERENCE, check_arch, thresholds_for
+from tether_kernels.arch_caps import ROUTE_ORDER, check_arch, thresholds_for
 from tether_kernels.shapes import Shape
 
 ENTRY_POINTS: tuple[str, ...] = ("single_prefill", "batch_prefill")
@@ -27,29 +32,34 @@ def reachable_entry_points(shape: Shape) -> tuple[str, ...]:
     return ("batch_prefill",)
 
 
-def _first_supported(candidates: tuple[str, ...], shape: Shape, arch: str, need_lse: bool) -> str:
-    from tether_kernels.arms import get_arm
+def policy_choice(entry: str, shape: Shape, arch: str) -> str | None:
+    """The arm the arch's policy thresholds name for this call, or None (no threshold)."""
+    if entry != "single_prefill":
+        return None
+    applying = [th for th in thresholds_for(arch, entry) if th.applies(shape.key())]
+    for th in applying:
+        if th.takes_arm(shape.key()):
+            return th.arm
+    return applying[0].otherwise if applying else None
 
-    reasons = []
-    for name in candidates:
-        arm = get_arm(name)
-        reason = arm.supports(shape, arch)
-        if reason is None and need_lse and not arm.returns_lse:
-            reason = "does not return the log-sum-exp"
-        if reason is None:
-            return name
-        reasons.append(f"{name}: {reason}")
-    raise ArmUnavailableError(f"no arm serves {shape.key()} on {arch}: " + "; ".join(reasons))
+
+def candidates(entry: str, shape: Shape, arch: str) -> tuple[str, ...]:
+    """The arms ``route`` tries for this call, in order, without repeats."""
+    first = policy_choice(entry, shape, arch)
+    order = ((first,) if first else ()) + ROUTE_ORDER[arch]
+    return tuple(dict.fromkeys(order))
 
 
 def route(entry: str, shape: Shape, arch: str, *, return_lse: bool = False) -> str:
     """The arm ``entry`` takes for ``shape`` on ``arch``.
 
-    Raises UnknownArchError for an unknown arch, UsageError for an unknown entry point or
-    one that cannot serve the shape (single_prefill with batch != 1), ArmUnavailableError
-    when no arm on the arch serves it. ``return_lse`` restricts the choice to arms that
-    return the log-sum-exp (the Triton arms).
+    Raises UnknownArchError for an unknown arch, and UsageError for an unknown entry point,
+    one that cannot serve the shape (single_prefill with batch != 1), or a call no arm on
+    the arch serves with the library's semantics (the message names each candidate's
+    unmet constraint). ``return_lse`` restricts the choice to arms that return the LSE.
     """
+    from tether_kernels.arms import get_arm
+
     check_arch(arch)
     if entry not in ENTRY_POINTS:
         raise UsageError(f"unknown entry point {entry!r}; known: {', '.join(ENTRY_POINTS)}")
@@ -57,14 +67,11 @@ def route(entry: str, shape: Shape, arch: str, *, return_lse: bool = False) -> s
         raise UsageError(
             f"{entry} serves batch 1 only; got batch {shape.batch} (use batch_prefill)"
         )
-    sdpa = SDPA_PREFERENCE[arch]
-    if return_lse:
-        return _first_supported(("triton",), shape, arch, need_lse=True)
-    if entry == "single_prefill":
-        applying = [th for th in thresholds_for(arch, entry) if th.applies(shape.key())]
-        for th in applying:
-            if th.takes_arm(shape.key()):
-                return _first_supported((th.arm, *sdpa), shape, arch, need_lse=False)
-        if applying:
-            return _first_supported((applying[0].otherwise, *sdpa), shape, arch, need_lse=False)
-    return _first_supported(sdpa, shape, arch, need_lse=False)
+    reasons = []
+    for name in candidates(entry, shape, arch):
+        reason = get_arm(name).supports(shape, arch, need_lse=return_lse)
+        if reason is None:
+            return name
+        reasons.append(f"{name}: {reason}")
+    lse = " with return_lse" if return_lse else ""
+    raise UsageError(f"{entry}: no arm on {arch} serves {shape.key()}{lse}: " + "; ".join(reasons))

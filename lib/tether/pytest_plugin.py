@@ -13,17 +13,24 @@ Marks (registered here, skipped at collection time with the reason):
   ``cpu_toy_env()``. It is the CPU host's check; a GPU host runs the compiled kernels instead.
 - ``gate``, ``slow``: descriptive (see pyproject.toml).
 
+The ``routed_case`` fixture counts routed public-API calls by the arm they ran on; the
+session writes the counts to ``$TETHER_VERIFY_SUMMARY`` when it is set (``tether verify``
+sets it and records the counts in the verify run), merged over xdist workers.
+
 Under xdist each worker is pinned to one GPU (``tether.gpus``) before torch is imported.
 A skip here only ever reflects missing hardware; an error in a test is never turned into one.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import importlib.util
+import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +126,7 @@ def skip_reason(item: Any) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
+    config.stash[_ROUTED] = collections.Counter()
     # Pin before anything imports torch: CUDA reads the visibility variables once.
     from tether.gpus import pytest_configure_pinning
 
@@ -149,7 +157,7 @@ def tether_measure() -> Any:
     replicate band (``blocks`` replicate blocks of the engine's samples). A test that needs a
     number kept belongs in a sweep that writes a run; this is for checks a test can fail.
     """
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
     def measure(
         calls: Mapping[str, Callable[[], object]],
@@ -184,3 +192,60 @@ def tether_measure() -> Any:
         return cell_stat(cell, {})
 
     return measure
+
+
+# ----- routed public-API cases, counted by arm ------------------------------------------------
+
+SUMMARY_ENV = "TETHER_VERIFY_SUMMARY"
+_ROUTED = pytest.StashKey[collections.Counter]()
+_WORKER_OUTPUT = "tether_routed_cases"
+
+
+@pytest.fixture
+def routed_case(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Call with the arm one routed public-API call ran on; the session counts them by arm."""
+    counts = request.config.stash[_ROUTED]
+
+    def record(arm: str) -> None:
+        counts[arm] += 1
+
+    return record
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist controller: add a finished worker's counts (sent in its workeroutput)."""
+    counts = node.config.stash[_ROUTED]
+    for arm, n in getattr(node, "workeroutput", {}).get(_WORKER_OUTPUT, {}).items():
+        counts[arm] += n
+
+
+def write_routed_summary(path: Path, counts: collections.Counter) -> None:
+    """``{"routed_cases": {arm: n}}`` to ``path``, atomically (a reader never sees half)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"routed_cases": dict(sorted(counts.items()))}) + "\n", "utf-8")
+    os.replace(tmp, path)
+
+
+def read_routed_summary(path: Path) -> dict[str, int]:
+    """The counts ``write_routed_summary`` wrote; ValueError naming what is wrong otherwise."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    counts = data.get("routed_cases") if isinstance(data, dict) else None
+    if not isinstance(counts, dict):
+        raise ValueError(f"{path}: no routed_cases object")
+    for arm, n in counts.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"{path}: routed_cases.{arm}: expected a non-negative int, got {n!r}")
+    return counts
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    counts = config.stash.get(_ROUTED, collections.Counter())
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller merges and writes
+        workeroutput[_WORKER_OUTPUT] = dict(counts)
+        return
+    path = os.environ.get(SUMMARY_ENV)
+    if path:
+        write_routed_summary(Path(path), counts)

@@ -57,7 +57,15 @@ def poisoned_like(t: torch.Tensor) -> torch.Tensor:
     return torch.full_like(t, float("nan"))
 
 
-def run_arm(name: str, shape: Shape, q, k, v, lse: torch.Tensor | None = None) -> torch.Tensor:
+def run_arm(
+    name: str,
+    shape: Shape,
+    q,
+    k,
+    v,
+    lse: torch.Tensor | None = None,
+    sm_scale: float | None = None,
+) -> torch.Tensor:
     """Run arm ``name`` with a poisoned preallocated ``out``; return the tensor the call returns.
 
     An arm that ``writes_out`` must return ``out`` itself (so an element it forgets to write
@@ -66,7 +74,7 @@ def run_arm(name: str, shape: Shape, q, k, v, lse: torch.Tensor | None = None) -
     """
     arm = get_arm(name)
     out = poisoned_like(q)
-    res = arm.prepare(q, k, v, shape, out=out, lse=lse, arch=current_arch())()
+    res = arm.prepare(q, k, v, shape, out=out, lse=lse, arch=current_arch(), sm_scale=sm_scale)()
     assert res.shape == q.shape, f"{name} returned shape {tuple(res.shape)}, expected {q.shape}"
     assert res.dtype == q.dtype, f"{name} returned {res.dtype}, inputs are {q.dtype}"
     if arm.writes_out:
@@ -77,7 +85,9 @@ def run_arm(name: str, shape: Shape, q, k, v, lse: torch.Tensor | None = None) -
     return res
 
 
-def score_eps(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> float:
+def score_eps(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float | None = None
+) -> float:
     """The output error that f32 rounding of the scores alone can cause.
 
     The kernel works in log2 units (log2(e) folded into the scale), so its scores round at
@@ -87,15 +97,23 @@ def score_eps(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> float:
     """
     hq, hkv, d = q.shape[2], k.shape[2], q.shape[3]
     kf = k.float().repeat_interleave(hq // hkv, dim=2)
+    scale = d**-0.5 if sm_scale is None else sm_scale
     s_max = (
         (torch.einsum("bmhd,bnhd->bhmn", q.float(), kf).abs().max().item())
-        * d**-0.5
+        * scale
         * 1.4426950408889634
     )
     return 2 * torch.finfo(torch.float32).eps * s_max * v.float().abs().max().item()
 
 
-def rounding_bound(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> float:
+def rounding_bound(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    sm_scale: float | None = None,
+    ref: torch.Tensor | None = None,
+) -> float:
     """Half the largest error two roundings to the input dtype can cause in the output.
 
     A flash-attention kernel rounds the probabilities p (f32, frame max near 1) to the input
@@ -107,10 +125,12 @@ def rounding_bound(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
     For f32 inputs this is a few f32 ulps and the math SDPA error dominates.
     """
     fi = torch.finfo(q.dtype)
-    ref_abs_v = attention_ref(q, k, v.abs(), causal)
+    ref_abs_v = attention_ref(q, k, v.abs(), causal, sm_scale)
     p_term = fi.eps / 2 * ref_abs_v.abs().max().item()
     sub_term = k.shape[1] * fi.tiny * fi.eps / 2 * v.float().abs().max().item()
-    top = attention_ref(q, k, v, causal).abs().max().item() + p_term + sub_term
+    if ref is None:
+        ref = attention_ref(q, k, v, causal, sm_scale)
+    top = ref.abs().max().item() + p_term + sub_term
     half_ulp = fi.eps / 2 * 2.0 ** math.floor(math.log2(max(top, fi.tiny)))
     return (p_term + sub_term + half_ulp) / 2
 
@@ -119,15 +139,30 @@ def max_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return (out.float() - ref).abs().max().item()
 
 
-def assert_within_baseline(name: str, out: torch.Tensor, shape: Shape, q, k, v, seed: int) -> None:
-    """``out`` is finite and within twice the same-dtype math SDPA's error against the reference."""
+def tolerance(
+    shape: Shape, q, k, v, sm_scale: float | None = None, ref: torch.Tensor | None = None
+) -> tuple[float, float, float]:
+    """(tol, math SDPA's own error, rounding bound) for an output of this call: the rule above.
+
+    ``ref`` is the f32 reference when the caller has it already."""
+    if ref is None:
+        ref = attention_ref(q, k, v, shape.causal, sm_scale)
+    base = run_arm("sdpa_math", shape, q, k, v, sm_scale=sm_scale)
+    assert torch.isfinite(base).all(), f"sdpa_math baseline is not finite for {shape.key()}"
+    math_err = max_err(base, ref)
+    round_err = rounding_bound(q, k, v, shape.causal, sm_scale, ref)
+    tol = 2 * max(math_err, round_err) + ABS_EPS + score_eps(q, k, v, sm_scale)
+    return tol, math_err, round_err
+
+
+def assert_within_baseline(
+    name: str, out: torch.Tensor, shape: Shape, q, k, v, seed: int, sm_scale: float | None = None
+) -> None:
+    """``out`` is finite and within 2x the same-dtype math SDPA's error against the reference."""
     assert torch.isfinite(out).all(), f"{name}: non-finite or unwritten output (seed {seed})"
-    ref = attention_ref(q, k, v, shape.causal)
-    base = run_arm("sdpa_math", shape, q, k, v)
-    assert torch.isfinite(base).all(), f"sdpa_math baseline is not finite (seed {seed})"
-    err, math_err = max_err(out, ref), max_err(base, ref)
-    round_err = rounding_bound(q, k, v, shape.causal)
-    tol = 2 * max(math_err, round_err) + ABS_EPS + score_eps(q, k, v)
+    ref = attention_ref(q, k, v, shape.causal, sm_scale)
+    err = max_err(out, ref)
+    tol, math_err, round_err = tolerance(shape, q, k, v, sm_scale, ref)
     assert err <= tol, (
         f"{name} {shape.key()}: err {err:.3e} > tol {tol:.3e} "
         f"(math {math_err:.3e}, rounding bound {round_err:.3e}, seed {seed})"

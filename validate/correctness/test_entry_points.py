@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tether.errors import ArmUnavailableError, UnknownArchError, UsageError
+from tether.errors import UnknownArchError, UsageError
 from tether.policy import Threshold
 from tether.pytest_plugin import current_arch, interpreter_on
 from tether_kernels import (
@@ -108,7 +108,9 @@ def test_single_prefill_calls_the_routed_arm(arch: str, shape: Shape, monkeypatc
         return q
 
     monkeypatch.setattr(prefill, "_run_arm", record)
-    # Meta tensors: the shapes are full size, but nothing is allocated or computed.
+    # Meta tensors: the shapes are full size, but nothing is allocated or computed; they
+    # stand for tensors on a device of ``arch`` (the entry points refuse meta tensors).
+    monkeypatch.setattr(prefill, "_device_arch", lambda device: arch)
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[shape.dtype]
     q = torch.empty(shape.qo_len, shape.hq, shape.head_dim, dtype=dtype, device="meta")
     kv = torch.empty(shape.kv_len, shape.hkv, shape.head_dim, dtype=dtype, device="meta")
@@ -144,7 +146,7 @@ def test_threshold_switches_at_min_qo_len(monkeypatch) -> None:
 def test_lse_routes_to_triton_or_refuses(monkeypatch) -> None:
     shape = Shape(1, 64, 64, 4, 2, 64, "f32", True)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    with pytest.raises(ArmUnavailableError, match="TRITON_INTERPRET"):
+    with pytest.raises(UsageError, match="TRITON_INTERPRET"):
         route("single_prefill", shape, "cpu", return_lse=True)
     assert route("single_prefill", shape, "sm90", return_lse=True) == "triton"
 
@@ -180,7 +182,7 @@ def test_every_gpu_arch_has_a_conservative_chunked_threshold() -> None:
         assert th.arm == arch_caps.OWN_ARM.get(arch, "triton")
         if arch != "sm90":  # the only arch with runs in the store so far
             assert th.takes is None
-        assert th.otherwise == arch_caps.SDPA_PREFERENCE[arch][0]
+        assert th.otherwise == arch_caps.ROUTE_ORDER[arch][0]
         assert th.evidence.sweep == "chunked-prefill"
         assert th.evidence.population.name == "single-prefill-chunked"
         # The general threshold stays first: the renderer's per-arch docs cite it.
@@ -208,7 +210,7 @@ def test_chunked_scope_applies_when_kv_len_exceeds_qo_len() -> None:
 @pytest.mark.parametrize("arch", GPU_ARCHES)
 def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, monkeypatch) -> None:
     monkeypatch.setattr(arch_caps, "POLICY", _chunked_policy_set(2048))
-    sdpa = arch_caps.SDPA_PREFERENCE[arch][0]
+    sdpa = arch_caps.ROUTE_ORDER[arch][0]
     want = arch_caps.OWN_ARM.get(arch, "triton") if shape.kv_len > shape.qo_len else sdpa
     assert route("single_prefill", shape, arch) == want
     assert route("single_prefill", shape.with_(qo_len=1024), arch) == sdpa
@@ -221,6 +223,7 @@ def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, m
         return q
 
     monkeypatch.setattr(prefill, "_run_arm", record)
+    monkeypatch.setattr(prefill, "_device_arch", lambda device: arch)
     q = torch.empty(shape.qo_len, shape.hq, shape.head_dim, dtype=torch.float16, device="meta")
     kv = torch.empty(shape.kv_len, shape.hkv, shape.head_dim, dtype=torch.float16, device="meta")
     single_prefill(q, kv, kv, causal=shape.causal, arch=arch)

@@ -40,10 +40,10 @@ def test_peer_arm_refuses_without_flashinfer(name: str) -> None:
 @pytest.mark.parametrize(
     ("shape", "why"),
     [
-        pytest.param(CHUNK.with_(batch=2), "serves batch 1", id="batch2"),
+        pytest.param(CHUNK.with_(batch=2), "batch 2 is above 1", id="batch2"),
         pytest.param(CHUNK.with_(dtype="f32"), "dtype f32", id="f32"),
         pytest.param(CHUNK.with_(head_dim=96), "head_dim 96", id="d96"),
-        pytest.param(CHUNK.with_(qo_len=2048), "rows with no key", id="qo-gt-kv"),
+        pytest.param(CHUNK.with_(qo_len=2048), "rows that see no key", id="qo-gt-kv"),
     ],
 )
 @pytest.mark.parametrize("name", PEERS)

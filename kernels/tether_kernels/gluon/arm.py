@@ -14,7 +14,7 @@ from typing import Any
 from tether.errors import ArmUnavailableError
 
 from tether_kernels.gluon.launch import DEFAULT_VARIANT, HEAD_DIMS, VARIANTS, GluonConfig
-from tether_kernels.shapes import Shape
+from tether_kernels.serves import INT32_ELEMENTS, Serves
 
 
 @functools.lru_cache(maxsize=1)
@@ -24,12 +24,25 @@ def _triton_reason() -> str | None:
     return gluon_unavailable()
 
 
-def _supports(shape: Shape, arch: str) -> str | None:
-    if shape.dtype not in ("f16", "bf16"):
-        return f"dtype {shape.dtype} not served (f16 and bf16 only)"
-    if shape.head_dim not in HEAD_DIMS:
-        return f"head_dim {shape.head_dim} not in {HEAD_DIMS}"
+def _available(arch: str) -> str | None:
     return _triton_reason()
+
+
+# What the kernel serves on sm90 under the contract in kernels/API.md: it masks bottom-right
+# itself, gives a row with no key 0 and lse -inf (the kernel's docstring), serves GQA through
+# GROUP, and returns the LSE. The routed-API grid runs it wherever the policy routes it.
+SERVES_SM90 = Serves(
+    ("f16", "bf16"),
+    HEAD_DIMS,
+    "kernel",
+    max_elements=INT32_ELEMENTS,
+    lse=True,
+    why={
+        "dtypes": "wgmma takes f16 and bf16 operands here; f32 is not instantiated",
+        "head_dims": "the tiles and shared-memory budget are laid out for 64 and 128",
+        "max_elements": "the kernel computes output and LSE offsets in 32 bits",
+    },
+)
 
 
 def prepare_gluon(config: GluonConfig) -> Callable[..., Callable[[], Any]]:
@@ -60,10 +73,9 @@ def _gluon_arms() -> tuple[Any, ...]:
                 (
                     Arm(
                         "gluon",
-                        ("sm90",),
+                        {"sm90": SERVES_SM90},
                         {"sm90": (r"attn_fwd_sm90",)},
-                        returns_lse=True,
-                        _supports=_supports,
+                        _available=_available,
                         _prepare=prepare_gluon(VARIANTS[DEFAULT_VARIANT]),
                     ),
                 )

@@ -1,17 +1,20 @@
 """``tether verify``: the whole validation suite under the guard, recorded as a verify run.
 
 The OK line is the last line printed and only when nothing failed or errored and something
-passed: an empty or fully skipped suite is not a pass.
+passed: an empty or fully skipped suite is not a pass. The suite's routed public-API cases,
+counted by arm (tether.pytest_plugin's ``routed_case``), are recorded as ``routed_cases``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -105,6 +108,32 @@ def pytest_command(suite: str, junit: Path, workers: int, extra: Sequence[str]) 
     return [*cmd, *extra]
 
 
+@contextlib.contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    """``name=value`` for the child the guard starts (it copies this process's environment)."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def routed_cases(path: Path) -> dict[str, int] | None:
+    """The suite's routed-case counts by arm; None when the suite wrote none (it died)."""
+    from tether.pytest_plugin import read_routed_summary
+
+    if not path.exists():
+        return None
+    try:
+        return read_routed_summary(path)
+    except ValueError as exc:
+        raise RunFileError(path, "routed_cases", str(exc)) from exc
+
+
 def run_verify(
     *,
     vendor: str,
@@ -141,18 +170,22 @@ def run_verify(
     tag = f"verify-{vendor}"
     with tempfile.TemporaryDirectory(prefix="tether-verify-") as tmp:
         junit = Path(tmp) / "junit.xml"
+        summary = Path(tmp) / "summary.json"
         cmd = pytest_command(suite, junit, workers, extra)
         started = time.time()
         try:
-            rc, evidence = run_held(
-                cmd,
-                target=vendor,
-                wait_s=wait_s,
-                lock_path=lock_path,
-                err=err,
-                store=None,
-                root=root,
-            )
+            from tether.pytest_plugin import SUMMARY_ENV
+
+            with _environ(SUMMARY_ENV, str(summary)):
+                rc, evidence = run_held(
+                    cmd,
+                    target=vendor,
+                    wait_s=wait_s,
+                    lock_path=lock_path,
+                    err=err,
+                    store=None,
+                    root=root,
+                )
         except Exception as exc:
             from tether.guard.api import HostUnavailable
             from tether.guard.hold import write_not_measured
@@ -163,6 +196,7 @@ def run_verify(
             raise
         duration = time.time() - started
         counts = parse_junit(junit) if junit.exists() else None
+        routed = routed_cases(summary)
     ended = time.time()
     ok = counts is not None and counts.failed == counts.errors == 0 and counts.passed > 0
     complete = is_complete(suite, DEFAULT_SUITE, extra)
@@ -179,6 +213,8 @@ def run_verify(
         "complete": complete,
         "selection": [str(a) for a in extra],
     }
+    if routed is not None:
+        results["routed_cases"] = routed
     from tether.bench.sweep import record_of
     from tether.store import new_run, write_run
 
@@ -208,6 +244,9 @@ def run_verify(
         root=root,
     )
     path = write_run(run, store)
+    if routed:
+        by_arm = ", ".join(f"{arm} {n}" for arm, n in sorted(routed.items()))
+        print(f"[{tag}] routed public-API cases by arm: {by_arm}", file=out)
     print(
         f"[{tag}] {results['passed']} passed, {results['failed']} failed, "
         f"{results['skipped']} skipped, {results['errors']} errors; recorded {path}",

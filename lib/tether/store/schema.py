@@ -72,7 +72,13 @@ RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
 }
 # Optional results fields per kind (validated when present).
 OPTIONAL_RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
-    "verify": {"routed_cases": ((dict,), "object"), "selection": ((list,), "list")},
+    # routed_cases: the routed public-API cases the suite ran, by the arm the router picked;
+    # gpus: how many GPUs the suite's workers were spread over.
+    "verify": {
+        "routed_cases": ((dict,), "object"),
+        "selection": ((list,), "list"),
+        "gpus": ((int,), "int"),
+    },
 }
 # Roles each ok cell must carry samples for.
 REQUIRED_ROLES = {
@@ -409,7 +415,8 @@ def _results(c: _Checker, value: object, kind: str, ok: bool) -> dict[str, Any]:
             c.fail(f"results.{k}", f"expected {desc}, got {type(results[k]).__name__}")
     if kind == "verify" and isinstance(results.get("routed_cases"), dict):
         for arm, n in results["routed_cases"].items():
-            c.text(arm, "results.routed_cases")
+            if not arm.isidentifier():
+                c.fail("results.routed_cases", f"arm names are identifiers, got {arm!r}")
             if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 c.fail(f"results.routed_cases.{arm}", f"expected a non-negative int, got {n!r}")
     if kind == "probe" and isinstance(results.get("bounds"), dict):
@@ -429,6 +436,13 @@ def _results(c: _Checker, value: object, kind: str, ok: bool) -> dict[str, Any]:
                 c.fail(f"results.{k}", "must not be negative")
         if kind == "verify" and results["vendor"] not in VENDORS:
             c.fail("results.vendor", f"expected one of {', '.join(VENDORS)}")
+    if "routed_cases" in optional and "routed_cases" in results:
+        for arm, n in c.obj(results["routed_cases"], "results.routed_cases").items():
+            field = f"results.routed_cases.{arm}"
+            if not AXIS_RE.fullmatch(arm):
+                c.fail(field, "arm names must be identifiers")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                c.fail(field, f"expected a non-negative int, got {n!r}")
     c.finite_tree(results, "results")
     return results
 

@@ -1,0 +1,235 @@
+"""``route`` against the arms' declarations, over generated shapes on every arch (hypothesis).
+
+Pure: no tensor is made and no arm runs. What the declarations say about each backend is
+checked by the routed-API suite (test_routed_api.py), which calls the entry points as users do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+from tether.errors import TetherError, UsageError
+from tether_kernels import ARCHES, ENTRY_POINTS, Shape, reachable_entry_points, route, routing
+from tether_kernels.arch_caps import ARCH_ARMS, ROUTE_ORDER, thresholds_for
+from tether_kernels.arms import ARMS, get_arm
+from tether_kernels.routing import candidates, policy_choice
+from tether_kernels.serves import (
+    HEAD_DIMS_POW2,
+    HEAD_DIMS_SDPA,
+    Serves,
+    describe_dims,
+    has_keyless_rows,
+)
+
+try:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+except ModuleNotFoundError:  # the dev extra; CI installs it, so there a missing one must fail
+    if os.environ.get("CI"):
+        raise
+    pytest.skip(
+        "hypothesis (the dev extra) is not installed: pip install -e '.[dev]'",
+        allow_module_level=True,
+    )
+
+# The lengths the routed-API suite names, so generated shapes hit every boundary often.
+NAMED_LENGTHS = (1, 2, 3, 17, 63, 64, 65, 127, 128, 129, 239, 799, 1023, 1024, 1025, 2048, 4096)
+lengths = st.one_of(st.sampled_from(NAMED_LENGTHS), st.integers(1, 1 << 20))
+head_dims = st.one_of(st.sampled_from(HEAD_DIMS_SDPA), st.integers(1, 512))
+
+
+@st.composite
+def shapes(draw: st.DrawFn) -> Shape:
+    hkv = draw(st.sampled_from((1, 2, 8, 32)) | st.integers(1, 128))
+    group = draw(st.sampled_from((1, 4, 8)) | st.integers(1, 16))
+    return Shape(
+        batch=draw(st.sampled_from((1, 2, 4)) | st.integers(1, 4096)),
+        qo_len=draw(lengths),
+        kv_len=draw(lengths),
+        hq=hkv * group,
+        hkv=hkv,
+        head_dim=draw(head_dims),
+        dtype=draw(st.sampled_from(("f16", "bf16", "f32"))),
+        causal=draw(st.booleans()),
+    )
+
+
+PROPERTY = settings(
+    max_examples=400,
+    deadline=None,
+    # monkeypatch sets the interpreter variable once for every example; that is the point.
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+INTERPRETER = [pytest.param("1", id="interpreter"), pytest.param("", id="no-interpreter")]
+
+
+@pytest.mark.parametrize("interpret", INTERPRETER)
+@PROPERTY
+@given(
+    shape=shapes(),
+    arch=st.sampled_from(ARCHES),
+    entry=st.sampled_from(ENTRY_POINTS),
+    return_lse=st.booleans(),
+)
+def test_route_follows_the_declarations(
+    shape: Shape, arch: str, entry: str, return_lse: bool, interpret: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    if entry not in reachable_entry_points(shape):
+        with pytest.raises(UsageError, match="batch 1 only"):
+            route(entry, shape, arch, return_lse=return_lse)
+        return
+    tried = candidates(entry, shape, arch)
+    reasons = {name: get_arm(name).supports(shape, arch, need_lse=return_lse) for name in tried}
+    try:
+        arm = route(entry, shape, arch, return_lse=return_lse)
+    except UsageError as exc:
+        # Total: a refusal only when no candidate serves, naming each one's constraint.
+        assert all(r is not None for r in reasons.values()), (shape, arch, reasons)
+        for name, reason in reasons.items():
+            assert f"{name}: {reason}" in str(exc)
+        return
+    except TetherError as exc:  # never ArmUnavailableError or another error for a valid call
+        pytest.fail(f"route raised {type(exc).__name__} for {shape.key()} on {arch}: {exc}")
+    # The first candidate whose declaration covers the call, and it covers it.
+    assert arm == next(name for name, r in reasons.items() if r is None)
+    assert arm in ARCH_ARMS[arch]
+    serves = get_arm(arm).serves[arch]
+    assert serves.refusal(shape, need_lse=return_lse) is None
+    assert not has_keyless_rows(shape) or serves.keyless_rows is None
+    assert not return_lse or serves.lse
+
+
+@pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in ARCHES])
+@PROPERTY
+@given(shape=shapes(), entry=st.sampled_from(ENTRY_POINTS), return_lse=st.booleans())
+def test_every_ordinary_call_gets_an_arm(
+    shape: Shape, entry: str, return_lse: bool, arch: str, monkeypatch
+) -> None:
+    # The space the library promises: head_dims multiples of 8 up to 256 (powers of two in
+    # 16..256 with the LSE, which only the Triton kernel returns), within the kernel's grid
+    # and 32-bit offsets; bf16 with the LSE is GPU only (the interpreter's bf16 dot).
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if entry not in reachable_entry_points(shape) or shape.batch * shape.hq > 65535:
+        return
+    dims = HEAD_DIMS_POW2 if return_lse else HEAD_DIMS_SDPA
+    elements = shape.batch * max(shape.qo_len * shape.hq, shape.kv_len * shape.hkv)
+    if shape.head_dim not in dims or elements * shape.head_dim >= 2**31:
+        return
+    if return_lse and arch == "cpu" and shape.dtype == "bf16":
+        return
+    arm = route(entry, shape, arch, return_lse=return_lse)
+    assert get_arm(arm).supports(shape, arch, need_lse=return_lse) is None
+
+
+# --- What issue 11 found on the H200 (each failed on the router before it) --------------
+
+KEYLESS = [
+    pytest.param(Shape(1, 512, 256, 8, 2, 128, "f16", True), id="q512-kv256"),
+    pytest.param(Shape(1, 1024, 1023, 8, 8, 64, "bf16", True), id="q1024-kv1023"),
+    pytest.param(Shape(2, 799, 3, 8, 1, 128, "f16", True), id="b2-q799-kv3"),
+]
+
+
+@pytest.mark.parametrize("shape", KEYLESS)
+def test_sm90_keeps_causal_calls_with_keyless_rows_off_cudnn(shape: Shape) -> None:
+    for entry in reachable_entry_points(shape):
+        assert route(entry, shape, "sm90") == "triton"
+        # The same lengths without the causal mask have no such rows: cuDNN serves them.
+        assert route(entry, shape.with_(causal=False), "sm90") == "sdpa_cudnn"
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(Shape(1, 1, 1, 8, 8, 128, "f16", True), id="q1-kv1"),
+        pytest.param(Shape(1, 239, 1, 8, 2, 64, "bf16", False), id="q239-kv1-full"),
+    ],
+)
+def test_sm90_sends_kv_len_1_to_the_kernel_that_serves_it(shape: Shape) -> None:
+    for entry in ENTRY_POINTS:
+        assert route(entry, shape, "sm90") == "triton"
+    assert "kv_len 1 is below 2" in get_arm("sdpa_cudnn").supports(shape, "sm90")
+
+
+def test_a_call_no_arm_serves_is_a_usage_error_naming_each_constraint() -> None:
+    shape = Shape(1, 64, 64, 8, 2, 20, "f16", True)
+    with pytest.raises(UsageError, match="no arm on sm90 serves") as exc:
+        route("single_prefill", shape, "sm90")
+    for name in ROUTE_ORDER["sm90"]:
+        assert f"{name}: head_dim 20 is not one of" in str(exc.value)
+    with pytest.raises(UsageError, match="sdpa_math: does not return the log-sum-exp"):
+        route("batch_prefill", shape.with_(head_dim=96), "sm90", return_lse=True)
+
+
+def test_head_dims_no_kernel_tiles_go_to_the_math_backend() -> None:
+    shape = Shape(1, 300, 100, 8, 2, 96, "f16", True)  # keyless rows too
+    assert route("single_prefill", shape, "sm90") == "sdpa_math"
+    assert route("single_prefill", shape, "gfx942") == "sdpa_math"
+
+
+def test_policy_arm_comes_first_and_the_route_order_follows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chunked = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
+    unset = dataclasses.replace(thresholds_for("sm90")[0], takes=None)
+    is_set = dataclasses.replace(unset, takes=(("qo_len", ">=", 1024),))
+    for th, first in ((unset, "sdpa_cudnn"), (is_set, "gluon")):
+        monkeypatch.setattr(routing, "thresholds_for", lambda arch, entry, th=th: (th,))
+        assert policy_choice("single_prefill", chunked, "sm90") == first
+        want = tuple(dict.fromkeys((first, *ROUTE_ORDER["sm90"])))
+        assert candidates("single_prefill", chunked, "sm90") == want
+    # gluon does not serve f32: the route order answers, the policy's arm first only in name.
+    assert route("single_prefill", chunked.with_(dtype="f32"), "sm90") == "triton"
+    monkeypatch.undo()
+    assert policy_choice("batch_prefill", chunked, "sm90") is None
+    assert candidates("batch_prefill", chunked, "sm90") == ROUTE_ORDER["sm90"]
+    assert policy_choice("single_prefill", chunked, "cpu") is None
+
+
+# --- The declarations themselves ---------------------------------------------------------
+
+
+def test_every_arm_declares_what_it_serves_on_each_arch_it_runs_on() -> None:
+    for name, arm in ARMS.items():
+        for arch in arm.arches:
+            assert arch in ARCHES and name in ARCH_ARMS[arch], (name, arch)
+            assert isinstance(arm.serves[arch], Serves)
+    for arch, order in ROUTE_ORDER.items():
+        for name in order:
+            assert arch in ARMS[name].serves, f"{name} is routed on {arch} but not declared"
+
+
+def test_known_gpu_limits_are_declared_with_their_reason() -> None:
+    cudnn = ARMS["sdpa_cudnn"].serves["sm90"]
+    assert cudnn.keyless_rows is not None and "wrong values" in cudnn.keyless_rows
+    assert cudnn.min_kv_len == 2 and "kv_len 1" in cudnn.why["min_kv_len"]
+    for name in ("sdpa_flash", "sdpa_efficient"):
+        assert ARMS[name].serves["sm90"].keyless_rows is not None
+    # What the CPU suite checks: the CPU flash kernel and math give keyless rows 0.
+    assert ARMS["sdpa_flash"].serves["cpu"].keyless_rows is None
+    assert ARMS["sdpa_math"].serves["cpu"].keyless_rows is None
+    for arch in ARCHES:
+        assert ARMS["triton"].serves[arch].keyless_rows is None
+        assert ARMS["triton"].serves[arch].lse
+
+
+def test_a_declaration_refuses_with_the_value_and_the_reason() -> None:
+    serves = Serves(
+        ("f16",), (64,), "kernel", gqa=False, min_kv_len=2, why={"min_kv_len": "refused there"}
+    )
+    base = Shape(1, 8, 8, 2, 2, 64, "f16", True)
+    assert serves.refusal(base) is None
+    assert serves.refusal(base.with_(dtype="f32")) == "dtype f32 is not one of f16"
+    assert "head_dim 128 is not one of 64" in serves.refusal(base.with_(head_dim=128))
+    assert "GQA (2 query heads on 1 kv heads)" in serves.refusal(base.with_(hkv=1))
+    assert serves.refusal(base.with_(kv_len=1)) == "kv_len 1 is below 2 (refused there)"
+    assert "log-sum-exp" in serves.refusal(base, need_lse=True)
+    assert describe_dims(HEAD_DIMS_SDPA) == "8..256 step 8"
+    assert describe_dims(HEAD_DIMS_POW2) == "16, 32, 64, 128, 256"
+    with pytest.raises(ValueError, match="why"):
+        Serves(("f16",), None, "kernel", why={"typo": "x"})
+    with pytest.raises(ValueError, match="bottom_right"):
+        Serves(("f16",), None, "upper_left")
