@@ -158,7 +158,7 @@ def tolerance(
 def assert_within_baseline(
     name: str, out: torch.Tensor, shape: Shape, q, k, v, seed: int, sm_scale: float | None = None
 ) -> None:
-    """``out`` is finite and within 2x the same-dtype math SDPA's error against the reference."""
+    """``out`` is finite and within twice the same-dtype math SDPA's error against the reference."""
     assert torch.isfinite(out).all(), f"{name}: non-finite or unwritten output (seed {seed})"
     ref = attention_ref(q, k, v, shape.causal, sm_scale)
     err = max_err(out, ref)

@@ -189,3 +189,27 @@ def test_cpu_target_judges_by_load(monkeypatch: pytest.MonkeyPatch) -> None:
     assert idle.snapshot("cpu", load_limit=4.0).verdict == IDLE
     monkeypatch.setattr(probes, "read_loadavg", lambda: None)
     assert idle.snapshot("cpu", load_limit=4.0).verdict == UNKNOWN
+
+
+def test_a_nested_hold_does_not_read_its_outer_holders_work_as_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two lanes under one outer hold: lane 1's sweep keeps GPU 1 at 100 % while lane 0's
+    # verify takes its nested hold. The busy percent cannot say whose work that is, so a
+    # nested hold does not sample it (the outer hold did); the process probes still decide.
+    from tether.guard import idle
+    from tether.guard import probes as P
+
+    def idle_processes(vendor: str) -> list[P.ProbeResult]:
+        return [P.ProbeResult("nvml", P.IDLE, {"note": "fixture: no foreign process"})]
+
+    def busy(*args: object, **kwargs: object) -> P.ProbeResult:
+        return P.ProbeResult("busy-percent", P.BUSY, {"note": "fixture: 100 % on GPU 1"})
+
+    monkeypatch.setattr(idle, "process_probes", idle_processes)
+    monkeypatch.setattr(P, "probe_busy_percent", busy)
+    assert idle.snapshot("cuda").verdict == P.BUSY  # an outer hold still samples it
+    snap = idle.snapshot("cuda", nested=True)
+    assert snap.verdict == P.IDLE
+    (pct,) = [p for p in snap.probes if p.name == "busy-percent"]
+    assert pct.state == P.NOT_APPLICABLE and "nested" in pct.evidence["note"]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 import statistics
 import time
@@ -155,6 +156,20 @@ class Probes:
         )
 
 
+def _nvml_handle(pynvml: Any, torch: Any) -> Any:
+    """NVML's handle for the GPU torch is using. NVML numbers every GPU on the host and ignores
+    CUDA_VISIBLE_DEVICES, so torch's index is not NVML's: the handle is looked up by the
+    device's UUID (PyTorch 2.1+), and without one only an unmasked index is trusted."""
+    index = torch.cuda.current_device()
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    if uuid is not None:
+        text = str(uuid)
+        return pynvml.nvmlDeviceGetHandleByUUID(text if text.startswith("GPU-") else f"GPU-{text}")
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        raise LookupError("no device UUID to match NVML's GPU under CUDA_VISIBLE_DEVICES")
+    return pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
 def _nvml_clock() -> Callable[[], tuple[float, float] | None] | None:
     try:
         import pynvml
@@ -164,7 +179,7 @@ def _nvml_clock() -> Callable[[], tuple[float, float] | None] | None:
         import torch
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        handle = _nvml_handle(pynvml, torch)
         top = float(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
     except Exception:  # NVML absent or refused: the clock is unknown, never assumed fine
         return None

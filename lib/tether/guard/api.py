@@ -88,7 +88,7 @@ class Holding:
     waited_s: float = 0.0
 
     def recheck(self, full: bool = True) -> idle_mod.Snapshot:
-        self.after = idle_mod.snapshot(self.target, full=full)
+        self.after = idle_mod.snapshot(self.target, full=full, nested=self.nested)
         return self.after
 
     def evidence(self) -> dict[str, Any]:
@@ -188,7 +188,7 @@ def acquire(
         try:
             idle_since: float | None = None
             while True:
-                snap = idle_mod.snapshot(vendor)
+                snap = idle_mod.snapshot(vendor, nested=outer is not None)
                 now = time.monotonic()
                 if snap.verdict == IDLE:
                     idle_since = now if idle_since is None else idle_since

@@ -126,11 +126,18 @@ def snapshot(
     target: str = "auto",
     *,
     full: bool = True,
+    nested: bool = False,
     load_limit: float | None = None,
     busy_samples: int = 3,
     busy_interval_s: float = 0.2,
 ) -> Snapshot:
-    """Look at the host. ``full=False`` skips the sampled busy percent (for per-arm checks)."""
+    """Look at the host. ``full=False`` skips the sampled busy percent (for per-arm checks).
+
+    ``nested``: a hold inside an outer guard's. The busy percent cannot tell the outer
+    holder's own work (a second lane on another GPU, say) from someone else's, so it is not
+    sampled; it is recorded as not applicable, with why. The outer hold sampled it before its
+    command started, and the process probes still attribute every GPU process to its owner.
+    """
     vendor = resolve_target(target)
     load = P.read_loadavg()  # before any probe, so probes do not raise it
     limit = default_load_limit() if load_limit is None else load_limit
@@ -154,6 +161,12 @@ def snapshot(
         )
         return Snapshot(vendor, verdict("cpu", results, load, limit), load, results)
     results = process_probes(vendor)
-    if full:
+    if full and nested:
+        note = (
+            "not applicable: nested under an outer hold, whose own work this cannot tell from "
+            "another user's; the outer hold sampled it before its command"
+        )
+        results.append(P.ProbeResult("busy-percent", P.NOT_APPLICABLE, {"note": note}))
+    elif full:
         results.append(P.probe_busy_percent(vendor, busy_samples, busy_interval_s))
     return Snapshot(vendor, verdict(vendor, results), load, results)

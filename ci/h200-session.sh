@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# One evidence session on a lent H200 host (.library/device: no network; torch, triton, jinja2
+# and pytest preinstalled; the working tree copied, .peers/ carried). The whole session holds
+# the guard; every tether verb inside it holds it nested, so each run records the hold.
+#
+#   OUT=... TETHER_GIT_SHA=$(git rev-parse HEAD) TETHER_GIT_DIRTY=0 bash ci/h200-session.sh PLAN
+#
+# Two lanes run side by side when the host has two GPUs (one after the other on one GPU):
+#   lane 0 (GPU 0): the public API as routed: validate/gpu_routed_grid.py, then `tether verify`
+#                   (the suite, whose run records the routed cases by arm);
+#   lane 1 (GPU 1): the sweeps of PLAN, one after another, each its own guarded run.
+# PLAN "evidence": the sweeps the policy and the docs cite, the threshold evidence twice (two
+# runs give the run-to-run band), the peers, the gated calls, the Gluon tune, the probe.
+# PLAN "confirm": after thresholds and gates are set from the evidence: the routed grid and
+# verify again (now reaching the Gluon arm), the gates, and a third replicate of the headline.
+# Every run lands in $OUT/store; $OUT/store.tgz and $OUT/logs.tgz come back (the device keeps
+# 8 files at most). A table of step, lane, exit status and seconds is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:?set OUT to the folder that comes back}
+PLAN=${2:-${1:-evidence}}
+STORE="$OUT/store"
+LOGS="$OUT/logs"
+T="python3 -m tether --store $STORE"
+
+step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lane's table
+  local lane=$1 name=$2 limit=$3 t0 rc
+  shift 3
+  t0=$(date +%s)
+  timeout "$limit" "$@" >"$LOGS/$lane-$name.log" 2>&1
+  rc=$?
+  printf '%-6s %-28s %4s %5ss\n' "$lane" "$name" "$rc" "$(($(date +%s) - t0))" >>"$LOGS/table.$lane"
+  tail -n 3 "$LOGS/$lane-$name.log" | sed "s/^/[$lane $name] /"
+}
+
+lane0() {  # the public API, as routed
+  export CUDA_VISIBLE_DEVICES=$1
+  step lane0 routed-grid 260 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14
+  step lane0 verify 330 $T verify --vendor cuda --workers 12 --wait 30
+}
+
+lane1() {  # the sweeps
+  export CUDA_VISIBLE_DEVICES=$1
+  local s="$T sweep --no-progress --wait 30"
+  if [ "$PLAN" = evidence ]; then
+    step lane1 prefill-vs-sdpa.1 170 $s prefill-vs-sdpa
+    step lane1 chunked-prefill.1 80 $s chunked-prefill
+    step lane1 chunked-prefill-fa3.1 120 $s chunked-prefill-fa3 --cap-s 2
+    step lane1 square-prefill-fa3 100 $s square-prefill-fa3 --cap-s 2
+    step lane1 gate-calls-sm90 100 $s gate-calls-sm90
+    step lane1 tune-gluon-sm90 90 $T tune --no-progress --wait 30 tune-gluon-sm90
+    step lane1 prefill-vs-sdpa.2 170 $s prefill-vs-sdpa
+    step lane1 chunked-prefill.2 80 $s chunked-prefill
+    step lane1 chunked-prefill-fa3.2 80 $s chunked-prefill-fa3 --cap-s 2
+    step lane1 probe 70 $T probe --no-progress --wait 30 chunked-prefill-bound
+  else
+    step lane1 gate 120 $T gate --no-progress --wait 30
+    step lane1 prefill-vs-sdpa.3 170 $s prefill-vs-sdpa
+    step lane1 deferred-rescale 80 $s deferred-rescale
+  fi
+}
+
+if [ "${1:-}" = --held ]; then  # inside the hold
+  gpus=$(nvidia-smi -L | grep -c '^GPU ')
+  last=$((gpus > 1 ? 1 : 0))
+  if [ "$gpus" -gt 1 ]; then
+    lane0 0 &
+    lane1 "$last" &
+    wait
+  else
+    lane1 0
+    lane0 0
+  fi
+  exit 0
+fi
+
+mkdir -p "$STORE" "$LOGS"
+python3 -m pip install -q --no-deps --no-build-isolation -e . >"$LOGS/pip.log" 2>&1 ||
+  { tail "$LOGS/pip.log"; exit 1; }
+source validate/peer_env.sh 2>>"$LOGS/peer_env.log"
+nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu \
+  --format=csv >"$LOGS/smi-before.csv" 2>&1
+python3 -m tether guard --hold --wait 120 -- bash ci/h200-session.sh --held "$PLAN"
+held=$?
+nvidia-smi --query-gpu=index,clocks.sm,power.draw,temperature.gpu --format=csv \
+  >"$LOGS/smi-after.csv" 2>&1
+found=$(find "$STORE" -name '*.json' | wc -l)
+tar czf "$OUT/store.tgz" -C "$OUT" store && rm -rf "$STORE"
+cp "$LOGS"/routed_grid.json "$OUT/" 2>/dev/null
+tar czf "$OUT/logs.tgz" -C "$OUT" logs
+echo "guard hold exit $held; $found run file(s) in store.tgz"
+printf '%-6s %-28s %4s %6s\n' lane step rc time
+cat "$LOGS"/table.* 2>/dev/null
+rm -rf "$LOGS"

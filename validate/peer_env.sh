@@ -1,0 +1,21 @@
+# Sourced (bash): put the slim FlashInfer build carried in .peers/ on PYTHONPATH on a GPU host
+# with no network. .peers/ holds what shared/tools/flashinfer-slim.sh wrote (fi.tar.xz, the
+# tvm-ffi wheel) and, once a session has built FlashInfer's modules, the archive it left in
+# $OUT (fi-jit-sm90.tar.xz): copied into .peers/, it spares the next session the JIT build.
+# Nothing here is a dependency of tether: without .peers/ the peer arms refuse with the reason.
+peer_site=${PEER_SITE:-/tmp/site}
+if [ -f .peers/fi.tar.xz ] && [ ! -d "$peer_site/flashinfer" ]; then
+  mkdir -p "$peer_site"
+  tar xJf .peers/fi.tar.xz -C "$peer_site"
+  python3 -m pip install -q --no-index --no-deps --target "$peer_site" .peers/apache_tvm_ffi-*.whl
+fi
+# FlashInfer loads a module found at data/aot/<name>/<name>.so without building it
+# (flashinfer/jit/env.py get_aot_artifacts, the "flashinfer-python" fallback path).
+if [ -f .peers/fi-jit-sm90.tar.xz ] && [ -d "$peer_site/flashinfer" ]; then
+  mkdir -p "$peer_site/flashinfer/data/aot"
+  tar xJf .peers/fi-jit-sm90.tar.xz -C "$peer_site/flashinfer/data/aot"
+  echo "peer_env: FlashInfer modules restored from .peers/fi-jit-sm90.tar.xz" >&2
+fi
+export PYTHONPATH="$PWD:$PWD/lib:$PWD/kernels:$peer_site${PYTHONPATH:+:$PYTHONPATH}"
+export FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=${MAX_JOBS:-16}
+export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/fi-workspace}
