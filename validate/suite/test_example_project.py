@@ -22,6 +22,11 @@ def _tether(project: Path, *argv: str) -> subprocess.CompletedProcess[str]:
         "PYTHONPATH": os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")]),
         "TETHER_GUARD_LOCK": str(project / "guard.lock"),
         "TETHER_GUARD_LOAD_LIMIT": "1000",  # the shared CI box's load is not the example's
+        # The CPU, as the docstring says, on a GPU host too: there the suite runs inside
+        # `tether verify`'s hold, whose pytest workers a second, unrelated guard would see
+        # on the GPU (rightly) as another user's work.
+        "CUDA_VISIBLE_DEVICES": "",
+        "HIP_VISIBLE_DEVICES": "",
     }
     env.pop("TETHER_ROOT", None)
     return subprocess.run(

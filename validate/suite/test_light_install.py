@@ -14,9 +14,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _index_reachable(host: str = "pypi.org", port: int = 443, timeout_s: float = 3.0) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
 @pytest.mark.slow
 @pytest.mark.devtool("pip")
 def test_check_runs_from_a_light_install(tmp_path: Path) -> None:
+    if not os.environ.get("CI") and not _index_reachable():
+        # GPU hosts lent without a network (the verify hosts) cannot build a fresh venv; CI
+        # always can, and there this never skips.
+        pytest.skip("needs the package index (pypi.org:443) to fill a fresh venv; unreachable")
     venv = tmp_path / "hook"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
