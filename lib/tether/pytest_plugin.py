@@ -154,10 +154,14 @@ def tether_measure() -> Any:
     Roles: ``A`` (the baseline), ``B`` (the arm under test) and ``A2``, a second, separately
     prepared instance of A (the A/A control; when left out, A is timed twice, which measures
     timer noise only). Returns a ``tether.stats.CellStat`` judged against its A/A floor and
-    replicate band (``blocks`` replicate blocks of the engine's samples). A test that needs a
+    replicate band (``blocks`` replicate blocks of the engine's samples). ``device`` "cpu"
+    times host functions by the wall clock (default: this host's device, where the calls
+    launch GPU work and are timed by CUDA graphs). A test that needs a
     number kept belongs in a sweep that writes a run; this is for checks a test can fail.
     """
     from collections.abc import Mapping
+
+    default_device = device  # the module's: where this host's tests run
 
     def measure(
         calls: Mapping[str, Callable[[], object]],
@@ -165,6 +169,7 @@ def tether_measure() -> Any:
         policy: Any = None,
         blocks: int = 2,
         work: float = 1.0,
+        device: str | None = None,
     ) -> Any:
         from tether.bench.engine import TimingPolicy
         from tether.bench.engine import measure as engine_measure
@@ -175,7 +180,7 @@ def tether_measure() -> Any:
             raise pytest.UsageError("tether_measure: calls need roles A and B (and ideally A2)")
         roles = {"A": calls["A"], "A2": calls.get("A2", calls["A"]), "B": calls["B"]}
         timing = policy or TimingPolicy()
-        dev = device()
+        dev = device or default_device()
         samples: dict[str, list[float]] = {r: [] for r in roles}
         sizes = []
         for block in range(max(1, blocks)):

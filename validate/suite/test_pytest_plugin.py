@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tether.bench.engine import TimingPolicy
+from tether.pytest_plugin import has_gpu
 
 QUICK = TimingPolicy(min_sample_s=2e-4, min_reps=4, max_reps=4, warmup_calls=1)
 
@@ -20,7 +21,8 @@ def test_tether_measure_calls_a_deliberately_slower_b_a_loss(tether_measure) -> 
     def slow() -> None:
         sum(range(2000))
 
-    stat = tether_measure({"A": fast, "A2": fast, "B": slow}, policy=QUICK)
+    # Host functions: timed by the wall clock on any host (a CUDA graph of them is empty).
+    stat = tether_measure({"A": fast, "A2": fast, "B": slow}, policy=QUICK, device="cpu")
     assert stat.ratio < 1.0 and stat.verdict == "loss", stat
     assert len(stat.blocks) == 2
 
@@ -42,4 +44,6 @@ def test_the_plugin_loads_in_a_project_without_a_conftest(tmp_path: Path) -> Non
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 passed" in done.stdout and time.monotonic() - start < 120
+    # The gpu-marked test runs where a GPU is visible and skips, with its reason, elsewhere.
+    want = "2 passed" if has_gpu() else "1 passed, 1 skipped"
+    assert want in done.stdout and time.monotonic() - start < 120, done.stdout
