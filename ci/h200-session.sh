@@ -6,13 +6,13 @@
 #   OUT=... TETHER_GIT_SHA=$(git rev-parse HEAD) TETHER_GIT_DIRTY=0 bash ci/h200-session.sh PLAN
 #
 # Two lanes run side by side when the host has two GPUs (one after the other on one GPU):
-#   lane 0 (GPU 0): the public API as routed: validate/gpu_routed_grid.py, then `tether verify`
-#                   (the suite, whose run records the routed cases by arm);
+#   lane 0 (GPU 0): the public API as routed: `tether verify` (the suite, whose run records the
+#                   routed cases by arm), then validate/gpu_routed_grid.py, then more runs;
 #   lane 1 (GPU 1): the sweeps of PLAN, one after another, each its own guarded run.
-# PLAN "evidence": the sweeps the policy and the docs cite, the threshold evidence twice (two
-# runs give the run-to-run band), the peers, the gated calls, the Gluon tune, the probe.
-# PLAN "confirm": after thresholds and gates are set from the evidence: the routed grid and
-# verify again (now reaching the Gluon arm), the gates, and a third replicate of the headline.
+# PLAN "evidence": lane 0 verifies, then tunes, probes and runs the demos; lane 1 measures the
+# sweeps the policy cites twice each (two runs give the run-to-run band), the gated calls and
+# the peers. PLAN "gates": once the gates are set from the gated calls: `tether gate` and the
+# gate tests, recorded as a verify run of validate/gates, on one GPU.
 # Every run lands in $OUT/store; $OUT/store.tgz and $OUT/logs.tgz come back (the device keeps
 # 8 files at most). A table of step, lane, exit status and seconds is printed last.
 set -uo pipefail
@@ -40,31 +40,34 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
   tail -n 3 "$LOGS/$lane-$name.log" | sed "s/^/[$lane $name] /"
 }
 
-lane0() {  # the public API, as routed: the suite (recorded), then the wider grid
-  export CUDA_VISIBLE_DEVICES=$1
-  step lane0 verify 360 $T verify --vendor cuda --workers 12 --wait 30
-  step lane0 routed-grid 240 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14
-}
-
-lane1() {  # the sweeps
+lane0() {  # the public API as routed (the suite, recorded; the wider grid), then more
   export CUDA_VISIBLE_DEVICES=$1
   local s="$T sweep --no-progress --wait 30"
-  if [ "$PLAN" = evidence ]; then
-    step lane1 prefill-vs-sdpa.1 170 $s prefill-vs-sdpa
-    step lane1 chunked-prefill.1 80 $s chunked-prefill
-    step lane1 chunked-prefill-fa3.1 120 $s chunked-prefill-fa3 --cap-s 2
-    step lane1 square-prefill-fa3 100 $s square-prefill-fa3 --cap-s 2
-    step lane1 gate-calls-sm90 100 $s gate-calls-sm90
-    step lane1 prefill-vs-sdpa.2 170 $s prefill-vs-sdpa
-    step lane1 chunked-prefill.2 80 $s chunked-prefill
-    step lane1 tune-gluon-sm90 90 $T tune --no-progress --wait 30 tune-gluon-sm90
-    step lane1 chunked-prefill-fa3.2 80 $s chunked-prefill-fa3 --cap-s 2
-    step lane1 probe 70 $T probe --no-progress --wait 30 chunked-prefill-bound
-  else
-    step lane1 gate 120 $T gate --no-progress --wait 30
-    step lane1 prefill-vs-sdpa.3 170 $s prefill-vs-sdpa
-    step lane1 deferred-rescale 80 $s deferred-rescale
+  if [ "$PLAN" = gates ]; then
+    step lane0 gate 150 $T gate --no-progress --wait 30
+    step lane0 verify-gates 150 $T verify --vendor cuda --suite validate/gates --wait 30
+    return
   fi
+  step lane0 verify 360 $T verify --vendor cuda --workers 12 --wait 30
+  step lane0 routed-grid 120 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14
+  step lane0 tune-gluon-sm90 90 $T tune --no-progress --wait 30 tune-gluon-sm90
+  step lane0 probe 60 $T probe --no-progress --wait 30 chunked-prefill-bound
+  step lane0 deferred-rescale 60 $s deferred-rescale
+  step lane0 aa-control-demo 40 $s aa-control-demo
+  step lane0 aa-release-demo 40 $s aa-release-demo
+}
+
+lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run band), and peers
+  export CUDA_VISIBLE_DEVICES=$1
+  local s="$T sweep --no-progress --wait 30"
+  [ "$PLAN" = gates ] && return
+  step lane1 prefill-vs-sdpa.1 170 $s prefill-vs-sdpa
+  step lane1 chunked-prefill.1 80 $s chunked-prefill
+  step lane1 gate-calls-sm90 100 $s gate-calls-sm90
+  step lane1 prefill-vs-sdpa.2 170 $s prefill-vs-sdpa
+  step lane1 chunked-prefill.2 80 $s chunked-prefill
+  step lane1 square-prefill-fa3 100 $s square-prefill-fa3 --cap-s 2
+  step lane1 chunked-prefill-fa3 100 $s chunked-prefill-fa3 --cap-s 2
 }
 
 if [ "${1:-}" = --held ]; then  # inside the hold

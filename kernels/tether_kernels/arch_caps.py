@@ -185,6 +185,19 @@ _EVIDENCE = Evidence(
 )
 
 
+# sm90's square calls: the threshold's evidence is exactly the population it routes (square
+# calls from its qo_len on); the region above _SM90 renders what the cited run shows there.
+_SQUARE_4K_EVIDENCE = Evidence(
+    sweep="prefill-vs-sdpa",
+    population=Population(
+        name="single-prefill-square-4k",
+        entry="single_prefill",
+        where=(("qo_len", ">=", 4096), ("kv_len", "==", "qo_len")),
+    ),
+    predicates=("geomean_win", "no_loss_outside_floor"),
+)
+
+
 def _takes(min_qo_len: int | None) -> tuple[tuple[str, str, object], ...] | None:
     """single_prefill takes the arm from ``min_qo_len`` queries on; None: never (not set)."""
     return None if min_qo_len is None else (("qo_len", ">=", min_qo_len),)
@@ -234,20 +247,43 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # Conservative: no threshold holds until a sweep in the store shows its evidence predicates.
 # BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
 # Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
-# where: not set.
-# sweep prefill-vs-sdpa, population single-prefill-gate
-# (reachable from single_prefill, qo_len >= 2048).
-# not measured: the store has no guarded ok run of this sweep on sm90.
+# where: kv_len == qo_len, qo_len >= 4096.
+# sweep prefill-vs-sdpa, population single-prefill-square-4k
+# (reachable from single_prefill, qo_len >= 4096, kv_len == qo_len).
+# run 20261130T222020Z-sweep-prefill-vs-sdpa-sm90-432365f2b904
+# (2026-11-30, git dedfab8060cd, 2 blocks, 1 replicate runs)
+# superseded (harness changed since; re-measure)
+# the population has no cells in this run.
+# geomean_win: does not hold
+# no_loss_outside_floor: does not hold
 # END GENERATED: policy-single-prefill-sm90
-_SM90 = _threshold("sm90", "sdpa_cudnn", None)
+_SM90 = Threshold(
+    region="policy-single-prefill-sm90",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="sdpa_cudnn",
+    evidence=_SQUARE_4K_EVIDENCE,
+    takes=_takes(4096),
+    scope=(("kv_len", "==", "qo_len"),),
+)
 # BEGIN GENERATED: policy-sm90-single-prefill-chunked (tether render)
 # Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
-# where: not set.
+# where: kv_len > qo_len, qo_len >= 2048.
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
-# not measured: the store has no guarded ok run of this sweep on sm90.
+# run 20261130T222149Z-sweep-chunked-prefill-sm90-93db29113899
+# (2026-11-30, git dedfab8060cd, 2 blocks, 1 replicate runs)
+# superseded (harness changed since; re-measure)
+# 6 cells, geomean 2.063,
+# A/A floor 0.998-1.000, replicate band 0.982-1.003,
+# 6 faster, 0 slower beyond their noise, 0 level;
+# worst cell dtype=f16 kv_len=8192
+# at 2.021.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
-_SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", None)
+_SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", 2048)
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
 # where: not set.
@@ -333,10 +369,12 @@ _GATE_SM90 = Gate(
     arm="gluon",
     case="attention",
     call=CHUNKED_PREFILL_16K,
-    # Not set until a guarded before (the Triton kernel) and after (the Gluon kernel) of this
-    # call are in the store (sweep gate-calls-sm90); then set between them, clear of both
-    # replicate bands.
+    # Set between the guarded before (the Triton kernel, role A) and after (the Gluon kernel,
+    # role B) of this call, measured side by side in short bursts from rest (sweep
+    # gate-calls-sm90), clear of both replicate bands; tether check holds it there.
     threshold=None,
+    before_role="A",
+    after_role="B",
 )
 
 # The square causal call of the Hopper rate goal: the chunked call's heads and head_dim, 16K
@@ -359,7 +397,9 @@ _GATE_SM90_SQUARE = Gate(
     arm="gluon",
     case="attention",
     call=SQUARE_PREFILL_16K,
-    threshold=None,
+    threshold=None,  # set as the chunked gate's is
+    before_role="A",
+    after_role="B",
 )
 
 

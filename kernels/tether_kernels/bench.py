@@ -224,9 +224,10 @@ registry.sweep(
         case="attention",
         axes={"kv_len": (2048, 4096, 8192, 16384), "dtype": ("f16", "bf16")},
         fixed=_CHUNKED,
-        # A must serve bottom-right causal; an arm that builds the mask inside its call is
-        # still flagged kernel_mismatch by the fidelity check, not trusted.
-        arms={"A": ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient"), "B": _OURS},
+        # A is the SDPA arm the call takes without a threshold (cuDNN on sm90, which serves
+        # kv_len > qo_len bottom-right with the mask built outside the call); an arm that
+        # builds the mask inside its call is still flagged by the fidelity check, not trusted.
+        arms={"A": _SDPA, "B": _OURS},
         entry_points=ENTRY_POINTS,
         timing=TimingPolicy(),
         description="qo_len 2048 against kv_len 2K to 16K, f16 and bf16",
@@ -387,7 +388,12 @@ registry.sweep(
         fixed={"batch": 1, "kv_len": 16384, "hq": 32, "hkv": 8, "head_dim": 128, "causal": True},
         arms={"A": "triton", "B": "gluon"},
         entry_points=ENTRY_POINTS,
-        timing=TimingPolicy(min_reps=6, max_reps=12, cell_cap_s=0.4, cooldown_s=3.0),
+        # The stated clock fraction for these absolute rates: an H200 at its 700 W limit holds
+        # these calls at 1620-1755 MHz of 1980 when sustained, so from rest a sample at or above
+        # 0.85 of the maximum is a burst before the power limit bites, and a lower one is flagged.
+        timing=TimingPolicy(
+            min_reps=6, max_reps=12, cell_cap_s=0.4, cooldown_s=3.0, throttle_ratio=0.85
+        ),
         replicates=3,
         description="the gated calls: the Triton kernel (before) against the Gluon kernel (after)",
     )

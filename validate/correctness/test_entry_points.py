@@ -134,7 +134,7 @@ def test_conservative_policy_routes_to_the_sdpa_arm(monkeypatch) -> None:
 def test_threshold_switches_at_min_qo_len(monkeypatch) -> None:
     base = arch_caps.threshold_for("sm90")
     assert base is not None
-    held = _set(base, takes=(("qo_len", ">=", 2048),))
+    held = _set(base, takes=(("qo_len", ">=", 2048),), scope=())
     monkeypatch.setattr(arch_caps, "POLICY", (held,))
     shape = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
     assert route("single_prefill", shape, "sm90") == held.arm
@@ -165,9 +165,14 @@ def _set(th: Threshold, **changes) -> Threshold:
     return Threshold(**{**th.__dict__, **changes})
 
 
+def _is_chunked(th: Threshold) -> bool:
+    return th.region.endswith("-single-prefill-chunked")
+
+
 def _chunked_policy_set(min_qo_len: int) -> tuple[Threshold, ...]:
+    # The chunked thresholds set at min_qo_len, the general ones unset: chunked shapes only.
     return tuple(
-        _set(th, takes=(("qo_len", ">=", min_qo_len),)) if th.scope else th
+        _set(th, takes=(("qo_len", ">=", min_qo_len),) if _is_chunked(th) else None)
         for th in arch_caps.POLICY
     )
 
@@ -175,7 +180,7 @@ def _chunked_policy_set(min_qo_len: int) -> tuple[Threshold, ...]:
 def test_every_gpu_arch_has_a_conservative_chunked_threshold() -> None:
     for arch in arch_caps.GPU_ARCHES:
         found = arch_caps.thresholds_for(arch)
-        chunked = [th for th in found if th.scope]
+        chunked = [th for th in found if _is_chunked(th)]
         assert len(chunked) == 1, f"{arch}: {found}"
         (th,) = chunked
         assert th.region == f"policy-{arch}-single-prefill-chunked"
@@ -185,8 +190,9 @@ def test_every_gpu_arch_has_a_conservative_chunked_threshold() -> None:
         assert th.otherwise == arch_caps.ROUTE_ORDER[arch][0]
         assert th.evidence.sweep == "chunked-prefill"
         assert th.evidence.population.name == "single-prefill-chunked"
+        assert th.scope == (("kv_len", ">", "qo_len"),)
         # The general threshold stays first: the renderer's per-arch docs cite it.
-        assert not found[0].scope
+        assert found[0].region == f"policy-single-prefill-{arch}"
     assert arch_caps.thresholds_for("cpu") == ()
 
 
@@ -232,6 +238,7 @@ def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, m
 
 def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
     general, chunked = arch_caps.thresholds_for("sm90")
+    general = _set(general, scope=())  # speaks for every call, as on the arches without runs
     # An unset chunked threshold does not veto the general one.
     unset_chunked = _set(chunked, takes=None)
     at_1k = (("qo_len", ">=", 1024),)
@@ -251,8 +258,10 @@ def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
 
 def test_sm90_policy_routes_as_its_thresholds_say() -> None:
     # Whatever the policy holds today (set from the store's guarded sm90 sweeps, or unset):
-    # chunked calls go to triton exactly where the chunked threshold takes them.
-    (chunked,) = [th for th in arch_caps.thresholds_for("sm90") if th.scope]
-    for shape in (CHUNKED, CHUNKED.with_(qo_len=1024), SQUARE):
-        want = chunked.arm if chunked.takes_arm(shape.key()) else "sdpa_cudnn"
+    # a call goes to a threshold's arm exactly where that threshold takes it.
+    found = arch_caps.thresholds_for("sm90")
+    shapes = (CHUNKED, CHUNKED.with_(qo_len=1024), SQUARE, SQUARE.with_(qo_len=8192, kv_len=8192))
+    for shape in shapes:
+        taking = [th for th in found if th.takes_arm(shape.key())]
+        want = taking[0].arm if taking else "sdpa_cudnn"
         assert route("single_prefill", shape, "sm90") == want

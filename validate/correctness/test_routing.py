@@ -174,7 +174,7 @@ def test_policy_arm_comes_first_and_the_route_order_follows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     chunked = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
-    unset = dataclasses.replace(thresholds_for("sm90")[0], takes=None)
+    unset = dataclasses.replace(thresholds_for("sm90")[0], takes=None, scope=())
     is_set = dataclasses.replace(unset, takes=(("qo_len", ">=", 1024),))
     for th, first in ((unset, "sdpa_cudnn"), (is_set, "gluon")):
         monkeypatch.setattr(routing, "thresholds_for", lambda arch, entry, th=th: (th,))

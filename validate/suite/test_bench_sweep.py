@@ -161,6 +161,21 @@ def test_a_free_form_sweep_in_its_own_unit(tmp_path: Path) -> None:
     assert load_store(tmp_path)[0].config["unit"] == "rows"
 
 
+def test_the_run_records_the_sweeps_aliases(tmp_path: Path) -> None:
+    # An H200 session measured prefill-vs-sdpa without them: every population on qo_len
+    # found no cell (seqlen stands for qo_len and kv_len only through the aliases).
+    from tether.policy import Population
+    from tether.stats import aggregate, cell_stats
+
+    reg = fake_registry(fake_a=FakeArm("fake_a"), fake_b=FakeArm("fake_b"))
+    sweep = fake_sweep().replace(aliases={"seqlen": ("qo_len", "kv_len")})
+    bench(tmp_path, reg, profiler=lambda fn, dev: ["x"]).sweep(sweep)
+    (run,) = load_store(tmp_path)
+    assert run.aliases == {"seqlen": ["qo_len", "kv_len"]}
+    long = Population(name="long", where=(("qo_len", ">=", 16),))
+    assert len(aggregate(cell_stats(run), long).cells) == 2
+
+
 def test_ctrl_c_writes_a_rejected_partial_run_and_propagates(tmp_path: Path) -> None:
     reg = fake_registry(fake_a=FakeArm("fake_a"), fake_b=FakeArm("fake_b", interrupt_at=2))
     with pytest.raises(KeyboardInterrupt):

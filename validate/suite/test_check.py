@@ -42,7 +42,8 @@ POLICY_REGION = "policy-single-prefill-sm90"
 GATE_REGION = "gate-sm90-chunked-prefill-16k"
 
 # The FIXTURE's live threshold stands in for the policy file's sm90 one; the other thresholds
-# stay as they are (unset), so every marker in the file still names a region.
+# are kept unset (their evidence is the real store's, not this fixture's), so every marker in
+# the file still names a region.
 _LIVE = (
     Threshold(
         region=POLICY_REGION,
@@ -60,14 +61,20 @@ _LIVE = (
         ),
     ),
 )
-FIXTURE_POLICY = _LIVE + tuple(th for th in arch_caps.POLICY if th.region != POLICY_REGION)
+FIXTURE_POLICY = _LIVE + tuple(
+    replace(th, takes=None) for th in arch_caps.POLICY if th.region != POLICY_REGION
+)
 
 
 CALL = {"seqlen": 4096}  # the gated FIXTURE call (the gate runs' single cell)
 
 
-# The policy file's other gates, as they are (unset): their markers stay in the file.
-OTHER_GATES = tuple(g for g in arch_caps.GATES if g.region != GATE_REGION)
+# The policy file's other gates, unset (as the other thresholds): their markers stay in the file.
+OTHER_GATES = tuple(
+    replace(g, threshold=None, before_run=None, after_run=None)
+    for g in arch_caps.GATES
+    if g.region != GATE_REGION
+)
 
 
 def fixture_gates(

@@ -341,6 +341,11 @@ class Bench:
                 1, self.replicates if self.replicates is not None else sweep.replicates
             ),
             "device_index": self.target.index,
+            # The axes that stand for other fields (seqlen for qo_len and kv_len): without
+            # them a population or a threshold on qo_len finds no cell of the run.
+            **(
+                {"aliases": {k: list(v) for k, v in sweep.aliases.items()}} if sweep.aliases else {}
+            ),
             **(config_extra or {}),
         }
         if callable(results):
