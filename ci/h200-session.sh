@@ -11,8 +11,8 @@
 #   lane 1 (GPU 1): the sweeps of PLAN, one after another, each its own guarded run.
 # PLAN "evidence": lane 0 verifies, then tunes, probes and runs the demos; lane 1 measures the
 # sweeps the policy cites twice each (two runs give the run-to-run band), the gated calls and
-# the peers. PLAN "gates": once the gates are set from the gated calls: `tether gate` and the
-# gate tests, recorded as a verify run of validate/gates, on one GPU.
+# the peers. PLAN "gates": once the policy and the gates are set from that evidence: the suite
+# again on lane 0 (its verify run; validate/gates measures the gates), `tether gate` on lane 1.
 # Every run lands in $OUT/store; $OUT/store.tgz and $OUT/logs.tgz come back (the device keeps
 # 8 files at most). A table of step, lane, exit status and seconds is printed last.
 set -uo pipefail
@@ -43,12 +43,8 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
 lane0() {  # the public API as routed (the suite, recorded; the wider grid), then more
   export CUDA_VISIBLE_DEVICES=$1
   local s="$T sweep --no-progress --wait 30"
-  if [ "$PLAN" = gates ]; then
-    step lane0 gate 150 $T gate --no-progress --wait 30
-    step lane0 verify-gates 150 $T verify --vendor cuda --suite validate/gates --wait 30
-    return
-  fi
   step lane0 verify 360 $T verify --vendor cuda --workers 12 --wait 30
+  [ "$PLAN" = gates ] && return
   step lane0 routed-grid 120 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14
   step lane0 tune-gluon-sm90 90 $T tune --no-progress --wait 30 tune-gluon-sm90
   step lane0 probe 60 $T probe --no-progress --wait 30 chunked-prefill-bound
@@ -60,7 +56,10 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
 lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run band), and peers
   export CUDA_VISIBLE_DEVICES=$1
   local s="$T sweep --no-progress --wait 30"
-  [ "$PLAN" = gates ] && return
+  if [ "$PLAN" = gates ]; then
+    step lane1 gate 150 $T gate --no-progress --wait 30
+    return
+  fi
   step lane1 prefill-vs-sdpa.1 170 $s prefill-vs-sdpa
   step lane1 chunked-prefill.1 80 $s chunked-prefill
   step lane1 gate-calls-sm90 100 $s gate-calls-sm90

@@ -250,12 +250,15 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # where: kv_len == qo_len, qo_len >= 4096.
 # sweep prefill-vs-sdpa, population single-prefill-square-4k
 # (reachable from single_prefill, qo_len >= 4096, kv_len == qo_len).
-# run 20261130T222020Z-sweep-prefill-vs-sdpa-sm90-432365f2b904
-# (2026-11-30, git dedfab8060cd, 2 blocks, 1 replicate runs)
-# superseded (harness changed since; re-measure)
-# the population has no cells in this run.
-# geomean_win: does not hold
-# no_loss_outside_floor: does not hold
+# run 20261130T223503Z-sweep-prefill-vs-sdpa-sm90-e6c6dd3275a2
+# (2026-11-30, git 877891e4700f, 2 blocks, 1 replicate runs)
+# 12 cells, geomean 1.106,
+# A/A floor 1.000-1.000, replicate band 0.990-1.004,
+# 12 faster, 0 slower beyond their noise, 0 level;
+# worst cell batch=1 hq=64 seqlen=4096
+# at 1.014.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
 _SM90 = Threshold(
     region="policy-single-prefill-sm90",
@@ -272,14 +275,13 @@ _SM90 = Threshold(
 # where: kv_len > qo_len, qo_len >= 2048.
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
-# run 20261130T222149Z-sweep-chunked-prefill-sm90-93db29113899
-# (2026-11-30, git dedfab8060cd, 2 blocks, 1 replicate runs)
-# superseded (harness changed since; re-measure)
-# 6 cells, geomean 2.063,
-# A/A floor 0.998-1.000, replicate band 0.982-1.003,
+# run 20261130T223642Z-sweep-chunked-prefill-sm90-e5830932f07e
+# (2026-11-30, git 877891e4700f, 2 blocks, 1 replicate runs)
+# 6 cells, geomean 2.314,
+# A/A floor 1.000-1.001, replicate band 0.970-1.005,
 # 6 faster, 0 slower beyond their noise, 0 level;
-# worst cell dtype=f16 kv_len=8192
-# at 2.021.
+# worst cell dtype=bf16 kv_len=16384
+# at 2.208.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -358,9 +360,13 @@ CHUNKED_PREFILL_16K: dict[str, object] = {
 }
 
 # BEGIN GENERATED: gate-sm90-chunked-prefill-16k (tether render)
-# Gate sm90-chunked-prefill-16k-f16 on sm90: gluon, threshold not set.
-# before: not cited
-# after: not cited
+# Gate sm90-chunked-prefill-16k-f16 on sm90: gluon, threshold 610.0 TFLOP/s.
+# before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A)
+#   measured 563.2 TFLOP/s,
+#   band 509.5 TFLOP/s to 570.1 TFLOP/s
+# after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B)
+#   measured 656.1 TFLOP/s,
+#   band 643.8 TFLOP/s to 658.5 TFLOP/s
 # END GENERATED: gate-sm90-chunked-prefill-16k
 _GATE_SM90 = Gate(
     id="sm90-chunked-prefill-16k-f16",
@@ -372,7 +378,9 @@ _GATE_SM90 = Gate(
     # Set between the guarded before (the Triton kernel, role A) and after (the Gluon kernel,
     # role B) of this call, measured side by side in short bursts from rest (sweep
     # gate-calls-sm90), clear of both replicate bands; tether check holds it there.
-    threshold=None,
+    threshold=610e12,
+    before_run="20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca",
+    after_run="20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca",
     before_role="A",
     after_role="B",
 )
@@ -386,9 +394,13 @@ SQUARE_PREFILL_16K: dict[str, object] = {
 }
 
 # BEGIN GENERATED: gate-sm90-square-prefill-16k (tether render)
-# Gate sm90-square-prefill-16k-bf16 on sm90: gluon, threshold not set.
-# before: not cited
-# after: not cited
+# Gate sm90-square-prefill-16k-bf16 on sm90: gluon, threshold 590.0 TFLOP/s.
+# before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A)
+#   measured 530.5 TFLOP/s,
+#   band 525.5 TFLOP/s to 559.4 TFLOP/s
+# after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B)
+#   measured 658.4 TFLOP/s,
+#   band 651.1 TFLOP/s to 669.5 TFLOP/s
 # END GENERATED: gate-sm90-square-prefill-16k
 _GATE_SM90_SQUARE = Gate(
     id="sm90-square-prefill-16k-bf16",
@@ -397,7 +409,9 @@ _GATE_SM90_SQUARE = Gate(
     arm="gluon",
     case="attention",
     call=SQUARE_PREFILL_16K,
-    threshold=None,  # set as the chunked gate's is
+    threshold=590e12,  # set as the chunked gate's is
+    before_run="20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca",
+    after_run="20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca",
     before_role="A",
     after_role="B",
 )

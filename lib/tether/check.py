@@ -261,6 +261,17 @@ def check_thresholds(
     return findings
 
 
+def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
+    """Each ``tune-<id>`` region names a tuning run the store holds."""
+    from tether.render.targets import missing_tune_regions
+
+    ids = {r.id for r in runs if r.kind == "tune"}
+    return [
+        Finding(rel, 1, f"region {region!r} cites tuning run {region[5:]!r}, not in the store")
+        for rel, region in missing_tune_regions(root, ids)
+    ]
+
+
 def check_gates(root: Path, gates: Iterable[Gate], runs: list[Run], current: str) -> list[Finding]:
     """Each set gate sits strictly between its cited before and after measurements, clear of
     both replicate bands; both are guarded, current and unthrottled."""
@@ -371,6 +382,7 @@ def run_check(
         # The harness of the checkout being checked, as the renderer judges it.
         current = harness_fingerprint(root)
         findings += check_thresholds(root, own_policy if policy is None else policy, runs, current)
+        findings += check_tune_citations(root, runs)
         findings += check_gates(root, own_gates if gates is None else gates, runs, current)
     findings += scan_tree(root)
     return sorted(set(findings))

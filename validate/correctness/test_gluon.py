@@ -49,14 +49,9 @@ def test_gluon_config_rejects_what_cannot_launch(changes: dict, why: str) -> Non
 
 
 def _triton_36_with_gluon() -> str | None:
-    import triton
+    from tether_kernels.gluon.launch import gluon_triton_reason
 
-    if not triton.__version__.startswith("3.6."):
-        return (
-            f"the kernel is written against Triton 3.6's Gluon API (the H200's); "
-            f"this is triton {triton.__version__}"
-        )
-    return None
+    return gluon_triton_reason()
 
 
 @pytest.mark.parametrize("variant", VARIANT_NAMES)

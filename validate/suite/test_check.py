@@ -427,3 +427,15 @@ def test_check_imports_no_gpu_code(checkout: Checkout) -> None:
     assert done.returncode == 0, done.stderr
     # The fixture policy is not patched in here, so the exit code may be 1; imports are the point.
     assert done.stdout.split(" ", 1)[1].strip() == "[]", done.stdout
+
+
+def test_a_tuning_region_whose_run_is_not_in_the_store_is_a_finding(tmp_path: Path) -> None:
+    # kernels/NOTES.md cites a tuning run by its marker; against a store without that run the
+    # region renders as saying so (a fixture store must still render) and the check fails.
+    from tether.check import run_check
+
+    store = tmp_path / "empty"
+    store.mkdir()
+    found = [f.what for f in run_check(REPO, store)]
+    assert any("cites tuning run" in m and "not in the store" in m for m in found), found
+    assert not any("cannot render" in m for m in found), found

@@ -54,9 +54,13 @@ def test_demo_on_a_gpu_host_writes_to_scratch_unless_told(
 ) -> None:
     from tether.bench import sweep as sweep_mod
     from tether.bench.sweep import Target
+    from tether.guard import idle
 
     gpu = Target("sm90", "cuda", "FIXTURE-GPU")  # what detect() says on an H100/H200 host
     monkeypatch.setattr(Target, "detect", staticmethod(lambda index=None: gpu))
+    # The guard checks the load only: on a real GPU host this runs inside verify's hold,
+    # whose other workers a second guard on a private lock rightly sees as busy GPUs.
+    monkeypatch.setattr(idle, "resolve_target", lambda target: "cpu")
 
     def stand_in(self: sweep_mod.Bench, sweep: object, **_: object) -> None:
         raise _Measured(self.store)  # no GPU here: stop where the measurement would start

@@ -19,12 +19,14 @@ from tether_kernels.serves import INT32_ELEMENTS, Serves
 
 @functools.lru_cache(maxsize=1)
 def _triton_reason() -> str | None:
-    from tether_kernels.gluon.launch import gluon_unavailable
+    from tether_kernels.gluon.launch import gluon_triton_reason
 
-    return gluon_unavailable()
+    return gluon_triton_reason()
 
 
 def _available(arch: str) -> str | None:
+    # The installed Triton's version, not an import: route() stays pure and cheap, and a
+    # process that imported Triton under TRITON_INTERPRET=1 cannot break it.
     return _triton_reason()
 
 

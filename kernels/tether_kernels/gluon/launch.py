@@ -63,6 +63,27 @@ VARIANTS: dict[str, GluonConfig] = {
 DEFAULT_VARIANT = "n128s2"
 
 
+# The Triton release whose Gluon API the kernel is written against (the H200's).
+GLUON_TRITON = "3.6."
+
+
+def gluon_triton_reason() -> str | None:
+    """None where the installed Triton is the release the kernel is written for, else why not.
+    Reads the installed version only (no import), so routing stays cheap and pure."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return "Triton is not installed"
+    if not version.startswith(GLUON_TRITON):
+        return (
+            f"the kernel is written against Triton {GLUON_TRITON}x's Gluon API; this is "
+            f"triton {version}"
+        )
+    return None
+
+
 def gluon_unavailable(device: Any = None) -> str | None:
     """None where the Gluon Hopper kernel can run (an sm90 device, a Triton with Gluon's
     Hopper module), else the reason. Imports triton; ``device`` None checks only the Triton."""

@@ -111,6 +111,25 @@ def _check_python_region(path: str, region: str, body: str) -> None:
             raise TemplateError(f"{path}: region {region!r} line {n}: trailing whitespace")
 
 
+TUNE_PREFIX = "tune-"
+
+
+def missing_tune_regions(root: Path, run_ids: set[str]) -> list[tuple[str, str]]:
+    """(file, region) for each ``tune-<id>`` marker in a declared region file whose run is not
+    among ``run_ids``: a document citing a tuning run the store does not hold."""
+    from tether import project
+
+    found = []
+    for rel in sorted(project.get(root).region_files):
+        path = root / rel
+        if not path.is_file():
+            continue
+        for region in find_regions(path.read_text(encoding="utf-8"), Path(rel)):
+            if region.startswith(TUNE_PREFIX) and region[len(TUNE_PREFIX) :] not in run_ids:
+                found.append((rel, region))
+    return found
+
+
 def render_regions(
     root: Path, env: jinja2.Environment, context: dict[str, Any]
 ) -> dict[Path, bytes]:
@@ -135,7 +154,10 @@ def render_regions(
         except FileNotFoundError as exc:
             raise TemplateError(f"{rel}: declared region file not found") from exc
         spans = find_regions(text, Path(rel))
-        unknown = sorted(set(spans) - set(available))
+        # A tuning run's region whose run this store lacks (a fixture store, a store copied
+        # partly) renders as saying so; `tether check` reports it as a citation of a missing run.
+        missing = {r for r in set(spans) - set(available) if r.startswith(TUNE_PREFIX)}
+        unknown = sorted(set(spans) - set(available) - missing)
         if unknown:
             raise RegionError(
                 rel,
@@ -146,6 +168,10 @@ def render_regions(
         wanted = set(spans) | {r for r, f in required.items() if f == rel}
         bodies = {}
         for region in sorted(wanted):
+            if region in missing:
+                body = f"Run `{region[len(TUNE_PREFIX) :]}` is not in this store.\n"
+                bodies[region] = body
+                continue
             template, extra = available[region]
             body = render_template(env, template, {**context, **extra})
             if not body.endswith("\n"):
