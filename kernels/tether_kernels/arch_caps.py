@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tether.errors import UnknownArchError
-from tether.policy import Evidence, Gate, Population, Threshold
+from tether.errors import UnknownArchError, UsageError
+from tether.policy import CompileGate, Evidence, Gate, Population, Threshold
 
 ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
 AMD_ARCHES: tuple[str, ...] = ("gfx942", "gfx950", "gfx1151")
@@ -120,15 +120,11 @@ def launch_config(
     config is the one for large calls.
     """
     check_arch(arch)
+    if arch in AMD_CONFIGS:
+        return amd_launch_config(arch, head_dim, dtype)
     if dtype == "f32" and arch != "cpu":
-        # f32 tiles take twice the shared memory (LDS) of f16 ones; halve both tile sides.
-        return LaunchConfig(
-            block_m=64,
-            block_n=32,
-            num_warps=4,
-            num_stages=1 if arch in AMD_ARCHES else 2,
-            waves_per_eu=2 if arch in AMD_ARCHES else None,
-        )
+        # f32 tiles take twice the shared memory of f16 ones; halve both tile sides.
+        return LaunchConfig(block_m=64, block_n=32, num_warps=4, num_stages=2)
     if arch == "cpu":
         # The interpreter runs each program in numpy: small blocks keep tests quick and
         # still give several blocks per row, so the two-stage loop and tails are exercised.
@@ -150,13 +146,78 @@ def launch_config(
                 128, 64, num_warps=8, num_stages=4, heads_per_program=2, longest_first=True
             )
         return LaunchConfig(block_m=64, block_n=32, num_warps=8, num_stages=2)
-    if arch == "gfx1151":
-        # RDNA: smaller LDS and wave32; keep tiles modest.
-        return LaunchConfig(block_m=64, block_n=32, num_warps=4, num_stages=1, waves_per_eu=2)
-    # CDNA3/4 (gfx942, gfx950): single-buffered loads pipeline better than deep stages.
-    if head_dim <= 128:
-        return LaunchConfig(block_m=128, block_n=64, num_warps=4, num_stages=2, waves_per_eu=2)
-    return LaunchConfig(block_m=64, block_n=32, num_warps=4, num_stages=1, waves_per_eu=2)
+    raise UnknownArchError(f"no launch configs for arch {arch!r}")
+
+
+def amd_launch_config(arch: str, head_dim: int, dtype: str) -> LaunchConfig:
+    """The AMD arch's launch config for ``head_dim`` and ``dtype``, from its table below.
+
+    No AMD host has been measured: each table was chosen from compile evidence (no spills,
+    LDS fits, matrix instructions in the main loops) and changes only with a new compile run,
+    which the generated comment above the table cites. The grid does not change the config.
+    """
+    try:
+        return AMD_CONFIGS[arch][(head_dim, dtype)]
+    except KeyError:
+        raise UsageError(
+            f"no {arch} launch config for head_dim {head_dim} {dtype}: the Triton arm serves "
+            "power-of-two head dims 16 to 256 in f16, bf16 and f32"
+        ) from None
+
+
+def _table(
+    configs: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]],
+) -> dict[tuple[int, str], LaunchConfig]:
+    """{head_dim: (f16, bf16, f32) configs} as {(head_dim, dtype): config}."""
+    dtypes = ("f16", "bf16", "f32")  # tether_kernels.shapes.DTYPES, kept free of imports here
+    return {(d, dt): c for d, row in configs.items() for dt, c in zip(dtypes, row, strict=True)}
+
+
+def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
+    return LaunchConfig(block_m=m, block_n=n, num_warps=w, num_stages=s, waves_per_eu=wpe)
+
+
+# BEGIN GENERATED: launch-configs-gfx942 (tether render)
+# Compile evidence for the gfx942 launch configs below: not compiled; the store has
+# no ok compile run of attn-fwd on gfx942 (run `tether compile --arch gfx942`).
+# END GENERATED: launch-configs-gfx942
+_GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
+    # head_dim: (f16, bf16, f32)
+    16: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    32: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    64: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    128: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+}
+# BEGIN GENERATED: launch-configs-gfx950 (tether render)
+# Compile evidence for the gfx950 launch configs below: not compiled; the store has
+# no ok compile run of attn-fwd on gfx950 (run `tether compile --arch gfx950`).
+# END GENERATED: launch-configs-gfx950
+_GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
+    # head_dim: (f16, bf16, f32)
+    16: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    32: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    64: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    128: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+}
+# BEGIN GENERATED: launch-configs-gfx1151 (tether render)
+# Compile evidence for the gfx1151 launch configs below: not compiled; the store has
+# no ok compile run of attn-fwd on gfx1151 (run `tether compile --arch gfx1151`).
+# END GENERATED: launch-configs-gfx1151
+_GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
+    # head_dim: (f16, bf16, f32)
+    16: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    32: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    64: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    128: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+}
+AMD_CONFIGS: dict[str, dict[tuple[int, str], LaunchConfig]] = {
+    "gfx942": _table(_GFX942),
+    "gfx950": _table(_GFX950),
+    "gfx1151": _table(_GFX1151),
+}
 
 
 _GATE_POPULATION = Population(
@@ -214,7 +275,7 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # sweep prefill-triton-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
 # run 20261129T230511Z-sweep-prefill-triton-vs-sdpa-sm90-af7d01dd
-# (2026-11-29, git f6844fd0b69d)
+# (2026-11-29, git f6844fd0b69d, superseded (harness changed since; re-measure))
 # 18 cells, geomean 0.949, A/A floor 0.999-1.001,
 # worst cell batch=1 hq=64 seqlen=16384
 # at 0.848, 14 below 1.00, 14 outside their floor.
@@ -228,7 +289,7 @@ _SM90 = _threshold("sm90", "sdpa_cudnn", None)
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
 # run 20261129T230706Z-sweep-chunked-prefill-sm90-5dab61da
-# (2026-11-29, git f6844fd0b69d)
+# (2026-11-29, git f6844fd0b69d, superseded (harness changed since; re-measure))
 # 6 cells, geomean 1.741, A/A floor 0.999-1.003,
 # worst cell dtype=f16 kv_len=16384
 # at 1.661, 0 below 1.00, 0 outside their floor.
@@ -309,9 +370,9 @@ CHUNKED_PREFILL_16K: dict[str, object] = {
 # BEGIN GENERATED: gate-sm90-chunked-prefill-16k (tether render)
 # Gate sm90-chunked-prefill-16k-f16 on sm90: triton, threshold 530.0 TFLOP/s.
 # before: 20261129T220035Z-probe-triton-chunked-prefill-sm90-2a17143b
-#   measured 494.5
+#   measured 494.5, superseded (harness changed since; re-measure)
 # after: 20261129T230456Z-probe-triton-chunked-prefill-sm90-697f7a28
-#   measured 566.3
+#   measured 566.3, superseded (harness changed since; re-measure)
 # END GENERATED: gate-sm90-chunked-prefill-16k
 _GATE_SM90 = Gate(
     id="sm90-chunked-prefill-16k-f16",
@@ -340,9 +401,9 @@ SQUARE_PREFILL_16K: dict[str, object] = {
 # BEGIN GENERATED: gate-sm90-square-prefill-16k (tether render)
 # Gate sm90-square-prefill-16k-bf16 on sm90: triton, threshold 490.0 TFLOP/s.
 # before: 20261129T220044Z-sweep-prefill-triton-vs-sdpa-sm90-31ab500e
-#   measured 463.0
+#   measured 463.0, superseded (harness changed since; re-measure)
 # after: 20261129T230511Z-sweep-prefill-triton-vs-sdpa-sm90-af7d01dd
-#   measured 526.2
+#   measured 526.2, superseded (harness changed since; re-measure)
 # END GENERATED: gate-sm90-square-prefill-16k
 _GATE_SM90_SQUARE = Gate(
     id="sm90-square-prefill-16k-bf16",
@@ -361,6 +422,40 @@ _GATE_SM90_SQUARE = Gate(
 
 
 GATES: tuple[Gate, ...] = (_GATE_SM90, _GATE_SM90_SQUARE)
+
+# Compile gates (issue 13): every variant of _attn_fwd the Triton arms launch on the arch,
+# compiled by `tether compile` with no GPU, must not spill, must fit the arch's LDS (shared
+# memory), and must run its main loops on the matrix units for the dtypes the arch has
+# matrix instructions for: f16 and bf16 everywhere; f32 only on CDNA (v_mfma_f32_*_f32, in
+# the CDNA3 and CDNA4 ISA guides). RDNA3.5 WMMA takes no f32 inputs (RDNA3 ISA guide), and on
+# sm90 the f32 arm asks for IEEE products (input_precision="ieee"), which the tensor cores do
+# not compute; those dots run on FMAs by design. validate/gates/test_compile_gates.py judges
+# the newest compile run of each arch (compiling anew when it is stale).
+COMPILE_KERNEL = "attn-fwd"  # the compile run's name (tether_kernels.compile.KERNEL)
+COMPILE_GATES: tuple[CompileGate, ...] = (
+    CompileGate("compile-sm90", "sm90", COMPILE_KERNEL, matrix_dtypes=("f16", "bf16")),
+    CompileGate(
+        "compile-gfx942",
+        "gfx942",
+        COMPILE_KERNEL,
+        matrix_dtypes=("f16", "bf16", "f32"),
+        region="launch-configs-gfx942",
+    ),
+    CompileGate(
+        "compile-gfx950",
+        "gfx950",
+        COMPILE_KERNEL,
+        matrix_dtypes=("f16", "bf16", "f32"),
+        region="launch-configs-gfx950",
+    ),
+    CompileGate(
+        "compile-gfx1151",
+        "gfx1151",
+        COMPILE_KERNEL,
+        matrix_dtypes=("f16", "bf16"),
+        region="launch-configs-gfx1151",
+    ),
+)
 
 
 def threshold_for(arch: str, entry: str = "single_prefill") -> Threshold | None:

@@ -9,7 +9,9 @@ Read-only and GPU-free (it must never import torch or triton), so it runs in pre
 3. every policy threshold and gate is evaluated against the runs it cites: a routing threshold
    whose evidence predicates fail, or that rests on a missing or superseded run, fails; a gate
    whose threshold does not sit strictly between its before and after measurements fails;
-4. hand-written text is scanned for performance figures and claim words (``tether._scan``).
+4. the newest compile run of each kernel and arch was compiled from this checkout's kernel
+   sources (its kernels fingerprint); stale compile evidence fails like a superseded run;
+5. hand-written text is scanned for performance figures and claim words (``tether._scan``).
 
 Findings print as ``path:line: what``; exit 0 when there are none, 1 otherwise.
 """
@@ -33,6 +35,7 @@ FIX_COMMAND = "tether render  (or: make docs)"
 __all__ = [
     "FIX_COMMAND",
     "Finding",
+    "check_compile_evidence",
     "check_gates",
     "check_rendered",
     "check_thresholds",
@@ -282,6 +285,39 @@ def check_gates(root: Path, gates: Iterable[Gate], runs: list[Any], current: str
     return findings
 
 
+# -- compile evidence (issue 13) -------------------------------------------------------------
+
+
+def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
+    """The newest ok compile run of each kernel and arch was compiled from this checkout's
+    kernel sources; one compiled from other sources is stale evidence, like a run from a
+    superseded harness."""
+    from tether.store import kernels_fingerprint, latest
+
+    current = kernels_fingerprint(root)
+    pairs = {
+        (str(_field(r, "name")), str(_field(_field(r, "provenance", {}), "arch")))
+        for r in runs
+        if _field(r, "kind") == "compile" and _field(r, "status") == "ok"
+    }
+    findings = []
+    for name, arch in sorted(pairs):
+        run = latest(runs, "compile", name, arch)
+        if run is None or _field(run, "provenance", {}).get("kernels_fingerprint") == current:
+            continue
+        path = _field(run, "path") or Path("results") / arch / f"{_field(run, 'id')}.json"
+        findings.append(
+            Finding(
+                _rel(path, root),
+                1,
+                f"stale compile evidence: compile run {_field(run, 'id')} of {name} on {arch} "
+                "was compiled from other kernel sources than this checkout's; run "
+                f"`tether compile --arch {arch}`",
+            )
+        )
+    return findings
+
+
 # -- the whole check -------------------------------------------------------------------------
 
 
@@ -332,5 +368,6 @@ def run_check(
         current = harness_fingerprint(root)
         findings += check_thresholds(root, own_policy if policy is None else policy, runs, current)
         findings += check_gates(root, own_gates if gates is None else gates, runs, current)
+        findings += check_compile_evidence(root, runs)
     findings += scan_tree(root)
     return sorted(set(findings))

@@ -9,6 +9,7 @@ Verbs (``tether VERB --help`` for each):
   guard, verify           hold the host for a command; run the test suite held, recorded
   store                   list, show, validate, merge and clean results stores
   render, check           write the docs from the store; fail when anything published drifted
+  compile                 compile every kernel variant per arch with no GPU (compile runs)
 
 Global options (--root, --store) work before or after the verb. Exit codes: 0 ok, 1 failed
 (a check, a gate, bad data), 2 usage, 75 host busy (nothing measured), 77 not run here (the
@@ -35,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tether.cli.store",  # store ls|show|validate|merge|clean
     "tether.cli.render",  # render
     "tether.cli.check",  # check
+    "tether.cli.compile",  # compile (compile evidence, no GPU)
 )
 
 

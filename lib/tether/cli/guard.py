@@ -47,6 +47,9 @@ def _guard(args: argparse.Namespace, ctx: Any) -> int:
 def _verify(args: argparse.Namespace, ctx: Any) -> int:
     from tether.guard.verify import run_verify
 
+    # A refusal (no GPU of the vendor asked for) is recorded in the scratch store unless a
+    # store was named: it must not touch the committed store unasked.
+    refusals = ctx.store if ctx.store_given else ctx.project.scratch / "results"
     return run_verify(
         vendor=args.vendor,
         suite=args.suite,
@@ -57,6 +60,7 @@ def _verify(args: argparse.Namespace, ctx: Any) -> int:
         out=ctx.out,
         err=ctx.err,
         lock_path=args.lock,
+        refusal_store=refusals,
     )
 
 

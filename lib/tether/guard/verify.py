@@ -87,6 +87,30 @@ def pytest_command(suite: str, junit: Path, workers: int, extra: Sequence[str]) 
     return [*cmd, *extra]
 
 
+def record_wrong_vendor(
+    exc: WrongVendorError, requested: str, suite: str, store: Path, root: Path
+) -> Path:
+    """Record a verify that could not run here (no GPU of the vendor asked for) as a
+    not_measured run with its reason, under this host's own arch; returns its path."""
+    from tether.guard.hold import safe_reason
+    from tether.store import new_run, write_run
+
+    found = detect_vendor()
+    arch, device, driver = devinfo.device_info(found)
+    run = new_run(
+        "verify",
+        f"verify-{requested}",
+        arch=arch,
+        device=device,
+        driver=driver,
+        config={"vendor_requested": requested, "vendor_found": found, "suite": suite},
+        status="not_measured",
+        reason=safe_reason(str(exc)),
+        root=root,
+    )
+    return write_run(run, store)
+
+
 def run_verify(
     *,
     vendor: str,
@@ -98,9 +122,23 @@ def run_verify(
     out: TextIO,
     err: TextIO,
     lock_path: Path | str | None = None,
+    refusal_store: Path | None = None,
 ) -> int:
-    """Run the suite under the guard, record the verify run, print the verdict line last."""
-    vendor = resolve_vendor(vendor)
+    """Run the suite under the guard, record the verify run, print the verdict line last.
+
+    On a host without the vendor's GPU nothing runs: a not_measured run says why, written to
+    ``refusal_store`` (the CLI passes the project's scratch store unless --store was given,
+    so a refusal never lands in the committed store unasked), and WrongVendorError (exit 77)
+    carries the message.
+    """
+    try:
+        resolved = resolve_vendor(vendor)
+    except WrongVendorError as exc:
+        target = refusal_store if refusal_store is not None else store
+        path = record_wrong_vendor(exc, vendor, suite, target, root)
+        print(f"[verify-{vendor}] NOT MEASURED: {exc} (recorded {path})", file=out)
+        raise
+    vendor = resolved
     arch, device, driver = devinfo.device_info(vendor)
     workers = max(1, devinfo.gpu_count(vendor))
     tag = f"verify-{vendor}"

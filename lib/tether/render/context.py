@@ -485,7 +485,10 @@ def build_context(root: Path, runs: list[Any]) -> dict[str, Any]:
         key=lambda r: (str(_prov(r, "started")), str(field_of(r, "id"))),
         default=None,
     )
+    from tether.render.compiled import compile_context
+
     return {
+        **compile_context(root, runs, arches),
         "arches": docs,
         "superseded_mark": SUPERSEDED,
         "headline_sweep": HEADLINE_SWEEP,

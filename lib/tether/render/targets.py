@@ -21,6 +21,7 @@ from tether.render.regions import replace_regions
 
 THRESHOLD_TEMPLATE = "policy_threshold.py.j2"
 GATE_TEMPLATE = "policy_gate.py.j2"
+COMPILE_TEMPLATE = "compile_evidence.py.j2"
 PY_REGION_WIDTH = 100
 
 
@@ -106,7 +107,15 @@ def region_targets(context: dict[str, Any], policy_file: str | None) -> list[Reg
         RegionTarget(policy_file, region, GATE_TEMPLATE, {"doc": doc})
         for region, doc in sorted(context["gates"].items())
     ]
-    return targets
+    return targets + compile_region_targets(context, policy_file)
+
+
+def compile_region_targets(context: dict[str, Any], policy_file: str) -> list[RegionTarget]:
+    """One region per compile gate that names one: the compile run above the arch's configs."""
+    return [
+        RegionTarget(policy_file, region, COMPILE_TEMPLATE, dict(entry))
+        for region, entry in sorted(context["compile_regions"].items())
+    ]
 
 
 def _check_python_region(path: str, region: str, body: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 SCHEMA = "tether.run/1"
 ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
-KINDS: tuple[str, ...] = ("sweep", "gate", "verify", "probe")
+KINDS: tuple[str, ...] = ("sweep", "gate", "verify", "probe", "compile")
 STATUSES: tuple[str, ...] = ("ok", "rejected", "not_measured")
 
 TOP_KEYS: tuple[str, ...] = (
