@@ -178,8 +178,28 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
 
 
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
-# Compile evidence for the gfx942 launch configs below: not compiled; the store has
-# no ok compile run of attn-fwd on gfx942 (run `tether compile --arch gfx942`).
+# Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
+# run 20261130T214044Z-compile-attn-fwd-gfx942-28af2147
+# (2026-11-30, git d2cf85a94e5a, triton 3.9.0, target hip:gfx942:64).
+# 120 variants: 4577 registers spilled, 0 over the LDS,
+# 0 with a main loop without matrix instructions;
+# occupancy 1-5 waves per SIMD. Gate compile-gfx942: fails on 38 variants.
+# Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
+#   d16 f16: m128 n64 w4 s2 wpe2, 145, 2, 20480, 3
+#   d16 bf16: m128 n64 w4 s2 wpe2, 146, 4, 20480, 3
+#   d16 f32: m64 n32 w4 s1 wpe2, 85, 0, 8192, 5
+#   d32 f16: m128 n64 w4 s2 wpe2, 163, 32, 8192, 3
+#   d32 bf16: m128 n64 w4 s2 wpe2, 187, 0, 8192, 2-3
+#   d32 f32: m64 n32 w4 s1 wpe2, 122, 0, 8192, 4
+#   d64 f16: m128 n64 w4 s2 wpe2, 256, 12, 16384, 2
+#   d64 bf16: m128 n64 w4 s2 wpe2, 256, 16, 16384, 2
+#   d64 f32: m64 n32 w4 s1 wpe2, 151, 0, 16384, 3
+#   d128 f16: m128 n64 w4 s2 wpe2, 256, 769, 32768, 2
+#   d128 bf16: m128 n64 w4 s2 wpe2, 256, 763, 32768, 2
+#   d128 f32: m64 n32 w4 s1 wpe2, 227, 0, 32768, 2
+#   d256 f16: m64 n32 w4 s1 wpe2, 256, 0, 32768, 2
+#   d256 bf16: m64 n32 w4 s1 wpe2, 256, 0, 32768, 2
+#   d256 f32: m64 n32 w4 s1 wpe2, 256, 2979, 65536, 1
 # END GENERATED: launch-configs-gfx942
 _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -190,8 +210,28 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
-# Compile evidence for the gfx950 launch configs below: not compiled; the store has
-# no ok compile run of attn-fwd on gfx950 (run `tether compile --arch gfx950`).
+# Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
+# run 20261130T214326Z-compile-attn-fwd-gfx950-afa4ffb1
+# (2026-11-30, git d2cf85a94e5a, triton 3.9.0, target hip:gfx950:64).
+# 120 variants: 2531 registers spilled, 0 over the LDS,
+# 0 with a main loop without matrix instructions;
+# occupancy 2-6 waves per SIMD. Gate compile-gfx950: fails on 8 variants.
+# Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
+#   d16 f16: m128 n64 w4 s2 wpe2, 128, 0, 24720, 4
+#   d16 bf16: m128 n64 w4 s2 wpe2, 128, 0, 24720, 4
+#   d16 f32: m64 n32 w4 s1 wpe2, 80, 0, 8192, 6
+#   d32 f16: m128 n64 w4 s2 wpe2, 153, 0, 16944, 3-4
+#   d32 bf16: m128 n64 w4 s2 wpe2, 153, 0, 16944, 3-4
+#   d32 f32: m64 n32 w4 s1 wpe2, 116, 0, 8192, 4
+#   d64 f16: m128 n64 w4 s2 wpe2, 152, 0, 33968, 3
+#   d64 bf16: m128 n64 w4 s2 wpe2, 152, 0, 33968, 3
+#   d64 f32: m64 n32 w4 s1 wpe2, 132, 0, 16384, 3
+#   d128 f16: m128 n64 w4 s2 wpe2, 241, 0, 68016, 2
+#   d128 bf16: m128 n64 w4 s2 wpe2, 241, 0, 68016, 2
+#   d128 f32: m64 n32 w4 s1 wpe2, 198, 0, 32768, 2
+#   d256 f16: m64 n32 w4 s1 wpe2, 240, 0, 32768, 2
+#   d256 bf16: m64 n32 w4 s1 wpe2, 240, 0, 32768, 2
+#   d256 f32: m64 n32 w4 s1 wpe2, 256, 2531, 65536, 2
 # END GENERATED: launch-configs-gfx950
 _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -202,8 +242,28 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
-# Compile evidence for the gfx1151 launch configs below: not compiled; the store has
-# no ok compile run of attn-fwd on gfx1151 (run `tether compile --arch gfx1151`).
+# Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
+# run 20261130T214737Z-compile-attn-fwd-gfx1151-f5cfa595
+# (2026-11-30, git d2cf85a94e5a, triton 3.9.0, target hip:gfx1151:32).
+# 120 variants: 50979 registers spilled, 0 over the LDS,
+# 0 with a main loop without matrix instructions (40 f32 by design);
+# occupancy 2-16 waves per SIMD. Gate compile-gfx1151: fails on 64 variants.
+# Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
+#   d16 f16: m64 n32 w4 s1 wpe2, 86, 0, 1024, 16
+#   d16 bf16: m64 n32 w4 s1 wpe2, 102, 0, 1024, 12
+#   d16 f32: m64 n32 w4 s1 wpe2, 256, 0, 8192, 5
+#   d32 f16: m64 n32 w4 s1 wpe2, 129, 0, 4096, 10
+#   d32 bf16: m64 n32 w4 s1 wpe2, 142, 0, 4096, 10
+#   d32 f32: m64 n32 w4 s1 wpe2, 256, 780, 8192, 5
+#   d64 f16: m64 n32 w4 s1 wpe2, 245, 0, 8192, 5-6
+#   d64 bf16: m64 n32 w4 s1 wpe2, 245, 0, 8192, 5-6
+#   d64 f32: m64 n32 w4 s1 wpe2, 256, 3951, 16384, 5
+#   d128 f16: m64 n32 w4 s1 wpe2, 256, 402, 16384, 5
+#   d128 bf16: m64 n32 w4 s1 wpe2, 256, 390, 16384, 5
+#   d128 f32: m64 n32 w4 s1 wpe2, 256, 11003, 32768, 4
+#   d256 f16: m64 n32 w4 s1 wpe2, 256, 4810, 32768, 4
+#   d256 bf16: m64 n32 w4 s1 wpe2, 256, 4826, 32768, 4
+#   d256 f32: m64 n32 w4 s1 wpe2, 256, 24817, 65536, 2
 # END GENERATED: launch-configs-gfx1151
 _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)

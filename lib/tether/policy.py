@@ -156,7 +156,7 @@ class CompileGate:
         out = []
         spills = int(extra["spills"])  # type: ignore[call-overload]
         if spills > self.max_spills:
-            out.append(f"{spills} registers spilled")
+            out.append(f"spilled registers: {spills}")
         lds, limit = int(extra["lds_bytes"]), int(extra["lds_limit_bytes"])  # type: ignore[call-overload]
         if lds > limit:
             out.append(f"LDS {lds} B over the {limit} B a workgroup may use")

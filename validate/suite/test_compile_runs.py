@@ -115,7 +115,7 @@ def test_gate_judges_spills_lds_and_matrix_loops() -> None:
     failing = gate.judge(cells)
     reasons = [why for _key, why in failing]
     assert len(failing) == 3
-    assert "3 registers spilled" in reasons[0][0]
+    assert "spilled registers: 3" in reasons[0][0]
     assert "LDS 70000 B over the 65536 B" in reasons[1][0]
     assert "without a matrix instruction" in reasons[2][0]
 
