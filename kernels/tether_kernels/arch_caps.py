@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tether.errors import UnknownArchError
-from tether.policy import Evidence, Gate, Population, Threshold
+from tether.errors import UnknownArchError, UsageError
+from tether.policy import CompileGate, Evidence, Gate, Population, Threshold
 
 ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
 AMD_ARCHES: tuple[str, ...] = ("gfx942", "gfx950", "gfx1151")
@@ -134,15 +134,11 @@ def launch_config(
     config is the one for large calls.
     """
     check_arch(arch)
+    if arch in AMD_CONFIGS:
+        return amd_launch_config(arch, head_dim, dtype)
     if dtype == "f32" and arch != "cpu":
-        # f32 tiles take twice the shared memory (LDS) of f16 ones; halve both tile sides.
-        return LaunchConfig(
-            block_m=64,
-            block_n=32,
-            num_warps=4,
-            num_stages=1 if arch in AMD_ARCHES else 2,
-            waves_per_eu=2 if arch in AMD_ARCHES else None,
-        )
+        # f32 tiles take twice the shared memory of f16 ones; halve both tile sides.
+        return LaunchConfig(block_m=64, block_n=32, num_warps=4, num_stages=2)
     if arch == "cpu":
         # The interpreter runs each program in numpy: small blocks keep tests quick and
         # still give several blocks per row, so the two-stage loop and tails are exercised.
@@ -164,13 +160,138 @@ def launch_config(
                 128, 64, num_warps=8, num_stages=4, heads_per_program=2, longest_first=True
             )
         return LaunchConfig(block_m=64, block_n=32, num_warps=8, num_stages=2)
-    if arch == "gfx1151":
-        # RDNA: smaller LDS and wave32; keep tiles modest.
-        return LaunchConfig(block_m=64, block_n=32, num_warps=4, num_stages=1, waves_per_eu=2)
-    # CDNA3/4 (gfx942, gfx950): single-buffered loads pipeline better than deep stages.
-    if head_dim <= 128:
-        return LaunchConfig(block_m=128, block_n=64, num_warps=4, num_stages=2, waves_per_eu=2)
-    return LaunchConfig(block_m=64, block_n=32, num_warps=4, num_stages=1, waves_per_eu=2)
+    raise UnknownArchError(f"no launch configs for arch {arch!r}")
+
+
+def amd_launch_config(arch: str, head_dim: int, dtype: str) -> LaunchConfig:
+    """The AMD arch's launch config for ``head_dim`` and ``dtype``, from its table below.
+
+    No AMD host has been measured: each table was chosen from compile evidence (no spills,
+    LDS fits, matrix instructions in the main loops) and changes only with a new compile run,
+    which the generated comment above the table cites. The grid does not change the config.
+    """
+    try:
+        return AMD_CONFIGS[arch][(head_dim, dtype)]
+    except KeyError:
+        raise UsageError(
+            f"no {arch} launch config for head_dim {head_dim} {dtype}: the Triton arm serves "
+            "power-of-two head dims 16 to 256 in f16, bf16 and f32"
+        ) from None
+
+
+def _table(
+    configs: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]],
+) -> dict[tuple[int, str], LaunchConfig]:
+    """{head_dim: (f16, bf16, f32) configs} as {(head_dim, dtype): config}."""
+    dtypes = ("f16", "bf16", "f32")  # tether_kernels.shapes.DTYPES, kept free of imports here
+    return {(d, dt): c for d, row in configs.items() for dt, c in zip(dtypes, row, strict=True)}
+
+
+def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
+    return LaunchConfig(block_m=m, block_n=n, num_warps=w, num_stages=s, waves_per_eu=wpe)
+
+
+# BEGIN GENERATED: launch-configs-gfx942 (tether render)
+# Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
+# run 20261130T214044Z-compile-attn-fwd-gfx942-28af2147
+# (2026-11-30, git d2cf85a94e5a, triton 3.9.0, target hip:gfx942:64).
+# 120 variants: 4577 registers spilled, 0 over the LDS,
+# 0 with a main loop without matrix instructions;
+# occupancy 1-5 waves per SIMD. Gate compile-gfx942: fails on 38 variants.
+# Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
+#   d16 f16: m128 n64 w4 s2 wpe2, 145, 2, 20480, 3
+#   d16 bf16: m128 n64 w4 s2 wpe2, 146, 4, 20480, 3
+#   d16 f32: m64 n32 w4 s1 wpe2, 85, 0, 8192, 5
+#   d32 f16: m128 n64 w4 s2 wpe2, 163, 32, 8192, 3
+#   d32 bf16: m128 n64 w4 s2 wpe2, 187, 0, 8192, 2-3
+#   d32 f32: m64 n32 w4 s1 wpe2, 122, 0, 8192, 4
+#   d64 f16: m128 n64 w4 s2 wpe2, 256, 12, 16384, 2
+#   d64 bf16: m128 n64 w4 s2 wpe2, 256, 16, 16384, 2
+#   d64 f32: m64 n32 w4 s1 wpe2, 151, 0, 16384, 3
+#   d128 f16: m128 n64 w4 s2 wpe2, 256, 769, 32768, 2
+#   d128 bf16: m128 n64 w4 s2 wpe2, 256, 763, 32768, 2
+#   d128 f32: m64 n32 w4 s1 wpe2, 227, 0, 32768, 2
+#   d256 f16: m64 n32 w4 s1 wpe2, 256, 0, 32768, 2
+#   d256 bf16: m64 n32 w4 s1 wpe2, 256, 0, 32768, 2
+#   d256 f32: m64 n32 w4 s1 wpe2, 256, 2979, 65536, 1
+# END GENERATED: launch-configs-gfx942
+_GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
+    # head_dim: (f16, bf16, f32)
+    16: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    32: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    64: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    128: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+}
+# BEGIN GENERATED: launch-configs-gfx950 (tether render)
+# Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
+# run 20261130T214326Z-compile-attn-fwd-gfx950-afa4ffb1
+# (2026-11-30, git d2cf85a94e5a, triton 3.9.0, target hip:gfx950:64).
+# 120 variants: 2531 registers spilled, 0 over the LDS,
+# 0 with a main loop without matrix instructions;
+# occupancy 2-6 waves per SIMD. Gate compile-gfx950: fails on 8 variants.
+# Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
+#   d16 f16: m128 n64 w4 s2 wpe2, 128, 0, 24720, 4
+#   d16 bf16: m128 n64 w4 s2 wpe2, 128, 0, 24720, 4
+#   d16 f32: m64 n32 w4 s1 wpe2, 80, 0, 8192, 6
+#   d32 f16: m128 n64 w4 s2 wpe2, 153, 0, 16944, 3-4
+#   d32 bf16: m128 n64 w4 s2 wpe2, 153, 0, 16944, 3-4
+#   d32 f32: m64 n32 w4 s1 wpe2, 116, 0, 8192, 4
+#   d64 f16: m128 n64 w4 s2 wpe2, 152, 0, 33968, 3
+#   d64 bf16: m128 n64 w4 s2 wpe2, 152, 0, 33968, 3
+#   d64 f32: m64 n32 w4 s1 wpe2, 132, 0, 16384, 3
+#   d128 f16: m128 n64 w4 s2 wpe2, 241, 0, 68016, 2
+#   d128 bf16: m128 n64 w4 s2 wpe2, 241, 0, 68016, 2
+#   d128 f32: m64 n32 w4 s1 wpe2, 198, 0, 32768, 2
+#   d256 f16: m64 n32 w4 s1 wpe2, 240, 0, 32768, 2
+#   d256 bf16: m64 n32 w4 s1 wpe2, 240, 0, 32768, 2
+#   d256 f32: m64 n32 w4 s1 wpe2, 256, 2531, 65536, 2
+# END GENERATED: launch-configs-gfx950
+_GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
+    # head_dim: (f16, bf16, f32)
+    16: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    32: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    64: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    128: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
+    256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+}
+# BEGIN GENERATED: launch-configs-gfx1151 (tether render)
+# Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
+# run 20261130T214737Z-compile-attn-fwd-gfx1151-f5cfa595
+# (2026-11-30, git d2cf85a94e5a, triton 3.9.0, target hip:gfx1151:32).
+# 120 variants: 50979 registers spilled, 0 over the LDS,
+# 0 with a main loop without matrix instructions (40 f32 by design);
+# occupancy 2-16 waves per SIMD. Gate compile-gfx1151: fails on 64 variants.
+# Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
+#   d16 f16: m64 n32 w4 s1 wpe2, 86, 0, 1024, 16
+#   d16 bf16: m64 n32 w4 s1 wpe2, 102, 0, 1024, 12
+#   d16 f32: m64 n32 w4 s1 wpe2, 256, 0, 8192, 5
+#   d32 f16: m64 n32 w4 s1 wpe2, 129, 0, 4096, 10
+#   d32 bf16: m64 n32 w4 s1 wpe2, 142, 0, 4096, 10
+#   d32 f32: m64 n32 w4 s1 wpe2, 256, 780, 8192, 5
+#   d64 f16: m64 n32 w4 s1 wpe2, 245, 0, 8192, 5-6
+#   d64 bf16: m64 n32 w4 s1 wpe2, 245, 0, 8192, 5-6
+#   d64 f32: m64 n32 w4 s1 wpe2, 256, 3951, 16384, 5
+#   d128 f16: m64 n32 w4 s1 wpe2, 256, 402, 16384, 5
+#   d128 bf16: m64 n32 w4 s1 wpe2, 256, 390, 16384, 5
+#   d128 f32: m64 n32 w4 s1 wpe2, 256, 11003, 32768, 4
+#   d256 f16: m64 n32 w4 s1 wpe2, 256, 4810, 32768, 4
+#   d256 bf16: m64 n32 w4 s1 wpe2, 256, 4826, 32768, 4
+#   d256 f32: m64 n32 w4 s1 wpe2, 256, 24817, 65536, 2
+# END GENERATED: launch-configs-gfx1151
+_GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
+    # head_dim: (f16, bf16, f32)
+    16: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    32: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    64: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    128: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+}
+AMD_CONFIGS: dict[str, dict[tuple[int, str], LaunchConfig]] = {
+    "gfx942": _table(_GFX942),
+    "gfx950": _table(_GFX950),
+    "gfx1151": _table(_GFX1151),
+}
 
 
 _GATE_POPULATION = Population(
@@ -418,6 +539,40 @@ _GATE_SM90_SQUARE = Gate(
 
 
 GATES: tuple[Gate, ...] = (_GATE_SM90, _GATE_SM90_SQUARE)
+
+# Compile gates (issue 13): every variant of _attn_fwd the Triton arms launch on the arch,
+# compiled by `tether compile` with no GPU, must not spill, must fit the arch's LDS (shared
+# memory), and must run its main loops on the matrix units for the dtypes the arch has
+# matrix instructions for: f16 and bf16 everywhere; f32 only on CDNA (v_mfma_f32_*_f32, in
+# the CDNA3 and CDNA4 ISA guides). RDNA3.5 WMMA takes no f32 inputs (RDNA3 ISA guide), and on
+# sm90 the f32 arm asks for IEEE products (input_precision="ieee"), which the tensor cores do
+# not compute; those dots run on FMAs by design. validate/gates/test_compile_gates.py judges
+# the newest compile run of each arch (compiling anew when it is stale).
+COMPILE_KERNEL = "attn-fwd"  # the compile run's name (tether_kernels.compile.KERNEL)
+COMPILE_GATES: tuple[CompileGate, ...] = (
+    CompileGate("compile-sm90", "sm90", COMPILE_KERNEL, matrix_dtypes=("f16", "bf16")),
+    CompileGate(
+        "compile-gfx942",
+        "gfx942",
+        COMPILE_KERNEL,
+        matrix_dtypes=("f16", "bf16", "f32"),
+        region="launch-configs-gfx942",
+    ),
+    CompileGate(
+        "compile-gfx950",
+        "gfx950",
+        COMPILE_KERNEL,
+        matrix_dtypes=("f16", "bf16", "f32"),
+        region="launch-configs-gfx950",
+    ),
+    CompileGate(
+        "compile-gfx1151",
+        "gfx1151",
+        COMPILE_KERNEL,
+        matrix_dtypes=("f16", "bf16"),
+        region="launch-configs-gfx1151",
+    ),
+)
 
 
 def threshold_for(arch: str, entry: str = "single_prefill") -> Threshold | None:

@@ -9,7 +9,9 @@ Read-only and GPU-free (it must never import torch or triton), so it runs in pre
 3. every policy threshold and gate is evaluated against the runs it cites: a routing threshold
    whose evidence predicates fail, or that rests on a missing or superseded run, fails; a gate
    whose threshold does not sit strictly between its before and after measurements fails;
-4. hand-written text is scanned for performance figures and claim words (``tether._scan``).
+4. the newest compile run of each kernel and arch was compiled from this checkout's kernel
+   sources (its kernels fingerprint); stale compile evidence fails like a superseded run;
+5. hand-written text is scanned for performance figures and claim words (``tether._scan``).
 
 Findings print as ``path:line: what``; exit 0 when there are none, 1 otherwise.
 """
@@ -35,6 +37,7 @@ FIX_COMMAND = "tether render  (or: make docs)"
 __all__ = [
     "FIX_COMMAND",
     "Finding",
+    "check_compile_evidence",
     "check_gates",
     "check_rendered",
     "check_thresholds",
@@ -342,6 +345,36 @@ def check_gates(root: Path, gates: Iterable[Gate], runs: list[Run], current: str
     return findings
 
 
+# -- compile evidence (issue 13) -------------------------------------------------------------
+
+
+def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
+    """The newest ok compile run of each kernel and arch was compiled from this checkout's
+    kernel sources; one compiled from other sources is stale evidence, like a run from a
+    superseded harness."""
+    from tether.store import kernels_fingerprint
+    from tether.store.cite import latest_ok
+
+    current = kernels_fingerprint(root)
+    pairs = {(r.name, r.arch) for r in runs if r.kind == "compile" and r.status == "ok"}
+    findings = []
+    for name, arch in sorted(pairs):
+        run = latest_ok(runs, "compile", name, arch)
+        if run is None or run.provenance.kernels_fingerprint == current:
+            continue
+        path = run.path or Path("results") / arch / f"{run.id}.json"
+        findings.append(
+            Finding(
+                _rel(path, root),
+                1,
+                f"stale compile evidence: compile run {run.id} of {name} on {arch} "
+                "was compiled from other kernel sources than this checkout's; run "
+                f"`tether compile --arch {arch}`",
+            )
+        )
+    return findings
+
+
 # -- the whole check -------------------------------------------------------------------------
 
 
@@ -384,5 +417,6 @@ def run_check(
         findings += check_thresholds(root, own_policy if policy is None else policy, runs, current)
         findings += check_tune_citations(root, runs)
         findings += check_gates(root, own_gates if gates is None else gates, runs, current)
+        findings += check_compile_evidence(root, runs)
     findings += scan_tree(root)
     return sorted(set(findings))

@@ -11,7 +11,7 @@ values); a value that names another field compares the two fields (``("kv_len", 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,3 +166,54 @@ class Gate:
     before_role: str = "B"
     after_role: str = "B"
     notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class CompileGate:
+    """A compile gate: every variant of ``kernel`` compiled for ``arch`` must pass it.
+
+    Judged against the newest ``compile`` run named ``kernel`` on ``arch``, whose cells are the
+    kernel variants (their ``extra`` holds what the compiler reported). A variant fails when it
+    spills more than ``max_spills`` registers, allocates more LDS / shared memory than one
+    workgroup may (``lds_bytes`` over ``lds_limit_bytes``), or, for a dtype in
+    ``matrix_dtypes`` (None: every dtype), has a main loop without a matrix instruction (a dot
+    that fell back to scalar FMAs). ``region`` names the generated comment that cites the run
+    above the arch's launch configs (None: no such region).
+    """
+
+    id: str
+    arch: str
+    kernel: str
+    matrix_dtypes: tuple[str, ...] | None = None
+    max_spills: int = 0
+    region: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def failures(self, key: Mapping[str, object], extra: Mapping[str, object]) -> tuple[str, ...]:
+        """Why one compiled variant (a compile cell's key and extra) fails; () when it passes."""
+        out = []
+        spills = int(extra["spills"])  # type: ignore[call-overload]
+        if spills > self.max_spills:
+            out.append(f"spilled registers: {spills}")
+        lds, limit = int(extra["lds_bytes"]), int(extra["lds_limit_bytes"])  # type: ignore[call-overload]
+        if lds > limit:
+            out.append(f"LDS {lds} B over the {limit} B a workgroup may use")
+        if self.matrix_dtypes is None or key.get("dtype") in self.matrix_dtypes:
+            loops = list(extra["loops"])  # type: ignore[call-overload]
+            if not loops:
+                out.append("no main loop found in the compiled code")
+            bare = [i for i, loop in enumerate(loops) if not loop["matrix"]]
+            if bare:
+                out.append(f"main loop(s) {bare} without a matrix instruction")
+        return tuple(out)
+
+    def judge(self, cells: Iterable[Any]) -> list[tuple[Mapping[str, object], tuple[str, ...]]]:
+        """The variants of a compile run (its cells) that fail this gate, each with why."""
+        out = []
+        for cell in cells:
+            key = cell["key"] if isinstance(cell, Mapping) else cell.key
+            extra = cell["extra"] if isinstance(cell, Mapping) else cell.extra
+            why = self.failures(key, extra)
+            if why:
+                out.append((key, why))
+        return out

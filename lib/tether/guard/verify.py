@@ -134,6 +134,31 @@ def routed_cases(path: Path) -> dict[str, int] | None:
         raise RunFileError(path, "routed_cases", str(exc)) from exc
 
 
+def record_wrong_vendor(
+    exc: WrongVendorError, requested: str, suite: str, store: Path, root: Path
+) -> Path:
+    """Record a verify that could not run here (no GPU of the vendor asked for) as a
+    not_measured run with its reason, under this host's own arch; returns its path."""
+    from tether.guard.hold import safe_reason
+    from tether.store import GuardRecord, new_run, write_run
+
+    found = detect_vendor()
+    arch, device, driver = devinfo.device_info(found)
+    run = new_run(
+        "verify",
+        f"verify-{requested}",
+        arch=arch,
+        device=device,
+        driver=driver,
+        config={"vendor_requested": requested, "vendor_found": found, "suite": suite},
+        status="not_measured",
+        reason=safe_reason(str(exc)),
+        guard=GuardRecord(mode="unguarded", reason="nothing ran: " + safe_reason(str(exc))),
+        root=root,
+    )
+    return write_run(run, store)
+
+
 def run_verify(
     *,
     vendor: str,
@@ -151,12 +176,22 @@ def run_verify(
     """Run the suite under the guard, record the verify run, print the verdict line last.
 
     ``off_target_store``: where the run goes when this host has no GPU (it is no verify
-    host, so its run is not evidence for the project's store); None keeps ``store``.
+    host, so its run is not evidence for the project's store); None keeps ``store``. A verify
+    for a vendor this host has no GPU of runs nothing: a not_measured run says why (written
+    there too, so a refusal never lands in the committed store unasked), and
+    WrongVendorError (exit 77) carries the message.
     ``workers``: pytest-xdist processes; None means one per GPU this process may use (the
     visibility variables count, so ``CUDA_VISIBLE_DEVICES=0`` verifies on GPU 0 alone).
     More workers than GPUs share them round-robin: Triton's compiles are CPU-bound.
     """
-    vendor = resolve_vendor(vendor)
+    try:
+        resolved = resolve_vendor(vendor)
+    except WrongVendorError as exc:
+        target = off_target_store if off_target_store is not None else store
+        path = record_wrong_vendor(exc, vendor, suite, target, root)
+        print(f"[verify-{vendor}] NOT MEASURED: {exc} (recorded {path})", file=out)
+        raise
+    vendor = resolved
     if vendor == "cpu" and off_target_store is not None:
         store = off_target_store
         print(f"[verify-cpu] no GPU on this host: the run goes to {store}", file=err)

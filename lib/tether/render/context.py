@@ -546,7 +546,10 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     for run in runs:
         if run.kind == "tune" and run.evidence_grade:
             tunes[f"tune-{run.id}"] = tune_doc(run, current, siblings(runs, run))
+    from tether.render.compiled import compile_context
+
     return {
+        **compile_context(root, runs, arches),
         "tether_context_version": CONTEXT_VERSION,
         "arches": docs,
         "superseded_mark": SUPERSEDED,

@@ -21,6 +21,7 @@ from tether.render.regions import RegionError, find_regions, replace_regions
 THRESHOLD_TEMPLATE = "policy_threshold.py.j2"
 GATE_TEMPLATE = "policy_gate.py.j2"
 TUNE_TEMPLATE = "tune_outcome.md.j2"
+COMPILE_TEMPLATE = "compile_evidence.py.j2"
 PY_REGION_WIDTH = 100
 
 
@@ -92,6 +93,8 @@ def region_bodies(context: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any
         out[region] = (GATE_TEMPLATE, {"doc": doc})
     for region, doc in sorted(context.get("tunes", {}).items()):
         out[region] = (TUNE_TEMPLATE, {"doc": doc})
+    for region, entry in sorted(context.get("compile_regions", {}).items()):
+        out[region] = (COMPILE_TEMPLATE, dict(entry))
     for region, (template, extra) in sorted(context.get("regions", {}).items()):
         out[region] = (template, dict(extra))
     return out

@@ -9,6 +9,8 @@
   run-to-run band of the cited run's cells.
 - ``newest_attempt``: the newest attempt of any status, to show that a newer attempt was not
   measured (a busy host) beside what is cited.
+- ``latest_ok``: the newest ok run, guarded or not: for compile runs, which hold no host (the
+  compiler's output does not depend on who else uses it) and are never timing evidence.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ def matching(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> lis
 def cited(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> Run | None:
     """The newest evidence-grade run of ``kind``/``name`` on ``arch`` (see the module doc)."""
     pool = [r for r in matching(runs, kind, name, arch) if r.evidence_grade]
+    return pool[-1] if pool else None
+
+
+def latest_ok(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> Run | None:
+    """The newest ok run of ``kind``/``name`` on ``arch``, guarded or not (compile runs)."""
+    pool = [r for r in matching(runs, kind, name, arch) if r.ok]
     return pool[-1] if pool else None
 
 

@@ -90,6 +90,54 @@ REQUIRED_ROLES = {
     "compile": (),
 }
 
+# -- compile runs (issue 13) -------------------------------------------------------------------
+# A compile run records what the compiler made of each kernel variant, with no GPU: its cells
+# are the variants, with no timing samples and no FLOPs (0), and each cell's ``extra`` carries
+# the compiler's figures that the compile gates (tether.policy.CompileGate) read.
+RESULTS["compile"] = {
+    "compiler": ((str,), "string"),
+    "compiler_version": ((str,), "string"),
+    "target": ((str,), "string"),
+    "variants": ((int,), "int"),
+    "spills_total": ((int,), "int"),
+    "variants_spilling": ((int,), "int"),
+    "variants_over_lds": ((int,), "int"),
+    "variants_loop_without_matrix": ((int,), "int"),
+    "occupancy_min": ((int,), "int"),
+    "occupancy_max": ((int,), "int"),
+    "occupancy_unit": ((str,), "string"),
+    "seconds": (NUM, "number"),
+}
+REQUIRED_ROLES["compile"] = ()
+COMPILE_EXTRA: dict[str, tuple[type, ...]] = {
+    "spills": (int,),
+    "lds_bytes": (int,),
+    "lds_limit_bytes": (int,),
+    "loops": (list,),
+    "occupancy": (dict,),
+}
+
+
+def _check_compile_cells(c: _Checker, cells: tuple[Cell, ...], ok: bool) -> None:
+    """Compile cells: no samples, zero work, and the compiler figures the gates read."""
+    for i, cell in enumerate(cells):
+        at = f"cells[{i}]"
+        if cell.samples:
+            c.fail(f"{at}.samples", "a compile cell has no timing samples")
+        if cell.work != 0:
+            c.fail(f"{at}.work", "a compile cell does no work (0): nothing ran")
+        for name, types in COMPILE_EXTRA.items():
+            if name not in cell.extra:
+                c.fail(f"{at}.extra.{name}", "missing key")
+            value = cell.extra[name]
+            if not isinstance(value, types) or isinstance(value, bool):
+                c.fail(f"{at}.extra.{name}", f"expected {types[0].__name__}")
+        for j, loop in enumerate(cell.extra["loops"]):
+            if not isinstance(loop, dict) or not isinstance(loop.get("matrix"), int):
+                c.fail(f"{at}.extra.loops[{j}].matrix", "expected an int")
+    if ok and not cells:
+        c.fail("cells", "an ok compile run has at least one cell (variant)")
+
 
 class _Checker:
     def __init__(self, source: object) -> None:
@@ -349,7 +397,9 @@ def _config(c: _Checker, value: object, kind: str, ok: bool) -> dict[str, Any]:
     return config
 
 
-def _cell(c: _Checker, value: object, i: int, axes: dict[str, list[Any]] | None) -> Cell:
+def _cell(
+    c: _Checker, value: object, i: int, axes: dict[str, list[Any]] | None, kind: str = "sweep"
+) -> Cell:
     at = f"cells[{i}]"
     raw = c.obj(value, at)
     c.keys(raw, at, CELL_KEYS)
@@ -362,7 +412,7 @@ def _cell(c: _Checker, value: object, i: int, axes: dict[str, list[Any]] | None)
         for k, v in key.items():
             if _canon(v) not in {_canon(a) for a in axes[k]}:
                 c.fail(f"{at}.key.{k}", f"{v!r} is not a value of the grid axis")
-    work = c.number(raw["work"], f"{at}.work", positive=True)
+    work = c.number(raw["work"], f"{at}.work", positive=kind != "compile")
     samples: dict[str, tuple[float, ...]] = {}
     for role, vals in c.obj(raw["samples"], f"{at}.samples").items():
         field = f"{at}.samples.{role}"
@@ -514,8 +564,10 @@ def run_from_json(
     axes = _grid(c, config)
     if not isinstance(top["cells"], list):
         c.fail("cells", "expected a list")
-    cells = tuple(_cell(c, raw, i, axes) for i, raw in enumerate(top["cells"]))
+    cells = tuple(_cell(c, raw, i, axes, kind) for i, raw in enumerate(top["cells"]))
     _check_cells(c, cells, kind, ok, axes, config)
+    if kind == "compile":
+        _check_compile_cells(c, cells, ok)
     results = _results(c, top["results"], kind, ok)
     # Last: every field is valid, so a mismatch here means the content was edited (a valid
     # number changed, a cell dropped) rather than malformed.

@@ -1,0 +1,85 @@
+"""``tether compile``: what the compiler makes of every kernel variant, per arch, with no GPU.
+
+For each arch with a compile target (default: all of them) the project's kernel library
+compiles every variant its arms launch and the verb writes one run of kind ``compile`` to the
+store. A compile run already in the store for the same kernel fingerprint and compiler version
+means there is nothing to compile (``--force`` compiles anyway). The compile gates of the
+policy are judged on each run and printed; ``validate/gates/test_compile_gates.py`` is where
+they pass or fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tether.cli import Context
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "compile",
+        help="compile every kernel variant for each GPU arch (no GPU needed) into compile runs",
+    )
+    p.add_argument(
+        "--arch", action="append", metavar="ARCH", help="only this arch (repeatable; default: all)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="compile even when the store holds a run of this kernel fingerprint and compiler",
+    )
+    p.add_argument(
+        "--workers", type=int, default=0, metavar="N", help="compiler processes (default: CPUs)"
+    )
+    p.set_defaults(handler=_compile)
+
+
+def _gate_lines(run: Any, ctx: Context) -> None:
+    from tether.render.compiled import compile_gates
+
+    for gate in compile_gates(ctx.root):
+        if gate.arch != run.arch or gate.kernel != run.name:
+            continue
+        failing = gate.judge(run.cells)
+        verdict = "passes" if not failing else f"{len(failing)} of {len(run.cells)} variants fail"
+        print(f"  gate {gate.id}: {verdict}", file=ctx.out)
+        for key, why in failing[:5]:
+            label = " ".join(f"{k}={key[k]}" for k in sorted(key))
+            print(f"    {label}: {'; '.join(why)}", file=ctx.out)
+
+
+def _compile(args: argparse.Namespace, ctx: Context) -> int:
+    from tether_kernels import compile as engine  # the project's kernels; they import triton
+
+    from tether.errors import UsageError
+    from tether.store import load_store, write_run
+
+    arches = args.arch or list(engine.TARGETS)
+    unknown = [a for a in arches if a not in engine.TARGETS]
+    if unknown:
+        raise UsageError(
+            f"tether compile: no compile target for {', '.join(unknown)}; "
+            f"targets: {', '.join(engine.TARGETS)}"
+        )
+    key = engine.compile_key(ctx.root)
+    runs = load_store(ctx.store)
+    for arch in arches:
+        fresh = None if args.force else engine.fresh_run(runs, arch, key)
+        if fresh is not None:
+            print(f"compile {arch}: up to date, {fresh.id} ({key['compiler']})", file=ctx.out)
+            _gate_lines(fresh, ctx)
+            continue
+        run = engine.compile_arch(arch, ctx.root, workers=args.workers or None, err=ctx.err)
+        path = write_run(run, ctx.store)
+        r = run.results
+        print(
+            f"compile {arch}: {r['variants']} variants, {r['spills_total']} registers spilled "
+            f"in {r['variants_spilling']}, {r['variants_over_lds']} over the LDS, "
+            f"{r['variants_loop_without_matrix']} with a main loop without matrix instructions, "
+            f"occupancy {r['occupancy_min']}-{r['occupancy_max']} {r['occupancy_unit']}; "
+            f"{r['seconds']} s -> {path}",
+            file=ctx.out,
+        )
+        _gate_lines(run, ctx)
+    return 0

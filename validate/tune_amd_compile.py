@@ -1,0 +1,183 @@
+"""Issue 13: choose the AMD launch configs from compile evidence (no GPU needed).
+
+For each AMD arch, head dim the Triton arm serves, and dtype, candidate launch configs are
+compiled for the variants the deferred-rescale arm launches (causal or not, with or without
+the LSE) through ``tether_kernels.compile``, exactly as ``tether compile`` compiles the
+shipped configs (which then covers the eager arm too). A candidate is clean when no variant spills, its LDS
+fits the arch, and (for a dtype the arch multiplies on its matrix units, see COMPILE_GATES)
+every main loop has a matrix instruction. Among clean candidates the rule picks, in order:
+
+1. reaching ``OCCUPANCY_TARGET`` waves per SIMD (AMD's own Triton attention configs, ROCm/aiter
+   ``MI300X-MHA-DEFAULT.json`` and ``MI350X-MHA-DEFAULT.json``, ask for ``waves_per_eu`` 2);
+2. the larger tile (block_m x block_n: more work per wave; AMD's default tile, 128 x 64, is
+   the largest candidate);
+3. the higher occupancy;
+4. fewer stages, then fewer warps.
+
+Tiles are tried from the largest down, and the search stops at the first tile area that has a
+clean candidate reaching the target, since no smaller tile can win by the rule. Run::
+
+    python3 validate/tune_amd_compile.py --out kernels/tuning/amd-compile-search-DATE.json
+
+It prints one line per (arch, head_dim, dtype) with the chosen config and writes every
+candidate's compiled figures to ``--out``. ``--arch`` and ``--head-dim`` narrow the search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tether_kernels import compile as C
+from tether_kernels.arch_caps import AMD_ARCHES, COMPILE_GATES, LaunchConfig
+from tether_kernels.shapes import DTYPES, Shape
+
+OCCUPANCY_TARGET = 2  # waves per SIMD; see the module docstring
+# Tiles (block_m, block_n) from the largest area down; equal areas are tried together.
+TILES = ((128, 64), (128, 32), (64, 64), (64, 32), (32, 32), (32, 16), (16, 16))
+STAGES = (1, 2)
+
+
+def warps_for(tile: tuple[int, int]) -> tuple[int, ...]:
+    """Warps per program worth trying for a tile: enough rows per warp for a matrix op."""
+    return (4, 8) if tile[0] >= 64 else (1, 2, 4)
+
+
+def candidates(tile: tuple[int, int]) -> list[LaunchConfig]:
+    return [
+        LaunchConfig(tile[0], tile[1], num_warps=w, num_stages=s, waves_per_eu=OCCUPANCY_TARGET)
+        for w in warps_for(tile)
+        for s in STAGES
+    ]
+
+
+def matrix_dtypes(arch: str) -> tuple[str, ...]:
+    gate = next(g for g in COMPILE_GATES if g.arch == arch)
+    return gate.matrix_dtypes if gate.matrix_dtypes is not None else DTYPES
+
+
+def jobs_for(arch: str, config: LaunchConfig, d: int, dtype: str, margins: list[int]) -> list:
+    out = []
+    for causal in (True, False):
+        for lse in (False, True):
+            for margin in margins:
+                qo, bh = C._CANONICAL
+                shape = Shape(1, qo, qo, bh, bh // 2, d, dtype, causal)
+                args, kwargs = C.launch_with(config, shape, margin, lse)
+                key = {"causal": causal, "lse": lse, "margin": margin}
+                out.append((key, C._specialise(arch, args, kwargs)))
+    return out
+
+
+def judge(arch: str, dtype: str, metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    need_matrix = dtype in matrix_dtypes(arch)
+    spills = sum(m["spills"] for m in metrics)
+    over = sum(1 for m in metrics if m["lds_bytes"] > m["lds_limit_bytes"])
+    no_matrix = sum(
+        1 for m in metrics if not m["loops"] or any(lp["matrix"] == 0 for lp in m["loops"])
+    )
+    occ = min(m["occupancy"]["waves_per_simd"] for m in metrics)
+    clean = spills == 0 and over == 0 and (no_matrix == 0 or not need_matrix)
+    return {
+        "clean": clean,
+        "spills": spills,
+        "variants_over_lds": over,
+        "variants_loop_without_matrix": no_matrix,
+        "occupancy_min": occ,
+        "vgprs_max": max(m["vgprs_total"] for m in metrics),
+        "lds_max": max(m["lds_bytes"] for m in metrics),
+    }
+
+
+def rank(entry: dict[str, Any]) -> tuple:
+    cfg, verdict = entry["config"], entry["verdict"]
+    return (
+        min(verdict["occupancy_min"], OCCUPANCY_TARGET),
+        cfg["block_m"] * cfg["block_n"],
+        verdict["occupancy_min"],
+        -cfg["num_stages"],
+        -cfg["num_warps"],
+    )
+
+
+def search(arch: str, d: int, dtype: str, margins: list[int], workers: int) -> dict[str, Any]:
+    tried: list[dict[str, Any]] = []
+    areas = sorted({m * n for m, n in TILES}, reverse=True)
+    for area in areas:
+        configs = [c for t in TILES if t[0] * t[1] == area for c in candidates(t)]
+        plan = [
+            (cfg, key, job)
+            for cfg in configs
+            for key, job in jobs_for(arch, cfg, d, dtype, margins)
+        ]
+        metrics = C.compile_all([job for _, _, job in plan], workers)
+        for cfg in configs:
+            got = [m for (c, _, _), m in zip(plan, metrics, strict=True) if c == cfg]
+            keys = [k for c, k, _ in plan if c == cfg]
+            tried.append(
+                {
+                    "config": asdict(cfg),
+                    "label": C.config_label(cfg),
+                    "verdict": judge(arch, dtype, got),
+                    "variants": [
+                        {**k, **{f: m[f] for f in ("spills", "vgprs_total", "lds_bytes", "scratch_bytes")},
+                         "waves_per_simd": m["occupancy"]["waves_per_simd"],
+                         "loop_matrix": [lp["matrix"] for lp in m["loops"]]}
+                        for k, m in zip(keys, got, strict=True)
+                    ],
+                }
+            )  # fmt: skip
+        clean = [t for t in tried if t["verdict"]["clean"]]
+        if any(t["verdict"]["occupancy_min"] >= OCCUPANCY_TARGET for t in clean):
+            break
+    clean = [t for t in tried if t["verdict"]["clean"]]
+    chosen = max(clean, key=rank) if clean else None
+    return {"arch": arch, "head_dim": d, "dtype": dtype, "chosen": chosen["label"] if chosen else None,
+            "chosen_config": chosen["config"] if chosen else None, "candidates": tried}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--arch", action="append", choices=AMD_ARCHES)
+    parser.add_argument("--head-dim", type=int, action="append")
+    parser.add_argument("--workers", type=int, default=0)
+    args = parser.parse_args(argv)
+    import os
+
+    workers = args.workers or os.cpu_count() or 1
+    started = time.time()
+    results = []
+    for arch in args.arch or AMD_ARCHES:
+        # The deferred arm's margin only: the eager arm's code differs in one constant, and
+        # `tether compile` then compiles both for every chosen config (the gates judge both).
+        margins = [C.arm_margins(arch)[C.KERNEL_ARMS[0]]]
+        for d in C.head_dims(arch):
+            if args.head_dim and d not in args.head_dim:
+                continue
+            for dtype in DTYPES:
+                res = search(arch, d, dtype, margins, workers)
+                results.append(res)
+                tried = len(res["candidates"])
+                print(f"{arch} d{d} {dtype}: {res['chosen']} ({tried} tried)", flush=True)
+    out = {
+        "tool": "validate/tune_amd_compile.py",
+        "compiler": "triton " + C.compiler_version(),
+        "host": platform.node(),
+        "occupancy_target": OCCUPANCY_TARGET,
+        "seconds": round(time.time() - started, 1),
+        "results": results,
+    }
+    args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
