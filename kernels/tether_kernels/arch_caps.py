@@ -207,15 +207,26 @@ def _takes(min_qo_len: int | None) -> tuple[tuple[str, str, object], ...] | None
 OWN_ARM: dict[str, str] = {"sm90": "gluon"}
 
 
-def _threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
+def _threshold(
+    arch: str,
+    otherwise: str,
+    min_qo_len: int | None,
+    *,
+    region: str | None = None,
+    evidence: Evidence = _EVIDENCE,
+    scope: tuple[tuple[str, str, object], ...] = (),
+) -> Threshold:
+    """single_prefill on ``arch`` takes tether's own kernel from ``min_qo_len`` queries on
+    (None: not set), where ``scope`` holds; else ``otherwise``."""
     return Threshold(
-        region=f"policy-single-prefill-{arch}",
+        region=region or f"policy-single-prefill-{arch}",
         arch=arch,
         entry="single_prefill",
         arm=OWN_ARM.get(arch, "triton"),
         otherwise=otherwise,
-        evidence=_EVIDENCE,
+        evidence=evidence,
         takes=_takes(min_qo_len),
+        scope=scope,
     )
 
 
@@ -232,14 +243,12 @@ _CHUNKED_EVIDENCE = Evidence(
 
 def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
     """A threshold for chunked prefill only (kv_len > qo_len): square shapes are not its call."""
-    return Threshold(
+    return _threshold(
+        arch,
+        otherwise,
+        min_qo_len,
         region=f"policy-{arch}-single-prefill-chunked",
-        arch=arch,
-        entry="single_prefill",
-        arm=OWN_ARM.get(arch, "triton"),
-        otherwise=otherwise,
         evidence=_CHUNKED_EVIDENCE,
-        takes=_takes(min_qo_len),
         scope=(("kv_len", ">", "qo_len"),),
     )
 
@@ -260,15 +269,8 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
-_SM90 = Threshold(
-    region="policy-single-prefill-sm90",
-    arch="sm90",
-    entry="single_prefill",
-    arm="gluon",
-    otherwise="sdpa_cudnn",
-    evidence=_SQUARE_4K_EVIDENCE,
-    takes=_takes(4096),
-    scope=(("kv_len", "==", "qo_len"),),
+_SM90 = _threshold(
+    "sm90", "sdpa_cudnn", 4096, evidence=_SQUARE_4K_EVIDENCE, scope=(("kv_len", "==", "qo_len"),)
 )
 # BEGIN GENERATED: policy-sm90-single-prefill-chunked (tether render)
 # Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
