@@ -205,6 +205,8 @@ def make_sweep_run(
         root=root,
         guard=guard,
     )
+    if git_sha is not None:  # another commit's run (a nightly of another day, say)
+        run = resealed(run, provenance={"git_sha": git_sha})
     return _finish(run, store)
 
 
