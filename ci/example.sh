@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+# The steps below run in a scratch copy: a relative path to the interpreter must not break.
+case "$PY" in */*) PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")" ;; esac
 "$PY" -m pip install -q --no-deps -e examples/rmsnorm
 "$PY" -m pytest -q -p no:cacheprovider examples/rmsnorm/tests
 work=$(mktemp -d)

@@ -328,15 +328,26 @@ def _takes(min_qo_len: int | None) -> tuple[tuple[str, str, object], ...] | None
 OWN_ARM: dict[str, str] = {"sm90": "gluon"}
 
 
-def _threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
+def _threshold(
+    arch: str,
+    otherwise: str,
+    min_qo_len: int | None,
+    *,
+    region: str | None = None,
+    evidence: Evidence = _EVIDENCE,
+    scope: tuple[tuple[str, str, object], ...] = (),
+) -> Threshold:
+    """single_prefill on ``arch`` takes tether's own kernel from ``min_qo_len`` queries on
+    (None: not set), where ``scope`` holds; else ``otherwise``."""
     return Threshold(
-        region=f"policy-single-prefill-{arch}",
+        region=region or f"policy-single-prefill-{arch}",
         arch=arch,
         entry="single_prefill",
         arm=OWN_ARM.get(arch, "triton"),
         otherwise=otherwise,
-        evidence=_EVIDENCE,
+        evidence=evidence,
         takes=_takes(min_qo_len),
+        scope=scope,
     )
 
 
@@ -353,14 +364,12 @@ _CHUNKED_EVIDENCE = Evidence(
 
 def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
     """A threshold for chunked prefill only (kv_len > qo_len): square shapes are not its call."""
-    return Threshold(
+    return _threshold(
+        arch,
+        otherwise,
+        min_qo_len,
         region=f"policy-{arch}-single-prefill-chunked",
-        arch=arch,
-        entry="single_prefill",
-        arm=OWN_ARM.get(arch, "triton"),
-        otherwise=otherwise,
         evidence=_CHUNKED_EVIDENCE,
-        takes=_takes(min_qo_len),
         scope=(("kv_len", ">", "qo_len"),),
     )
 
@@ -374,22 +383,15 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # run 20261130T223503Z-sweep-prefill-vs-sdpa-sm90-e6c6dd3275a2
 # (2026-11-30, git 877891e4700f, 2 blocks, 1 replicate runs)
 # 12 cells, geomean 1.106,
-# A/A floor 1.000-1.000, replicate band 0.990-1.004,
-# 12 faster, 0 slower beyond their noise, 0 level;
+# A/A floor 1.000-1.000, replicate band 0.978-1.004,
+# 11 faster, 0 slower beyond their noise, 1 level;
 # worst cell batch=1 hq=64 seqlen=4096
 # at 1.014.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
-_SM90 = Threshold(
-    region="policy-single-prefill-sm90",
-    arch="sm90",
-    entry="single_prefill",
-    arm="gluon",
-    otherwise="sdpa_cudnn",
-    evidence=_SQUARE_4K_EVIDENCE,
-    takes=_takes(4096),
-    scope=(("kv_len", "==", "qo_len"),),
+_SM90 = _threshold(
+    "sm90", "sdpa_cudnn", 4096, evidence=_SQUARE_4K_EVIDENCE, scope=(("kv_len", "==", "qo_len"),)
 )
 # BEGIN GENERATED: policy-sm90-single-prefill-chunked (tether render)
 # Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
@@ -399,7 +401,7 @@ _SM90 = Threshold(
 # run 20261130T223642Z-sweep-chunked-prefill-sm90-e5830932f07e
 # (2026-11-30, git 877891e4700f, 2 blocks, 1 replicate runs)
 # 6 cells, geomean 2.314,
-# A/A floor 1.000-1.001, replicate band 0.970-1.005,
+# A/A floor 1.000-1.001, replicate band 0.969-1.006,
 # 6 faster, 0 slower beyond their noise, 0 level;
 # worst cell dtype=bf16 kv_len=16384
 # at 2.208.

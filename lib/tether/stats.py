@@ -140,11 +140,14 @@ def cell_stat(
     fixed: Mapping[str, object],
     siblings: Sequence[float] = (),
     aliases: Mapping[str, object] | None = None,
+    sibling_floors: Sequence[tuple[float, float]] = (),
 ) -> CellStat:
-    """One cell judged; ``siblings`` are this cell's ratios in other runs of the same setup."""
+    """One cell judged; ``siblings`` are this cell's ratios (whole and per replicate block) in
+    other runs of the same setup, ``sibling_floors`` their A/A floors. Floor and band are the
+    union over the replicate runs, so the verdict is the same whichever of them is cited."""
     a, a2, b = cell.samples["A"], cell.samples[CONTROL], cell.samples["B"]
     aa = aa_statistics(a, a2)
-    floor = floor_of(aa)
+    floor = widen(floor_of(aa), *sibling_floors)
     a_med, b_med = median(a), median(b)
     ratio = a_med / b_med
     blocks = tuple(block_ratios(cell))
@@ -179,20 +182,35 @@ def cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:
     """The cells of a run with roles A, A2 and B, judged and sorted by key.
 
     ``siblings``: other runs of the same sweep, commit and harness; each cell's band then also
-    covers how far its ratio moved between those runs. A cell whose samples give no usable
+    covers how far its ratio moved between those runs (whole and per block), and its floor
+    their A/A floors: a cell's verdict does not depend on which replicate is cited. A cell whose samples give no usable
     statistic raises RunFileError naming the run's file (or id) and the cell, never a bare
     arithmetic error deep inside a render or a check.
     """
     others: dict[str, list[float]] = {}
+    floors: dict[str, list[tuple[float, float]]] = {}
     for sib in siblings:
         for c in sib.cells:
             if {"A", "B"} <= set(c.samples):
-                others.setdefault(key_label(c.key), []).append(_ratio(c))
-    stats = [_judged(run, i, c, others.get(key_label(c.key), ())) for i, c in enumerate(run.cells)]
+                label = key_label(c.key)
+                others.setdefault(label, []).extend([_ratio(c), *block_ratios(c)])
+                if CONTROL in c.samples:
+                    aa = aa_statistics(c.samples["A"], c.samples[CONTROL])
+                    floors.setdefault(label, []).append(floor_of(aa))
+    stats = [
+        _judged(run, i, c, others.get(key_label(c.key), ()), floors.get(key_label(c.key), ()))
+        for i, c in enumerate(run.cells)
+    ]
     return tuple(sorted(stats, key=lambda s: tuple(sorted((k, str(v)) for k, v in s.key.items()))))
 
 
-def _judged(run: Run, index: int, cell: Cell, siblings: Sequence[float]) -> CellStat:
+def _judged(
+    run: Run,
+    index: int,
+    cell: Cell,
+    siblings: Sequence[float],
+    sibling_floors: Sequence[tuple[float, float]] = (),
+) -> CellStat:
     """``cell_stat`` with every number it returns finite and positive, else a named error.
 
     Schema-valid samples can still be extreme (1e-300 s against 1e300 s): their ratio
@@ -204,7 +222,7 @@ def _judged(run: Run, index: int, cell: Cell, siblings: Sequence[float]) -> Cell
     where = run.path or f"run {run.id}"
     about = f"cell {label} of run {run.id}"
     try:
-        st = cell_stat(cell, run.fixed, siblings, run.aliases)
+        st = cell_stat(cell, run.fixed, siblings, run.aliases, sibling_floors)
     except (ArithmeticError, ValueError, KeyError) as exc:
         raise RunFileError(where, f"cells[{index}]", f"{about}: no statistic: {exc!r}") from None
     numbers = (st.a_median, st.b_median, st.ratio, *st.aa, *st.band, *st.blocks)

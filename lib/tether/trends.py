@@ -5,7 +5,8 @@ The headline of a run is the geomean of its cells' ratios over the whole map
 evidence-grade runs (ok, guarded) are points; sharded and unsharded runs trend apart. Between
 two consecutive runs the headline is said to have *changed* only beyond both runs' A/A floors,
 both runs' replicate bands and the sweep's run-to-run band (how far replicate runs of one
-setup moved, not counting the pair being judged): a smaller move is noise, not news. A change
+setup moved, not counting the pair being judged): a smaller move is noise, not news. Two
+consecutive replicates of one setup are never a change: their spread is that band. A change
 names both runs and both commits so a reviewer can bisect.
 
 The renderer gets plain data (``trend_context``) and SVG text (``trend_figures``); it decides
@@ -106,6 +107,10 @@ def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
         pairs = [(a, b) for a, b in itertools.combinations(history, 2) if same_setup(a, b)]
         changes = []
         for (ra, pa), (rb, pb) in itertools.pairwise(list(zip(history, points, strict=True))):
+            if same_setup(ra, rb):
+                # Replicates of one setup (same commit, fingerprints, sweep): how far they
+                # moved is the run-to-run band itself, never a change.
+                continue
             band = _run_band(pairs, (ra.id, rb.id))
             change = change_between(pa, pb, band)
             if change is not None:

@@ -205,6 +205,8 @@ def make_sweep_run(
         root=root,
         guard=guard,
     )
+    if git_sha is not None:  # another commit's run (a nightly of another day, say)
+        run = resealed(run, provenance={"git_sha": git_sha})
     return _finish(run, store)
 
 
@@ -403,9 +405,8 @@ def write_conservative_policy(root: Path) -> Path:
         Path(__file__).resolve().parents[2] / "kernels" / "tether_kernels" / "arch_caps.py"
     ).read_text(encoding="utf-8")
     text, n_thresholds = re.subn(
-        r'(_(?:chunked_)?threshold\("\w+", "\w+", )\d+\)', r"\1None)", source
+        r'(_(?:chunked_)?threshold\(\s*"\w+", "\w+", )\d+(?=[,)])', r"\1None", source
     )
-    text = re.sub(r"takes=_takes\(\d+\)", "takes=_takes(None)", text)
     text, n_gates = re.subn(r"threshold=[0-9.e]+,", "threshold=None,", text)
     text = re.sub(r"\n\s*(?:before_run|after_run|before_role|after_role)=[^\n]*,", "", text)
     if "threshold=None" not in text or re.search(r"threshold=[0-9]", text):

@@ -86,7 +86,7 @@ def test_trend_part_needs_two_runs(tmp_path: Path) -> None:
     assert "Trend: one guarded run, no trend yet." in _text(out, BACKENDS)
     assert not any(p.name.startswith("trend-") for p in out)
     # A second nightly, far faster: a trend, a flagged change naming both runs, a figure.
-    make_sweep_run(ratio=0.5, seed=1, started="2026-11-02T02:00:00Z", store=store)
+    make_sweep_run(ratio=0.5, seed=1, started="2026-11-02T02:00:00Z", git_sha="2" * 40, store=store)
     out = render_all(ROOT, store)
     backends = _text(out, BACKENDS)
     assert "Trend over 2 guarded runs" in backends

@@ -231,7 +231,8 @@ def test_sibling_runs_widen_the_band() -> None:
     base = make_sweep_run(ratio=0.8, noise=0.0005, n=9, seed=1)
     twin = _scaled_b(base, 0, 1.04)  # a replicate run where one cell moved 4 percent
     (first, *_rest) = cell_stats(base, [twin])
-    assert first.band[1] == pytest.approx(1.04, rel=1e-6)
+    # The replicate's whole-cell ratio and its blocks' (which scatter by the noise) count.
+    assert first.band[1] == pytest.approx(1.04, rel=2e-3)
     alone = cell_stats(base)[0]
     assert alone.band[1] < 1.01
 
@@ -323,3 +324,14 @@ def test_the_run_level_control_widens_each_cell_to_the_run_to_run_band() -> None
     import dataclasses
 
     assert run_band(base, dataclasses.replace(control, cells=control.cells[1:])) is None
+
+
+def test_a_cells_verdict_is_the_same_whichever_replicate_is_cited() -> None:
+    # Seen on the H200: two runs of one commit, a cell at 1.007 in one and 1.014 in the other;
+    # judged with the cited run's own floor and blocks it was "level" one way round and "win"
+    # the other. Floor and band are now the union over the replicates.
+    base = make_sweep_run(ratio=1 / 1.004, noise=0.0005, n=9, seed=1)
+    twin = _scaled_b(base, 0, 1 / 1.006)  # the same cell a little faster in the replicate
+    for first, second in ((base, twin), (twin, base)):
+        assert cell_stats(first, [second])[0].verdict == cell_stats(second, [first])[0].verdict
+    assert cell_stats(base, [twin])[0].floor == cell_stats(twin, [base])[0].floor

@@ -12,7 +12,8 @@ AXES = {"hq": [16, 32], "seqlen": [256, 512]}
 
 
 def _night(day: int, ratio: float, arch: str = "sm90", seed: int = 0) -> Run:
-    # FIXTURE: B's time is A's times ``ratio``, so the headline is about 1/ratio.
+    # FIXTURE: B's time is A's times ``ratio``, so the headline is about 1/ratio; each night
+    # is its own commit (a nightly of the day's main), so consecutive nights are not replicates.
     return make_sweep_run(
         axes=AXES,
         arch=arch,
@@ -20,6 +21,7 @@ def _night(day: int, ratio: float, arch: str = "sm90", seed: int = 0) -> Run:
         noise=0.002,
         seed=seed + day,
         started=f"2026-11-{day:02d}T02:00:00Z",
+        git_sha=f"{day:040x}",
     )
 
 
@@ -115,3 +117,15 @@ def test_one_trend_per_arch_and_sweep_and_svg_is_deterministic() -> None:
 
 def test_a_store_without_guarded_sweeps_has_no_trend() -> None:
     assert trend_context([make_not_measured_run()])["trends"] == []
+
+
+def test_consecutive_replicates_are_never_a_change() -> None:
+    # Seen on the H200: two runs of one commit whose whole-map geomeans differ by 2.5 percent
+    # (load on the host's other GPU) were reported as a change. Replicates of one setup are the
+    # run-to-run band itself.
+    a = make_sweep_run(axes=AXES, ratio=0.9, noise=0.0005, n=7, seed=11,
+                       started="2026-11-01T02:00:00Z")  # fmt: skip
+    b = make_sweep_run(axes=AXES, ratio=0.9 / 1.025, noise=0.0005, n=7, seed=12,
+                       started="2026-11-01T03:00:00Z")  # fmt: skip
+    (trend,) = trend_context([a, b])["trends"]
+    assert trend["changes"] == []

@@ -166,6 +166,20 @@ def _verify(args: argparse.Namespace, ctx: Any) -> int:
     )
 
 
+def _wait_and_lock(parser: argparse.ArgumentParser) -> None:
+    """--wait and --lock, the same for every verb that takes the guard itself."""
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds to wait for the lock and an idle host before giving up (default 0)",
+    )
+    parser.add_argument(
+        "--lock", default=None, metavar="PATH", help="lock file (default: $TETHER_GUARD_LOCK)"
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g = sub.add_parser(
         "guard",
@@ -175,22 +189,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("--hold", action="store_true", help="run CMD (after --) holding the host")
-    g.add_argument(
-        "--wait",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="seconds to wait for the lock and an idle host before giving up (default 0)",
-    )
+    _wait_and_lock(g)
     g.add_argument(
         "--idle-secs",
         type=float,
         default=0.0,
         metavar="S",
         help="the host must be idle this many seconds in a row before CMD starts (default 0)",
-    )
-    g.add_argument(
-        "--lock", default=None, metavar="PATH", help="lock file (default: $TETHER_GUARD_LOCK)"
     )
     g.add_argument(
         "--target",
@@ -217,16 +222,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="the GPU vendor this host must have (auto: whatever it has; none runs on the CPU)",
     )
     v.add_argument("--suite", default="validate", help="the pytest path to run (default: validate)")
-    v.add_argument(
-        "--wait",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="seconds to wait for the guard lock and an idle host (default 0)",
-    )
-    v.add_argument(
-        "--lock", default=None, metavar="PATH", help="lock file (default: $TETHER_GUARD_LOCK)"
-    )
+    _wait_and_lock(v)
     v.add_argument(
         "--workers",
         type=int,
