@@ -174,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--arch", action="append", choices=AMD_ARCHES)
     parser.add_argument("--head-dim", type=int, action="append")
+    parser.add_argument("--dtype", action="append", choices=DTYPES)
+    parser.add_argument("--all-margins", action="store_true", help="search both arms' margins")
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument(
         "--rechoose",
@@ -209,14 +211,21 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
     for arch in args.arch or AMD_ARCHES:
-        # The deferred arm's margin only: the eager arm's code differs in one constant, and
-        # `tether compile` then compiles both for every chosen config (the gates judge both).
-        margins = [C.arm_margins(arch)[C.KERNEL_ARMS[0]]]
+        # The deferred arm's margin by default: the eager arm's code differs in one constant,
+        # and `tether compile` then compiles both for every chosen config (the gates judge
+        # both); --all-margins searches both where the map found the eager variant spilling.
+        found = C.arm_margins(arch)
+        margins = sorted(set(found.values()), reverse=True)
+        if not args.all_margins:
+            margins = [found[C.KERNEL_ARMS[0]]]
         for d in C.head_dims(arch):
             if args.head_dim and d not in args.head_dim:
                 continue
             for dtype in DTYPES:
+                if args.dtype and dtype not in args.dtype:
+                    continue
                 res = search(arch, d, dtype, margins, workers)
+                res["margins"] = margins
                 results.append(res)
                 tried = len(res["candidates"])
                 pick = res["chosen"] or f"none clean; fewest spills: {res['fallback']}"
