@@ -114,7 +114,7 @@ def compile_region_targets(context: dict[str, Any], policy_file: str) -> list[Re
     """One region per compile gate that names one: the compile run above the arch's configs."""
     return [
         RegionTarget(policy_file, region, COMPILE_TEMPLATE, dict(entry))
-        for region, entry in sorted(context["compile_regions"].items())
+        for region, entry in sorted(context.get("compile_regions", {}).items())
     ]
 
 
