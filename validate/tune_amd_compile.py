@@ -15,7 +15,9 @@ every main loop has a matrix instruction. Among clean candidates the rule picks,
 4. fewer stages, then fewer warps.
 
 Tiles are tried from the largest down, and the search stops at the first tile area that has a
-clean candidate reaching the target, since no smaller tile can win by the rule. Run::
+clean candidate reaching the target, since no smaller tile can win by the rule. When no
+candidate is clean, the one that spills least is recorded as ``fallback`` and shipped, so the
+compile gate names the spill. Run::
 
     python3 validate/tune_amd_compile.py --out kernels/tuning/amd-compile-search-DATE.json
 
@@ -136,10 +138,35 @@ def search(arch: str, d: int, dtype: str, margins: list[int], workers: int) -> d
         clean = [t for t in tried if t["verdict"]["clean"]]
         if any(t["verdict"]["occupancy_min"] >= OCCUPANCY_TARGET for t in clean):
             break
+    return trimmed({"arch": arch, "head_dim": d, "dtype": dtype,
+                    **choose(tried, dtype in matrix_dtypes(arch)), "candidates": tried})  # fmt: skip
+
+
+def trimmed(res: dict[str, Any]) -> dict[str, Any]:
+    """Per-variant figures kept for the picked candidate only; every other keeps its verdict."""
+    pick = res["chosen"] or res["fallback"]
+    for cand in res["candidates"]:
+        if cand["label"] != pick:
+            cand.pop("variants", None)
+    return res
+
+
+def choose(tried: list[dict[str, Any]], need_matrix: bool) -> dict[str, Any]:
+    """The rule's pick among clean candidates; when none is clean, ``fallback`` is the one
+    that spills least (its LDS fitting and, where required, its loops on the matrix units),
+    which is shipped so the gate shows the spill rather than a config nobody compiled."""
     clean = [t for t in tried if t["verdict"]["clean"]]
-    chosen = max(clean, key=rank) if clean else None
-    return {"arch": arch, "head_dim": d, "dtype": dtype, "chosen": chosen["label"] if chosen else None,
-            "chosen_config": chosen["config"] if chosen else None, "candidates": tried}  # fmt: skip
+    if clean:
+        best = max(clean, key=rank)
+        return {"chosen": best["label"], "chosen_config": best["config"], "fallback": None}
+    usable = [
+        t
+        for t in tried
+        if t["verdict"]["variants_over_lds"] == 0
+        and (not need_matrix or t["verdict"]["variants_loop_without_matrix"] == 0)
+    ]
+    least = min(usable, key=lambda t: (t["verdict"]["spills"], tuple(-x for x in rank(t))))
+    return {"chosen": None, "chosen_config": least["config"], "fallback": least["label"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,34 +174,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--arch", action="append", choices=AMD_ARCHES)
     parser.add_argument("--head-dim", type=int, action="append")
+    parser.add_argument("--dtype", action="append", choices=DTYPES)
+    parser.add_argument("--all-margins", action="store_true", help="search both arms' margins")
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument(
+        "--rechoose",
+        type=Path,
+        metavar="FILE",
+        help="apply the rule to the candidates recorded in FILE (no compiling); write --out",
+    )
     args = parser.parse_args(argv)
+    if args.rechoose is not None:
+        data = json.loads(args.rechoose.read_text(encoding="utf-8"))
+        for res in data["results"]:
+            res.update(choose(res["candidates"], res["dtype"] in matrix_dtypes(res["arch"])))
+            trimmed(res)
+            pick = res["chosen"] or f"none clean; fewest spills: {res['fallback']}"
+            print(f"{res['arch']} d{res['head_dim']} {res['dtype']}: {pick}")
+        args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        return 0
     import os
 
     workers = args.workers or os.cpu_count() or 1
     started = time.time()
-    results = []
+    results: list[dict[str, Any]] = []
+
+    def write() -> None:  # after every search, so an interrupted run keeps what it found
+        out = {
+            "tool": "validate/tune_amd_compile.py",
+            "compiler": "triton " + C.compiler_version(),
+            "host": platform.node(),
+            "occupancy_target": OCCUPANCY_TARGET,
+            "seconds": round(time.time() - started, 1),
+            "results": results,
+        }
+        args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
     for arch in args.arch or AMD_ARCHES:
-        # The deferred arm's margin only: the eager arm's code differs in one constant, and
-        # `tether compile` then compiles both for every chosen config (the gates judge both).
-        margins = [C.arm_margins(arch)[C.KERNEL_ARMS[0]]]
+        # The deferred arm's margin by default: the eager arm's code differs in one constant,
+        # and `tether compile` then compiles both for every chosen config (the gates judge
+        # both); --all-margins searches both where the map found the eager variant spilling.
+        found = C.arm_margins(arch)
+        margins = sorted(set(found.values()), reverse=True)
+        if not args.all_margins:
+            margins = [found[C.KERNEL_ARMS[0]]]
         for d in C.head_dims(arch):
             if args.head_dim and d not in args.head_dim:
                 continue
             for dtype in DTYPES:
+                if args.dtype and dtype not in args.dtype:
+                    continue
                 res = search(arch, d, dtype, margins, workers)
+                res["margins"] = margins
                 results.append(res)
                 tried = len(res["candidates"])
-                print(f"{arch} d{d} {dtype}: {res['chosen']} ({tried} tried)", flush=True)
-    out = {
-        "tool": "validate/tune_amd_compile.py",
-        "compiler": "triton " + C.compiler_version(),
-        "host": platform.node(),
-        "occupancy_target": OCCUPANCY_TARGET,
-        "seconds": round(time.time() - started, 1),
-        "results": results,
-    }
-    args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+                pick = res["chosen"] or f"none clean; fewest spills: {res['fallback']}"
+                print(f"{arch} d{d} {dtype}: {pick} ({tried} tried)", flush=True)
+                write()
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -191,101 +191,112 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
     return LaunchConfig(block_m=m, block_n=n, num_warps=w, num_stages=s, waves_per_eu=wpe)
 
 
+# The AMD tables below are the picks of validate/tune_amd_compile.py by its rule (clean, that
+# is no spills, LDS within the arch, matrix instructions in the main loops; then 2 waves per
+# SIMD, then the larger tile, then occupancy), recorded in
+# kernels/tuning/amd-compile-search-2026-11-30.json; kernels/NOTES.md says why and what is
+# left. The region above each table is the compile run of the whole map that the compile gate
+# judges, rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261130T214044Z-compile-attn-fwd-gfx942-28af2147
-# (2026-11-30, git d2cf85a94e5a, triton 3.9.0, target hip:gfx942:64).
-# 120 variants: 4577 registers spilled, 0 over the LDS,
+# run 20261130T234149Z-compile-attn-fwd-gfx942-180b146d
+# (2026-11-30, git 7af45d0a3b7d, triton 3.9.0, target hip:gfx942:64).
+# 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
-# occupancy 1-5 waves per SIMD. Gate compile-gfx942: fails on 38 variants.
+# occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
 # Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
-#   d16 f16: m128 n64 w4 s2 wpe2, 145, 2, 20480, 3
-#   d16 bf16: m128 n64 w4 s2 wpe2, 146, 4, 20480, 3
-#   d16 f32: m64 n32 w4 s1 wpe2, 85, 0, 8192, 5
-#   d32 f16: m128 n64 w4 s2 wpe2, 163, 32, 8192, 3
-#   d32 bf16: m128 n64 w4 s2 wpe2, 187, 0, 8192, 2-3
-#   d32 f32: m64 n32 w4 s1 wpe2, 122, 0, 8192, 4
-#   d64 f16: m128 n64 w4 s2 wpe2, 256, 12, 16384, 2
-#   d64 bf16: m128 n64 w4 s2 wpe2, 256, 16, 16384, 2
-#   d64 f32: m64 n32 w4 s1 wpe2, 151, 0, 16384, 3
-#   d128 f16: m128 n64 w4 s2 wpe2, 256, 769, 32768, 2
-#   d128 bf16: m128 n64 w4 s2 wpe2, 256, 763, 32768, 2
-#   d128 f32: m64 n32 w4 s1 wpe2, 227, 0, 32768, 2
-#   d256 f16: m64 n32 w4 s1 wpe2, 256, 0, 32768, 2
-#   d256 bf16: m64 n32 w4 s1 wpe2, 256, 0, 32768, 2
-#   d256 f32: m64 n32 w4 s1 wpe2, 256, 2979, 65536, 1
+#   d16 f16: m128 n64 w8 s1 wpe2, 125, 0, 16384, 4-5
+#   d16 bf16: m128 n32 w8 s1 wpe2, 80, 0, 8192, 6
+#   d16 f32: m128 n64 w8 s1 wpe2, 136, 0, 32768, 3-4
+#   d32 f16: m128 n64 w4 s1 wpe2, 157, 0, 8192, 3-4
+#   d32 bf16: m128 n64 w4 s1 wpe2, 170, 0, 8192, 2-3
+#   d32 f32: m128 n64 w4 s1 wpe2, 197, 0, 16384, 2
+#   d64 f16: m128 n64 w4 s1 wpe2, 227, 0, 16384, 2
+#   d64 bf16: m128 n64 w4 s1 wpe2, 236, 0, 16384, 2
+#   d64 f32: m128 n64 w8 s1 wpe2, 233, 0, 32768, 2
+#   d128 f16: m128 n32 w8 s1 wpe2, 150, 0, 32768, 3
+#   d128 bf16: m128 n32 w8 s1 wpe2, 151, 0, 32768, 3
+#   d128 f32: m128 n32 w8 s1 wpe2, 209, 0, 65536, 2
+#   d256 f16: m128 n32 w8 s1 wpe2, 232, 0, 65536, 2
+#   d256 bf16: m128 n32 w8 s1 wpe2, 236, 0, 65536, 2
+#   d256 f32: m32 n16 w4 s1 wpe2, 190, 0, 32768, 2
 # END GENERATED: launch-configs-gfx942
 _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
-    16: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
-    32: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
-    64: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
-    128: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
-    256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    16: (_cfg(128, 64, 8, 1), _cfg(128, 32, 8, 1), _cfg(128, 64, 8, 1)),
+    32: (_cfg(128, 64, 4, 1), _cfg(128, 64, 4, 1), _cfg(128, 64, 4, 1)),
+    64: (_cfg(128, 64, 4, 1), _cfg(128, 64, 4, 1), _cfg(128, 64, 8, 1)),
+    128: (_cfg(128, 32, 8, 1), _cfg(128, 32, 8, 1), _cfg(128, 32, 8, 1)),
+    256: (_cfg(128, 32, 8, 1), _cfg(128, 32, 8, 1), _cfg(32, 16, 4, 1)),
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261130T214326Z-compile-attn-fwd-gfx950-afa4ffb1
-# (2026-11-30, git d2cf85a94e5a, triton 3.9.0, target hip:gfx950:64).
-# 120 variants: 2531 registers spilled, 0 over the LDS,
+# run 20261130T234218Z-compile-attn-fwd-gfx950-2a20b630
+# (2026-11-30, git 7af45d0a3b7d, triton 3.9.0, target hip:gfx950:64).
+# 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
-# occupancy 2-6 waves per SIMD. Gate compile-gfx950: fails on 8 variants.
+# occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
 # Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w4 s2 wpe2, 128, 0, 24720, 4
 #   d16 bf16: m128 n64 w4 s2 wpe2, 128, 0, 24720, 4
-#   d16 f32: m64 n32 w4 s1 wpe2, 80, 0, 8192, 6
-#   d32 f16: m128 n64 w4 s2 wpe2, 153, 0, 16944, 3-4
-#   d32 bf16: m128 n64 w4 s2 wpe2, 153, 0, 16944, 3-4
-#   d32 f32: m64 n32 w4 s1 wpe2, 116, 0, 8192, 4
+#   d16 f32: m128 n64 w4 s1 wpe2, 141, 0, 32768, 3
+#   d32 f16: m128 n64 w4 s1 wpe2, 142, 0, 8192, 3-4
+#   d32 bf16: m128 n64 w4 s1 wpe2, 142, 0, 8192, 3-4
+#   d32 f32: m128 n64 w4 s2 wpe2, 162, 0, 32768, 3
 #   d64 f16: m128 n64 w4 s2 wpe2, 152, 0, 33968, 3
 #   d64 bf16: m128 n64 w4 s2 wpe2, 152, 0, 33968, 3
-#   d64 f32: m64 n32 w4 s1 wpe2, 132, 0, 16384, 3
+#   d64 f32: m128 n64 w8 s1 wpe2, 221, 0, 32768, 2
 #   d128 f16: m128 n64 w4 s2 wpe2, 241, 0, 68016, 2
 #   d128 bf16: m128 n64 w4 s2 wpe2, 241, 0, 68016, 2
-#   d128 f32: m64 n32 w4 s1 wpe2, 198, 0, 32768, 2
-#   d256 f16: m64 n32 w4 s1 wpe2, 240, 0, 32768, 2
-#   d256 bf16: m64 n32 w4 s1 wpe2, 240, 0, 32768, 2
-#   d256 f32: m64 n32 w4 s1 wpe2, 256, 2531, 65536, 2
+#   d128 f32: m128 n32 w4 s1 wpe2, 233, 0, 65536, 2
+#   d256 f16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
+#   d256 bf16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
+#   d256 f32: m64 n32 w8 s1 wpe2, 256, 0, 65536, 2
 # END GENERATED: launch-configs-gfx950
 _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
-    16: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
-    32: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
-    64: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
-    128: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(64, 32, 4, 1)),
-    256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    16: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(128, 64, 4, 1)),
+    32: (_cfg(128, 64, 4, 1), _cfg(128, 64, 4, 1), _cfg(128, 64, 4, 2)),
+    64: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(128, 64, 8, 1)),
+    128: (_cfg(128, 64, 4, 2), _cfg(128, 64, 4, 2), _cfg(128, 32, 4, 1)),
+    256: (_cfg(128, 32, 8, 1), _cfg(128, 32, 8, 1), _cfg(64, 32, 8, 1)),
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261130T214737Z-compile-attn-fwd-gfx1151-f5cfa595
-# (2026-11-30, git d2cf85a94e5a, triton 3.9.0, target hip:gfx1151:32).
-# 120 variants: 50979 registers spilled, 0 over the LDS,
+# run 20261130T234305Z-compile-attn-fwd-gfx1151-fa39a039
+# (2026-11-30, git 7af45d0a3b7d, triton 3.9.0, target hip:gfx1151:32).
+# 120 variants: 8040 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
-# occupancy 2-16 waves per SIMD. Gate compile-gfx1151: fails on 64 variants.
+# occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 33 variants.
 # Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
-#   d16 f16: m64 n32 w4 s1 wpe2, 86, 0, 1024, 16
-#   d16 bf16: m64 n32 w4 s1 wpe2, 102, 0, 1024, 12
-#   d16 f32: m64 n32 w4 s1 wpe2, 256, 0, 8192, 5
-#   d32 f16: m64 n32 w4 s1 wpe2, 129, 0, 4096, 10
-#   d32 bf16: m64 n32 w4 s1 wpe2, 142, 0, 4096, 10
-#   d32 f32: m64 n32 w4 s1 wpe2, 256, 780, 8192, 5
-#   d64 f16: m64 n32 w4 s1 wpe2, 245, 0, 8192, 5-6
-#   d64 bf16: m64 n32 w4 s1 wpe2, 245, 0, 8192, 5-6
-#   d64 f32: m64 n32 w4 s1 wpe2, 256, 3951, 16384, 5
-#   d128 f16: m64 n32 w4 s1 wpe2, 256, 402, 16384, 5
-#   d128 bf16: m64 n32 w4 s1 wpe2, 256, 390, 16384, 5
-#   d128 f32: m64 n32 w4 s1 wpe2, 256, 11003, 32768, 4
-#   d256 f16: m64 n32 w4 s1 wpe2, 256, 4810, 32768, 4
-#   d256 bf16: m64 n32 w4 s1 wpe2, 256, 4826, 32768, 4
-#   d256 f32: m64 n32 w4 s1 wpe2, 256, 24817, 65536, 2
+#   d16 f16: m128 n64 w8 s1 wpe2, 133, 0, 2048, 10
+#   d16 bf16: m128 n64 w8 s1 wpe2, 157, 0, 2048, 9
+#   d16 f32: m128 n32 w8 s2 wpe2, 225, 0, 20480, 6
+#   d32 f16: m128 n64 w8 s1 wpe2, 187, 0, 8192, 8
+#   d32 bf16: m128 n64 w8 s1 wpe2, 199, 0, 8192, 7
+#   d32 f32: m32 n16 w4 s1 wpe2, 200, 0, 4096, 7
+#   d64 f16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6
+#   d64 bf16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6-7
+#   d64 f32: m16 n16 w4 s1 wpe2, 256, 1, 4096, 5
+#   d128 f16: m32 n16 w4 s1 wpe2, 253, 0, 8192, 5
+#   d128 bf16: m32 n16 w4 s1 wpe2, 254, 0, 8192, 5
+#   d128 f32: m16 n16 w4 s1 wpe2, 256, 1596, 8192, 5
+#   d256 f16: m16 n16 w4 s2 wpe2, 256, 1023, 16384, 5
+#   d256 bf16: m16 n16 w4 s2 wpe2, 256, 1074, 16384, 5
+#   d256 f32: m16 n16 w4 s1 wpe2, 256, 4346, 16384, 5
 # END GENERATED: launch-configs-gfx1151
 _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
-    16: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
-    32: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
-    64: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
-    128: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
-    256: (_cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1), _cfg(64, 32, 4, 1)),
+    16: (_cfg(128, 64, 8, 1), _cfg(128, 64, 8, 1), _cfg(128, 32, 8, 2)),
+    32: (_cfg(128, 64, 8, 1), _cfg(128, 64, 8, 1), _cfg(32, 16, 4, 1)),
+    # f32: no candidate compiles without spills in both arms (the eager arm's LSE variant
+    # spills a register; amd-compile-search-gfx1151-d64-f32-2026-11-30.json): the
+    # fewest-spills one
+    64: (_cfg(128, 32, 8, 2), _cfg(128, 32, 8, 2), _cfg(16, 16, 4, 1)),
+    # f32: no candidate compiles without spills; the fewest-spills one
+    128: (_cfg(32, 16, 4, 1), _cfg(32, 16, 4, 1), _cfg(16, 16, 4, 1)),
+    # f16, bf16, f32: no candidate compiles without spills; the fewest-spills one
+    256: (_cfg(16, 16, 4, 2), _cfg(16, 16, 4, 2), _cfg(16, 16, 4, 1)),
 }
 AMD_CONFIGS: dict[str, dict[tuple[int, str], LaunchConfig]] = {
     "gfx942": _table(_GFX942),

@@ -9,6 +9,11 @@ per program). What the launcher passed is specialised exactly as Triton's JIT wo
 (``create_function_from_signature`` and ``JITFunction._pack_args`` for the target's backend),
 then compiled by ``triton.compile`` for ``GPUTarget`` of the arch, in worker processes.
 
+Specialisation follows the launch: 16-byte aligned tensors under 2 GB (buffer loads on AMD),
+and query and key lengths that are multiples of 16 (every stride is, with head_dim at least
+16). A call whose lengths are not (a ragged chunk) or whose tensors are unaligned views or
+over 2 GB is a further JIT specialisation of the same variant that the map does not compile.
+
 The compiled code is read by ``tether_kernels.isa``: registers, spills, scratch, LDS, matrix
 instructions in each main loop, and occupancy from the per-arch limits table. One run of kind
 ``compile`` per arch goes to the store; a run with the same kernel fingerprint and compiler
@@ -171,9 +176,14 @@ def launch_configs(arch: str) -> list[tuple[int, str, LaunchConfig, int, int]]:
     """Every (head_dim, dtype, config, qo_len, batch_heads) where ``launch_config`` returns a
     config not seen before for that head_dim and dtype: the probe nearest the canonical call
     that picks each config is the shape it is compiled for."""
+    from tether_kernels.arms import get_arm
+
+    arm = get_arm(KERNEL_ARMS[0])
     out = []
     for d in head_dims(arch):
         for dtype in DTYPES:
+            if arm.supports(Shape(1, 16, 16, 1, 1, d, dtype), arch) is not None:
+                continue
             seen: set[LaunchConfig] = set()
             for qo, bh in _probes(d):
                 cfg = launch_config(arch, d, dtype, qo_len=qo, batch_heads=bh)

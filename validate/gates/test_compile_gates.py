@@ -30,6 +30,15 @@ KNOWN: dict[str, pytest.MarkDecorator] = {
             "is the lead's call (issue 13 report)"
         ),
     ),
+    "compile-gfx1151": pytest.mark.xfail(
+        strict=True,
+        reason=(
+            "RDNA3.5: at head_dim 256 (every dtype) and for f32 at head_dim 64 and 128 no "
+            "launch config compiles without spills (kernels/tuning/amd-compile-search-*.json); "
+            "the kernel keeps the query tile and the f32 accumulator in VGPRs across the key "
+            "loop, which a kernel change must address (kernels/NOTES.md, issue 13 report)"
+        ),
+    ),
 }
 
 

@@ -114,13 +114,21 @@ def test_arm_check_flags_a_foreign_process(tmp_path: Path, monkeypatch: pytest.M
     assert ev["before"]["verdict"] == IDLE and ev["holder"]["purpose"] == "test"
 
 
-def test_wrong_vendor_is_not_run_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrong_vendor_is_not_run_here_and_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing ran: exit 77 (not run here), with a not_measured run saying why in the store
+    # given (without --store it goes to the scratch store, validate/suite/test_compile_runs.py).
     monkeypatch.setattr(verify, "detect_vendor", lambda: "cuda")
-    rc, _out, err = _cli("verify", "--vendor", "rocm", store=tmp_path / "s")
+    rc, out, err = _cli("verify", "--vendor", "rocm", store=tmp_path / "s")
     assert rc == 77 and "verify --vendor rocm" in err and "cuda GPU" in err
+    assert "[verify-rocm] NOT MEASURED" in out
     monkeypatch.setattr(verify, "detect_vendor", lambda: "cpu")
     rc, _out, err = _cli("verify", "--vendor", "cuda", store=tmp_path / "s")
     assert rc == 77 and "no GPU" in err
+    runs = load_store(tmp_path / "s")
+    assert sorted(r.name for r in runs) == ["verify-cuda", "verify-rocm"]
+    assert all(r.status == "not_measured" and r.reason for r in runs)
 
 
 # FIXTURE: the junit xml pytest writes for 3 passed, 1 failed, 1 skipped, 1 error
