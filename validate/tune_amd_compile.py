@@ -15,7 +15,7 @@ every main loop has a matrix instruction. Among clean candidates the rule picks,
 4. fewer stages, then fewer warps.
 
 Tiles are tried from the largest down, and the search stops at the first tile area that has a
-clean candidate reaching the target, since no smaller tile can win by the rule. When no
+clean candidate reaching the target: rule 2 ranks a smaller tile below it. When no
 candidate is clean, the one that spills least is recorded as ``fallback`` and shipped, so the
 compile gate names the spill. Run::
 

@@ -199,15 +199,15 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
 # judges, rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261130T234149Z-compile-attn-fwd-gfx942-180b146d
-# (2026-11-30, git 7af45d0a3b7d, triton 3.9.0, target hip:gfx942:64).
+# run 20261201T000426Z-compile-attn-fwd-gfx942-cce10d13d02f
+# (2026-12-01, git 5596f91d5043, triton 3.9.0, target hip:gfx942:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
 # Per config: head_dim dtype: config, max VGPRs, spills, max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w8 s1 wpe2, 125, 0, 16384, 4-5
 #   d16 bf16: m128 n32 w8 s1 wpe2, 80, 0, 8192, 6
-#   d16 f32: m128 n64 w8 s1 wpe2, 136, 0, 32768, 3-4
+#   d16 f32: m128 n64 w8 s1 wpe2, 137, 0, 32768, 3-4
 #   d32 f16: m128 n64 w4 s1 wpe2, 157, 0, 8192, 3-4
 #   d32 bf16: m128 n64 w4 s1 wpe2, 170, 0, 8192, 2-3
 #   d32 f32: m128 n64 w4 s1 wpe2, 197, 0, 16384, 2
@@ -231,8 +231,8 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261130T234218Z-compile-attn-fwd-gfx950-2a20b630
-# (2026-11-30, git 7af45d0a3b7d, triton 3.9.0, target hip:gfx950:64).
+# run 20261201T000452Z-compile-attn-fwd-gfx950-102c4097b138
+# (2026-12-01, git 5596f91d5043, triton 3.9.0, target hip:gfx950:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
@@ -263,8 +263,8 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261130T234305Z-compile-attn-fwd-gfx1151-fa39a039
-# (2026-11-30, git 7af45d0a3b7d, triton 3.9.0, target hip:gfx1151:32).
+# run 20261201T000535Z-compile-attn-fwd-gfx1151-53556d4ca12d
+# (2026-12-01, git 5596f91d5043, triton 3.9.0, target hip:gfx1151:32).
 # 120 variants: 8040 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 33 variants.
