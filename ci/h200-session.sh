@@ -12,7 +12,8 @@
 # PLAN "evidence": lane 0 verifies, then tunes, probes and runs the demos; lane 1 measures the
 # sweeps the policy cites twice each (two runs give the run-to-run band), the gated calls and
 # the peers. PLAN "gates": once the policy and the gates are set from that evidence: the suite
-# again on lane 0 (its verify run; validate/gates measures the gates), `tether gate` on lane 1.
+# again on lane 0 (its verify run; validate/gates measures the gates) and `tether compile` of
+# sm90 with this host's Triton, `tether gate` on lane 1.
 # Every run lands in $OUT/store; $OUT/store.tgz and $OUT/logs.tgz come back (the device keeps
 # 8 files at most). A table of step, lane, exit status and seconds is printed last.
 set -uo pipefail
@@ -43,8 +44,12 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
 lane0() {  # the public API as routed (the suite, recorded; the issue's wider grid), then more
   export CUDA_VISIBLE_DEVICES=$1
   local s="$T sweep --no-progress --wait 30"
-  step lane0 verify 360 $T verify --vendor cuda --workers 12 --wait 30
-  [ "$PLAN" = gates ] && return
+  step lane0 verify 420 $T verify --vendor cuda --workers 12 --wait 30
+  if [ "$PLAN" = gates ]; then
+    # sm90's compile evidence from the compiler that runs here (the CPU host's may differ).
+    step lane0 compile-sm90 120 $T compile --arch sm90
+    return
+  fi
   step lane0 routed-grid 120 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14
   step lane0 tune-gluon-sm90 90 $T tune --no-progress --wait 30 tune-gluon-sm90
   step lane0 probe 60 $T probe --no-progress --wait 30 chunked-prefill-bound

@@ -1,6 +1,8 @@
-"""Issue 13: choose the AMD launch configs from compile evidence (no GPU needed).
+"""Issue 13: choose the launch configs no timing run covers from compile evidence (no GPU).
 
-For each AMD arch, head dim the Triton arm serves, and dtype, candidate launch configs are
+Those are every AMD config (no AMD host has been measured) and sm90's f32 tiles (no sweep
+times f32 on the H200; sm90's f16 and bf16 configs come from timing runs, kernels/NOTES.md).
+For each arch, head dim the Triton arm serves, and dtype searched, candidate launch configs are
 compiled for the variants the deferred-rescale arm launches (causal or not, with or without
 the LSE) through ``tether_kernels.compile``, exactly as ``tether compile`` compiles the
 shipped configs (which then covers the eager arm too). A candidate is clean when no variant spills, its LDS
@@ -9,6 +11,8 @@ every main loop has a matrix instruction. Among clean candidates the rule picks,
 
 1. reaching ``OCCUPANCY_TARGET`` waves per SIMD (AMD's own Triton attention configs, ROCm/aiter
    ``MI300X-MHA-DEFAULT.json`` and ``MI350X-MHA-DEFAULT.json``, ask for ``waves_per_eu`` 2);
+   on sm90 the same count of resident warps per SM sub-partition (an SM has four, each with
+   its own scheduler, as a CU has four SIMDs);
 2. the larger tile (block_m x block_n: more work per wave; AMD's default tile, 128 x 64, is
    the largest candidate);
 3. the higher occupancy;
@@ -20,6 +24,7 @@ candidate is clean, the one that spills least is recorded as ``fallback`` and sh
 compile gate names the spill. Run::
 
     python3 validate/tune_amd_compile.py --out kernels/tuning/amd-compile-search-DATE.json
+    python3 validate/tune_amd_compile.py --arch sm90 --out kernels/tuning/sm90-f32-compile-search-DATE.json
 
 It prints one line per (arch, head_dim, dtype) with the chosen config and writes every
 candidate's compiled figures to ``--out``. ``--arch`` and ``--head-dim`` narrow the search.
@@ -40,7 +45,29 @@ from tether_kernels import compile as C
 from tether_kernels.arch_caps import AMD_ARCHES, COMPILE_GATES, LaunchConfig
 from tether_kernels.shapes import DTYPES, Shape
 
-OCCUPANCY_TARGET = 2  # waves per SIMD; see the module docstring
+OCCUPANCY_TARGET = 2  # waves per SIMD (warps per SM sub-partition on sm90); see the docstring
+# The arches and dtypes the search covers: sm90's f16 and bf16 configs come from timing runs.
+SEARCHED: dict[str, tuple[str, ...]] = {**{a: DTYPES for a in AMD_ARCHES}, "sm90": ("f32",)}
+SM90_SUBPARTITIONS = 4  # warp schedulers per SM (NVIDIA Hopper tuning guide)
+SM90_MAX_REGS = 255  # registers a thread can address (CUDA C Programming Guide, compute 9.0)
+
+
+def cannot_fit(arch: str, config: LaunchConfig, d: int, dtype: str) -> str | None:
+    """Why ``config`` must spill on ``arch`` before compiling it, or None.
+
+    On sm90 the query tile and the f32 accumulator stay in registers across the key loop, so
+    a tile whose two alone need more than a thread's registers spills whatever else the
+    compiler does; compiling such f32 tiles takes LLVM minutes each, so they are not compiled.
+    """
+    if arch != "sm90":
+        return None
+    q_bytes = 4 if dtype == "f32" else 2
+    need = config.block_m * d * (4 + q_bytes) // 4 // (32 * config.num_warps)
+    if need > SM90_MAX_REGS:
+        return f"Q and acc alone take {need} registers per thread (over {SM90_MAX_REGS})"
+    return None
+
+
 # Tiles (block_m, block_n) from the largest area down; equal areas are tried together.
 TILES = ((128, 64), (128, 32), (64, 64), (64, 32), (32, 32), (32, 16), (16, 16))
 STAGES = (1, 2)
@@ -51,12 +78,26 @@ def warps_for(tile: tuple[int, int]) -> tuple[int, ...]:
     return (4, 8) if tile[0] >= 64 else (1, 2, 4)
 
 
-def candidates(tile: tuple[int, int]) -> list[LaunchConfig]:
+def candidates(tile: tuple[int, int], arch: str) -> list[LaunchConfig]:
+    wpe = None if arch == "sm90" else OCCUPANCY_TARGET  # waves_per_eu is an AMD hint
     return [
-        LaunchConfig(tile[0], tile[1], num_warps=w, num_stages=s, waves_per_eu=OCCUPANCY_TARGET)
+        LaunchConfig(tile[0], tile[1], num_warps=w, num_stages=s, waves_per_eu=wpe)
         for w in warps_for(tile)
         for s in STAGES
     ]
+
+
+def occupancy(m: dict[str, Any]) -> float:
+    """Waves per SIMD on AMD; resident warps per SM sub-partition on sm90 (the same measure)."""
+    occ = m["occupancy"]
+    if "waves_per_simd" in occ:
+        return occ["waves_per_simd"]
+    return occ["blocks_per_sm"] * m["num_warps"] / SM90_SUBPARTITIONS
+
+
+def registers(m: dict[str, Any]) -> int:
+    """VGPRs (+ AGPRs) per lane on AMD, registers per thread on sm90."""
+    return int(m["vgprs_total"] if "vgprs_total" in m else m["n_regs"])
 
 
 def matrix_dtypes(arch: str) -> tuple[str, ...]:
@@ -84,7 +125,7 @@ def judge(arch: str, dtype: str, metrics: list[dict[str, Any]]) -> dict[str, Any
     no_matrix = sum(
         1 for m in metrics if not m["loops"] or any(lp["matrix"] == 0 for lp in m["loops"])
     )
-    occ = min(m["occupancy"]["waves_per_simd"] for m in metrics)
+    occ = min(occupancy(m) for m in metrics)
     clean = spills == 0 and over == 0 and (no_matrix == 0 or not need_matrix)
     return {
         "clean": clean,
@@ -92,7 +133,7 @@ def judge(arch: str, dtype: str, metrics: list[dict[str, Any]]) -> dict[str, Any
         "variants_over_lds": over,
         "variants_loop_without_matrix": no_matrix,
         "occupancy_min": occ,
-        "vgprs_max": max(m["vgprs_total"] for m in metrics),
+        "registers_max": max(registers(m) for m in metrics),
         "lds_max": max(m["lds_bytes"] for m in metrics),
     }
 
@@ -112,7 +153,15 @@ def search(arch: str, d: int, dtype: str, margins: list[int], workers: int) -> d
     tried: list[dict[str, Any]] = []
     areas = sorted({m * n for m, n in TILES}, reverse=True)
     for area in areas:
-        configs = [c for t in TILES if t[0] * t[1] == area for c in candidates(t)]
+        configs = [c for t in TILES if t[0] * t[1] == area for c in candidates(t, arch)]
+        for cfg in configs:
+            why = cannot_fit(arch, cfg, d, dtype)
+            if why is not None:
+                tried.append({"config": asdict(cfg), "label": C.config_label(cfg),
+                              "verdict": {"clean": False, "pruned": why}})  # fmt: skip
+        configs = [c for c in configs if cannot_fit(arch, c, d, dtype) is None]
+        if not configs:
+            continue
         plan = [
             (cfg, key, job)
             for cfg in configs
@@ -128,8 +177,8 @@ def search(arch: str, d: int, dtype: str, margins: list[int], workers: int) -> d
                     "label": C.config_label(cfg),
                     "verdict": judge(arch, dtype, got),
                     "variants": [
-                        {**k, **{f: m[f] for f in ("spills", "vgprs_total", "lds_bytes", "scratch_bytes")},
-                         "waves_per_simd": m["occupancy"]["waves_per_simd"],
+                        {**k, **{f: m.get(f) for f in ("spills", "lds_bytes", "scratch_bytes")},
+                         "registers": registers(m), "occupancy": occupancy(m),
                          "loop_matrix": [lp["matrix"] for lp in m["loops"]]}
                         for k, m in zip(keys, got, strict=True)
                     ],
@@ -162,7 +211,8 @@ def choose(tried: list[dict[str, Any]], need_matrix: bool) -> dict[str, Any]:
     usable = [
         t
         for t in tried
-        if t["verdict"]["variants_over_lds"] == 0
+        if "pruned" not in t["verdict"]
+        and t["verdict"]["variants_over_lds"] == 0
         and (not need_matrix or t["verdict"]["variants_loop_without_matrix"] == 0)
     ]
     least = min(usable, key=lambda t: (t["verdict"]["spills"], tuple(-x for x in rank(t))))
@@ -172,7 +222,7 @@ def choose(tried: list[dict[str, Any]], need_matrix: bool) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--arch", action="append", choices=AMD_ARCHES)
+    parser.add_argument("--arch", action="append", choices=tuple(SEARCHED))
     parser.add_argument("--head-dim", type=int, action="append")
     parser.add_argument("--dtype", action="append", choices=DTYPES)
     parser.add_argument("--all-margins", action="store_true", help="search both arms' margins")
@@ -221,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         for d in C.head_dims(arch):
             if args.head_dim and d not in args.head_dim:
                 continue
-            for dtype in DTYPES:
+            for dtype in SEARCHED[arch]:
                 if args.dtype and dtype not in args.dtype:
                     continue
                 res = search(arch, d, dtype, margins, workers)

@@ -136,9 +136,8 @@ def launch_config(
     check_arch(arch)
     if arch in AMD_CONFIGS:
         return amd_launch_config(arch, head_dim, dtype)
-    if dtype == "f32" and arch != "cpu":
-        # f32 tiles take twice the shared memory of f16 ones; halve both tile sides.
-        return LaunchConfig(block_m=64, block_n=32, num_warps=4, num_stages=2)
+    if dtype == "f32" and arch == "sm90":
+        return _from_table(SM90_F32, arch, head_dim, dtype)
     if arch == "cpu":
         # The interpreter runs each program in numpy: small blocks keep tests quick and
         # still give several blocks per row, so the two-stage loop and tails are exercised.
@@ -170,8 +169,14 @@ def amd_launch_config(arch: str, head_dim: int, dtype: str) -> LaunchConfig:
     LDS fits, matrix instructions in the main loops) and changes only with a new compile run,
     which the generated comment above the table cites. The grid does not change the config.
     """
+    return _from_table(AMD_CONFIGS[arch], arch, head_dim, dtype)
+
+
+def _from_table(
+    table: dict[tuple[int, str], LaunchConfig], arch: str, head_dim: int, dtype: str
+) -> LaunchConfig:
     try:
-        return AMD_CONFIGS[arch][(head_dim, dtype)]
+        return table[(head_dim, dtype)]
     except KeyError:
         raise UsageError(
             f"no {arch} launch config for head_dim {head_dim} {dtype}: the Triton arm serves "
@@ -297,6 +302,23 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     128: (_cfg(32, 16, 4, 1), _cfg(32, 16, 4, 1), _cfg(16, 16, 4, 1)),
     # f16, bf16, f32: no candidate compiles without spills; the fewest-spills one
     256: (_cfg(16, 16, 4, 2), _cfg(16, 16, 4, 2), _cfg(16, 16, 4, 1)),
+}
+# sm90's f32 tiles: no sweep times f32 on the H200 (its f16 and bf16 configs above come from
+# timing runs), so they are picked from compile evidence by the AMD tables' rule, with 2 warps
+# per SM sub-partition for 2 waves per SIMD (validate/tune_amd_compile.py --arch sm90, recorded
+# in kernels/tuning/sm90-f32-compile-search-2026-12-01.json). The region is the compile run of
+# the whole sm90 map that the compile gate judges.
+# BEGIN GENERATED: launch-configs-sm90 (tether render)
+# END GENERATED: launch-configs-sm90
+SM90_F32: dict[tuple[int, str], LaunchConfig] = {
+    (d, "f32"): LaunchConfig(m, n, num_warps=w, num_stages=s)
+    for d, (m, n, w, s) in {
+        16: (128, 64, 4, 1),
+        32: (128, 64, 8, 1),
+        64: (64, 32, 8, 1),
+        128: (16, 16, 4, 1),
+        256: (32, 16, 4, 1),
+    }.items()
 }
 AMD_CONFIGS: dict[str, dict[tuple[int, str], LaunchConfig]] = {
     "gfx942": _table(_GFX942),
@@ -563,7 +585,13 @@ GATES: tuple[Gate, ...] = (_GATE_SM90, _GATE_SM90_SQUARE)
 # the newest compile run of each arch (compiling anew when it is stale).
 COMPILE_KERNEL = "attn-fwd"  # the compile run's name (tether_kernels.compile.KERNEL)
 COMPILE_GATES: tuple[CompileGate, ...] = (
-    CompileGate("compile-sm90", "sm90", COMPILE_KERNEL, matrix_dtypes=("f16", "bf16")),
+    CompileGate(
+        "compile-sm90",
+        "sm90",
+        COMPILE_KERNEL,
+        matrix_dtypes=("f16", "bf16"),
+        region="launch-configs-sm90",
+    ),
     CompileGate(
         "compile-gfx942",
         "gfx942",

@@ -1,7 +1,8 @@
-"""The AMD launch configs chosen from compile evidence compute the right answer.
+"""The launch configs chosen from compile evidence compute the right answer.
 
-No AMD host is at hand, so each tile of the AMD tables (arch_caps.AMD_CONFIGS) runs in the
-Triton interpreter (or on whatever GPU this is) at small shapes with tails and a chunked
+Those are the AMD tables (arch_caps.AMD_CONFIGS) and sm90's f32 tiles (arch_caps.SM90_F32),
+none of them timed. No AMD host is at hand, so each tile runs in the Triton interpreter (or on
+whatever GPU this is) at small shapes with tails and a chunked
 diagonal, at the head dims and dtypes it is chosen for, against the f32 reference. Warps,
 stages and waves_per_eu change the schedule, not what the interpreter computes, so configs
 that differ only there are run once. bf16 is left to a GPU (the interpreter's bf16 dot).
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from tether_kernels import Shape
-from tether_kernels.arch_caps import AMD_CONFIGS, LaunchConfig
+from tether_kernels.arch_caps import AMD_CONFIGS, SM90_F32, LaunchConfig
 from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
 from validate.correctness._helpers import (
@@ -26,8 +27,8 @@ pytestmark = pytest.mark.triton
 
 def _cases() -> list[pytest.param]:
     seen: dict[tuple[int, int, int, str], LaunchConfig] = {}
-    for arch in sorted(AMD_CONFIGS):
-        for (d, dtype), cfg in sorted(AMD_CONFIGS[arch].items()):
+    for table in (*(AMD_CONFIGS[a] for a in sorted(AMD_CONFIGS)), SM90_F32):
+        for (d, dtype), cfg in sorted(table.items()):
             if dtype != "bf16":
                 seen.setdefault((cfg.block_m, cfg.block_n, d, dtype), cfg)
     return [
@@ -41,7 +42,7 @@ def _cases() -> list[pytest.param]:
 @pytest.mark.parametrize(
     "causal", [pytest.param(True, id="causal"), pytest.param(False, id="full")]
 )
-def test_amd_config_is_correct(
+def test_chosen_config_is_correct(
     config: LaunchConfig, head_dim: int, dtype: str, causal: bool
 ) -> None:
     # A query block of the largest tile plus a tail, and a chunk whose diagonal is offset.
