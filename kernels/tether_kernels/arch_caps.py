@@ -204,8 +204,8 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
 # judges, rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261201T000426Z-compile-attn-fwd-gfx942-cce10d13d02f
-# (2026-12-01, git 5596f91d5043, triton 3.9.0, target hip:gfx942:64).
+# run 20261201T010723Z-compile-attn-fwd-gfx942-f8e133700a76
+# (2026-12-01, git 6209a2404813, triton 3.9.0, target hip:gfx942:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
@@ -236,8 +236,8 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261201T000452Z-compile-attn-fwd-gfx950-102c4097b138
-# (2026-12-01, git 5596f91d5043, triton 3.9.0, target hip:gfx950:64).
+# run 20261201T010753Z-compile-attn-fwd-gfx950-ef8c07218b93
+# (2026-12-01, git 6209a2404813, triton 3.9.0, target hip:gfx950:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
@@ -268,8 +268,8 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261201T000535Z-compile-attn-fwd-gfx1151-53556d4ca12d
-# (2026-12-01, git 5596f91d5043, triton 3.9.0, target hip:gfx1151:32).
+# run 20261201T010843Z-compile-attn-fwd-gfx1151-f691d1eb4492
+# (2026-12-01, git 6209a2404813, triton 3.9.0, target hip:gfx1151:32).
 # 120 variants: 8040 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 33 variants.
@@ -309,6 +309,30 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # in kernels/tuning/sm90-f32-compile-search-2026-12-01.json). The region is the compile run of
 # the whole sm90 map that the compile gate judges.
 # BEGIN GENERATED: launch-configs-sm90 (tether render)
+# Compile evidence for the sm90 launch configs below (tether compile, no GPU):
+# run 20261201T010601Z-compile-attn-fwd-sm90-9c9f29dd6d08
+# (2026-12-01, git 6209a2404813, triton 3.9.0, target cuda:90:32).
+# 152 variants: 232 registers spilled, 0 over the LDS,
+# 0 with a main loop without matrix instructions (40 f32 by design);
+# occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
+# Per config: head_dim dtype: config, max registers per thread, spills, max LDS bytes, occupancy.
+#   d16 f16: m128 n64 w4 s3, 148, 0, 16384, 3
+#   d16 bf16: m128 n64 w4 s3, 148, 0, 16384, 3
+#   d16 f32: m128 n64 w4 s1, 255, 0, 45568, 2
+#   d32 f16: m128 n64 w4 s3, 170, 0, 32768, 2-3
+#   d32 bf16: m128 n64 w4 s3, 170, 0, 32768, 2-3
+#   d32 f32: m128 n64 w8 s1, 254, 0, 57856, 1
+#   d64 f16: m128 n64 w4 s3, 233, 0, 65536, 2
+#   d64 bf16: m128 n64 w4 s3, 233, 0, 65536, 2
+#   d64 f32: m64 n32 w8 s1, 166, 0, 33024, 1-2
+#   d128 f16: m128 n64 w8 s4 longest_first hpp2, 255, 116, 196608, 1
+#   d128 f16: m64 n64 w4 s3 longest_first, 172, 0, 114688, 2
+#   d128 bf16: m128 n64 w8 s4 longest_first hpp2, 255, 116, 196608, 1
+#   d128 bf16: m64 n64 w4 s3 longest_first, 172, 0, 114688, 2
+#   d128 f32: m16 n16 w4 s1, 72, 0, 24576, 7
+#   d256 f16: m64 n32 w8 s2, 163, 0, 98304, 1
+#   d256 bf16: m64 n32 w8 s2, 163, 0, 98304, 1
+#   d256 f32: m32 n16 w4 s1, 214, 0, 65536, 2
 # END GENERATED: launch-configs-sm90
 SM90_F32: dict[tuple[int, str], LaunchConfig] = {
     (d, "f32"): LaunchConfig(m, n, num_warps=w, num_stages=s)
