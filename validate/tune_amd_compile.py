@@ -27,7 +27,14 @@ compile gate names the spill. Run::
     python3 validate/tune_amd_compile.py --arch sm90 --out kernels/tuning/sm90-f32-compile-search-DATE.json
 
 It prints one line per (arch, head_dim, dtype) with the chosen config and writes every
-candidate's compiled figures to ``--out``. ``--arch`` and ``--head-dim`` narrow the search.
+candidate's compiled figures to ``--out``. ``--arch``, ``--head-dim`` and ``--dtype`` narrow the
+search; ``--cell ARCH:HEAD_DIM:DTYPE`` (repeatable) names exact cells instead.
+
+Compilers differ: a pick clean under one Triton may spill under another (some picks made under
+3.9 spill under the H200's Triton 3.6). Searching those cells again under the other compiler gives
+a pick that is the best clean one under both when the first compiler's check of it is clean
+too (it ranks first among the second's clean candidates, and the first's better ones spill
+under the second); ``tether compile`` under each compiler is that check.
 """
 
 from __future__ import annotations
@@ -219,12 +226,20 @@ def choose(tried: list[dict[str, Any]], need_matrix: bool) -> dict[str, Any]:
     return {"chosen": None, "chosen_config": least["config"], "fallback": least["label"]}
 
 
+def _cell(text: str) -> tuple[str, int, str]:
+    arch, d, dtype = text.split(":")
+    if arch not in SEARCHED or dtype not in SEARCHED[arch]:
+        raise argparse.ArgumentTypeError(f"{text}: not a searched (arch, dtype)")
+    return arch, int(d), dtype
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--arch", action="append", choices=tuple(SEARCHED))
     parser.add_argument("--head-dim", type=int, action="append")
     parser.add_argument("--dtype", action="append", choices=DTYPES)
+    parser.add_argument("--cell", action="append", metavar="ARCH:HEAD_DIM:DTYPE", type=_cell)
     parser.add_argument("--all-margins", action="store_true", help="search both arms' margins")
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument(
@@ -260,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
-    for arch in args.arch or AMD_ARCHES:
+    for arch in args.arch or sorted({c[0] for c in args.cell or ()}) or AMD_ARCHES:
         # The deferred arm's margin by default: the eager arm's code differs in one constant,
         # and `tether compile` then compiles both for every chosen config (the gates judge
         # both); --all-margins searches both where the map found the eager variant spilling.
@@ -269,9 +284,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.all_margins:
             margins = [found[C.KERNEL_ARMS[0]]]
         for d in C.head_dims(arch):
+            if args.cell and not any(c[:2] == (arch, d) for c in args.cell):
+                continue
             if args.head_dim and d not in args.head_dim:
                 continue
             for dtype in SEARCHED[arch]:
+                if args.cell and (arch, d, dtype) not in args.cell:
+                    continue
                 if args.dtype and dtype not in args.dtype:
                     continue
                 res = search(arch, d, dtype, margins, workers)

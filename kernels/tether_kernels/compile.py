@@ -281,6 +281,9 @@ def _jit_kernel() -> Any:
     return _JIT[0]
 
 
+_RUN_KNOBS = ("instrumentation_mode", "fpsan_homomorphic_casts")
+
+
 def _specialise(arch: str, args: tuple, kwargs: dict) -> dict[str, Any]:
     """The compile job Triton's JIT would make of this launch for ``arch`` (JITFunction.run)."""
     from triton import knobs
@@ -292,8 +295,11 @@ def _specialise(arch: str, args: tuple, kwargs: dict) -> dict[str, Any]:
     backend = make_backend(target)
     kwargs = dict(kwargs)
     kwargs["debug"] = kwargs.get("debug", fn.debug) or knobs.runtime.debug
-    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
-    kwargs["fpsan_homomorphic_casts"] = knobs.compilation.fpsan_homomorphic_casts
+    # The compilation knobs run() passes as options differ between Triton versions (3.6 passes
+    # instrumentation_mode, 3.9 also fpsan_homomorphic_casts): pass those this one has.
+    for knob in _RUN_KNOBS:
+        if hasattr(knobs.compilation, knob):
+            kwargs[knob] = getattr(knobs.compilation, knob)
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_FP_FUSION_WARNING)

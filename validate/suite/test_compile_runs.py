@@ -137,6 +137,31 @@ def test_compile_doc_counts_from_the_cells() -> None:
     assert (f32.dtype, f32.loops_without_matrix) == ("f32", 1)
 
 
+def test_documents_cite_each_compilers_current_run() -> None:
+    from tether.render.compiled import also_compiled
+    from tether.store import kernels_fingerprint
+
+    current = kernels_fingerprint(REPO)
+    gate = CompileGate("g", "gfx942", "attn-fwd", matrix_dtypes=("f16",))
+
+    def at(started: str, version: str, spills: int = 0, fingerprint: str = current):
+        run = fixture_run([fixture_cell(spills=spills)], compiler_version=version)
+        prov = dataclasses.replace(run.provenance, started=started, kernels_fingerprint=fingerprint)
+        return dataclasses.replace(run, provenance=prov)
+
+    newest = at("2099-01-03T00:00:00Z", "3.9.0")
+    other_old = at("2099-01-01T00:00:00Z", "3.6.0")
+    other = at("2099-01-02T00:00:00Z", "3.6.0", spills=2)
+    other_stale = at("2098-12-31T00:00:00Z", "3.5.0", fingerprint=STALE)
+    runs = [other_old, newest, other, other_stale]
+    doc = compile_doc(runs, "gfx942", "attn-fwd", current, gate)
+    assert doc is not None and doc.compiler == "triton 3.9.0" and doc.gate_failing == 0
+    # The other compiler's newest run of these sources, not its older one; a run of older
+    # sources (3.5.0 here) is no evidence about this kernel and is not cited.
+    (also,) = also_compiled(runs, doc, current, gate)
+    assert (also.compiler, also.run_id, also.gate_failing) == ("triton 3.6.0", other.id, 1)
+
+
 def _cli(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(list(argv), out, err)

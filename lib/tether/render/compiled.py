@@ -6,6 +6,11 @@ counted from its cells: variants, spills, LDS, main loops without matrix instruc
 occupancy range, and per launch config the same figures, plus the project's compile gates
 (``COMPILE_GATES`` beside ``GATES`` in the policy file) judged on it. A run whose kernel
 fingerprint is not the checkout's is *stale*: rendered as such, and ``tether check`` fails.
+
+Compilers differ (a config clean under one Triton may spill under another), so beside the
+newest run the documents also cite the newest run of each other compiler version made from
+the checkout's kernel sources (``compiled_also``); older sources' runs of another compiler
+are no evidence about this kernel and are not cited.
 """
 
 from __future__ import annotations
@@ -143,6 +148,39 @@ def compile_doc(
     run = latest_ok(runs, "compile", kernel, arch)
     if run is None:
         return None
+    return _doc(run, arch, kernel, current_kernels, gate)
+
+
+def _compiler(run: Any) -> str:
+    return f"{run.results['compiler']} {run.results['compiler_version']}"
+
+
+def also_compiled(
+    runs: list[Any], primary: CompileDoc, current_kernels: str, gate: CompileGate | None
+) -> tuple[CompileDoc, ...]:
+    """The newest ok compile run of each compiler other than ``primary``'s, of the same kernel
+    and arch and the checkout's kernel sources, by compiler."""
+    newest: dict[str, Any] = {}
+    for run in runs:
+        if (
+            run.kind == "compile"
+            and run.status == "ok"
+            and run.name == primary.kernel
+            and run.arch == primary.arch
+            and run.provenance.kernels_fingerprint == current_kernels
+            and _compiler(run) != primary.compiler
+        ):
+            best = newest.get(_compiler(run))
+            if best is None or (run.started, run.id) > (best.started, best.id):
+                newest[_compiler(run)] = run
+    return tuple(
+        _doc(newest[c], primary.arch, primary.kernel, current_kernels, gate) for c in sorted(newest)
+    )
+
+
+def _doc(
+    run: Any, arch: str, kernel: str, current_kernels: str, gate: CompileGate | None
+) -> CompileDoc:
     results = dict(run.results)
     cells = run.cells
     started = run.started
@@ -157,7 +195,7 @@ def compile_doc(
         date=started[:10],
         git_sha=run.provenance.git_sha[:12],
         git_dirty=bool(run.provenance.git_dirty),
-        compiler=f"{results['compiler']} {results['compiler_version']}",
+        compiler=_compiler(run),
         target=str(results["target"]),
         results=results,
         stale=run.provenance.kernels_fingerprint != current_kernels,
@@ -173,23 +211,28 @@ def compile_doc(
 
 def compile_context(root: Path, runs: list[Any], arches: Iterable[str]) -> dict[str, Any]:
     """``compiled``: arch -> CompileDoc or None for each document arch (the kernel of that
-    arch's compile gate, else the newest compile run's); ``compile_regions``: region ->
-    {"doc", "gate"} for each compile gate that names a region."""
+    arch's compile gate, else the newest compile run's); ``compiled_also``: arch -> the other
+    compilers' CompileDocs (see ``also_compiled``); ``compile_regions``: region ->
+    {"doc", "also", "gate"} for each compile gate that names a region."""
     from tether.store import kernels_fingerprint
 
     gates = compile_gates(root)
     current = kernels_fingerprint(root)
     compiled: dict[str, CompileDoc | None] = {}
+    also: dict[str, tuple[CompileDoc, ...]] = {}
     for arch in arches:
         gate = next((g for g in gates if g.arch == arch), None)
         kernel = gate.kernel if gate is not None else _newest_kernel(runs, arch)
-        compiled[arch] = compile_doc(runs, arch, kernel, current, gate) if kernel else None
+        doc = compile_doc(runs, arch, kernel, current, gate) if kernel else None
+        compiled[arch] = doc
+        also[arch] = also_compiled(runs, doc, current, gate) if doc is not None else ()
     regions: dict[str, dict[str, Any]] = {}
     for gate in gates:
         if gate.region is not None:
             doc = compile_doc(runs, gate.arch, gate.kernel, current, gate)
-            regions[gate.region] = {"doc": doc, "gate": gate}
-    return {"compiled": compiled, "compile_regions": regions}
+            others = also_compiled(runs, doc, current, gate) if doc is not None else ()
+            regions[gate.region] = {"doc": doc, "also": others, "gate": gate}
+    return {"compiled": compiled, "compiled_also": also, "compile_regions": regions}
 
 
 def _newest_kernel(runs: list[Any], arch: str) -> str | None:
