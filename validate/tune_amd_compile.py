@@ -31,10 +31,9 @@ candidate's compiled figures to ``--out``. ``--arch``, ``--head-dim`` and ``--dt
 search; ``--cell ARCH:HEAD_DIM:DTYPE`` (repeatable) names exact cells instead.
 
 Compilers differ: a pick clean under one Triton may spill under another (some picks made under
-3.9 spill under the H200's Triton 3.6). Searching those cells again under the other compiler gives
-a pick that is the best clean one under both when the first compiler's check of it is clean
-too (it ranks first among the second's clean candidates, and the first's better ones spill
-under the second); ``tether compile`` under each compiler is that check.
+3.9 spill under the H200's Triton 3.6). ``--also-under PYTHON`` searches with a second
+compiler too (the Python whose Triton it is runs this tool with ``--judge``): a candidate is
+clean only when clean under both, and both verdicts are recorded.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -156,7 +156,71 @@ def rank(entry: dict[str, Any]) -> tuple:
     )
 
 
-def search(arch: str, d: int, dtype: str, margins: list[int], workers: int) -> dict[str, Any]:
+def verdicts(
+    arch: str, d: int, dtype: str, margins: list[int], configs: list[LaunchConfig], workers: int
+) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """Each config's verdict and per-variant figures under this process's compiler."""
+    plan = [
+        (cfg, key, job) for cfg in configs for key, job in jobs_for(arch, cfg, d, dtype, margins)
+    ]
+    metrics = C.compile_all([job for _, _, job in plan], workers)
+    out, figures = [], []
+    for cfg in configs:
+        got = [m for (c, _, _), m in zip(plan, metrics, strict=True) if c == cfg]
+        keys = [k for c, k, _ in plan if c == cfg]
+        out.append(judge(arch, dtype, got))
+        figures.append(
+            [{**k, **{f: m.get(f) for f in ("spills", "lds_bytes", "scratch_bytes")},
+              "registers": registers(m), "occupancy": occupancy(m),
+              "loop_matrix": [lp["matrix"] for lp in m["loops"]]}
+             for k, m in zip(keys, got, strict=True)]
+        )  # fmt: skip
+    return out, figures
+
+
+JUDGE_MARK = "tune_amd_compile verdicts: "
+
+
+def verdicts_under(
+    python: str,
+    arch: str,
+    d: int,
+    dtype: str,
+    margins: list[int],
+    configs: list[LaunchConfig],
+    workers: int,
+) -> tuple[str, list[dict[str, Any]]]:
+    """(compiler, verdicts) of ``configs`` under the Triton that ``python`` imports: this tool
+    run there with ``--judge``, so each compiler specialises its own launches."""
+    request = {"arch": arch, "head_dim": d, "dtype": dtype, "margins": margins,
+               "configs": [asdict(c) for c in configs], "workers": workers}  # fmt: skip
+    done = subprocess.run(
+        [python, __file__, "--judge", json.dumps(request)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(JUDGE_MARK)]
+    if done.returncode != 0 or not lines:
+        tail = "\n".join((done.stderr or done.stdout).splitlines()[-12:])
+        raise SystemExit(f"--also-under {python}: exit {done.returncode}\n{tail}")
+    answer = json.loads(lines[-1][len(JUDGE_MARK) :])
+    return answer["compiler"], answer["verdicts"]
+
+
+def _judge_request(text: str) -> int:
+    req = json.loads(text)
+    configs = [LaunchConfig(**c) for c in req["configs"]]
+    got, _ = verdicts(req["arch"], req["head_dim"], req["dtype"], req["margins"], configs,
+                      req["workers"])  # fmt: skip
+    answer = {"compiler": "triton " + C.compiler_version(), "verdicts": got}
+    print(JUDGE_MARK + json.dumps(answer), flush=True)
+    return 0
+
+
+def search(
+    arch: str, d: int, dtype: str, margins: list[int], workers: int, also: str | None = None
+) -> dict[str, Any]:
+    """The rule's pick for one cell; with ``also`` (another Python), a candidate is clean only
+    when it is clean under both compilers, and both verdicts are recorded."""
     tried: list[dict[str, Any]] = []
     areas = sorted({m * n for m, n in TILES}, reverse=True)
     for area in areas:
@@ -169,28 +233,17 @@ def search(arch: str, d: int, dtype: str, margins: list[int], workers: int) -> d
         configs = [c for c in configs if cannot_fit(arch, c, d, dtype) is None]
         if not configs:
             continue
-        plan = [
-            (cfg, key, job)
-            for cfg in configs
-            for key, job in jobs_for(arch, cfg, d, dtype, margins)
-        ]
-        metrics = C.compile_all([job for _, _, job in plan], workers)
-        for cfg in configs:
-            got = [m for (c, _, _), m in zip(plan, metrics, strict=True) if c == cfg]
-            keys = [k for c, k, _ in plan if c == cfg]
-            tried.append(
-                {
-                    "config": asdict(cfg),
-                    "label": C.config_label(cfg),
-                    "verdict": judge(arch, dtype, got),
-                    "variants": [
-                        {**k, **{f: m.get(f) for f in ("spills", "lds_bytes", "scratch_bytes")},
-                         "registers": registers(m), "occupancy": occupancy(m),
-                         "loop_matrix": [lp["matrix"] for lp in m["loops"]]}
-                        for k, m in zip(keys, got, strict=True)
-                    ],
-                }
-            )  # fmt: skip
+        here, figures = verdicts(arch, d, dtype, margins, configs, workers)
+        there: list[dict[str, Any]] = [{} for _ in configs]
+        if also is not None:
+            other, there = verdicts_under(also, arch, d, dtype, margins, configs, workers)
+            for v, o in zip(here, there, strict=True):
+                v["under"] = {"triton " + C.compiler_version(): v["clean"], other: o["clean"]}
+                v["other"] = {"compiler": other, **o}
+                v["clean"] = v["clean"] and o["clean"]
+        for cfg, verdict, figs in zip(configs, here, figures, strict=True):
+            tried.append({"config": asdict(cfg), "label": C.config_label(cfg),
+                          "verdict": verdict, "variants": figs})  # fmt: skip
         clean = [t for t in tried if t["verdict"]["clean"]]
         if any(t["verdict"]["occupancy_min"] >= OCCUPANCY_TARGET for t in clean):
             break
@@ -235,11 +288,17 @@ def _cell(text: str) -> tuple[str, int, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path)
     parser.add_argument("--arch", action="append", choices=tuple(SEARCHED))
     parser.add_argument("--head-dim", type=int, action="append")
     parser.add_argument("--dtype", action="append", choices=DTYPES)
     parser.add_argument("--cell", action="append", metavar="ARCH:HEAD_DIM:DTYPE", type=_cell)
+    parser.add_argument(
+        "--also-under",
+        metavar="PYTHON",
+        help="a Python whose Triton must compile a candidate clean too (it runs this tool)",
+    )
+    parser.add_argument("--judge", metavar="JSON", help=argparse.SUPPRESS)  # --also-under's
     parser.add_argument("--all-margins", action="store_true", help="search both arms' margins")
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument(
@@ -249,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
         help="apply the rule to the candidates recorded in FILE (no compiling); write --out",
     )
     args = parser.parse_args(argv)
+    if args.judge is not None:
+        return _judge_request(args.judge)
+    if args.out is None:
+        parser.error("--out is required")
     if args.rechoose is not None:
         data = json.loads(args.rechoose.read_text(encoding="utf-8"))
         for res in data["results"]:
@@ -270,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             "compiler": "triton " + C.compiler_version(),
             "host": platform.node(),
             "occupancy_target": OCCUPANCY_TARGET,
+            "also_under": args.also_under,
             "seconds": round(time.time() - started, 1),
             "results": results,
         }
@@ -293,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 if args.dtype and dtype not in args.dtype:
                     continue
-                res = search(arch, d, dtype, margins, workers)
+                res = search(arch, d, dtype, margins, workers, args.also_under)
                 res["margins"] = margins
                 results.append(res)
                 tried = len(res["candidates"])
