@@ -208,11 +208,13 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
 # rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261201T010723Z-compile-attn-fwd-gfx942-f8e133700a76
-# (2026-12-01, git 6209a2404813, triton 3.9.0, target hip:gfx942:64).
+# run 20261201T013403Z-compile-attn-fwd-gfx942-0f08e4521d35
+# (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target hip:gfx942:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
+# With triton 3.6.0, run 20261201T013142Z-compile-attn-fwd-gfx942-2224a7f86291:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
 # Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w8 s1 wpe2, 125, 0, 16384, 4-5
@@ -241,28 +243,30 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261201T010753Z-compile-attn-fwd-gfx950-ef8c07218b93
-# (2026-12-01, git 6209a2404813, triton 3.9.0, target hip:gfx950:64).
+# run 20261201T013433Z-compile-attn-fwd-gfx950-9894f6ad6e20
+# (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target hip:gfx950:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
+# With triton 3.6.0, run 20261201T013201Z-compile-attn-fwd-gfx950-2fab0653c1e3:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
 # Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
-#   d16 f16: m128 n64 w4 s2 wpe2, 128, 0, 24720, 4
-#   d16 bf16: m128 n64 w4 s2 wpe2, 128, 0, 24720, 4
+#   d16 f16: m128 n64 w4 s1 wpe2, 132, 0, 16384, 3-4
+#   d16 bf16: m128 n64 w4 s1 wpe2, 132, 0, 16384, 3-4
 #   d16 f32: m128 n64 w4 s1 wpe2, 141, 0, 32768, 3
 #   d32 f16: m128 n64 w4 s1 wpe2, 142, 0, 8192, 3-4
 #   d32 bf16: m128 n64 w4 s1 wpe2, 142, 0, 8192, 3-4
 #   d32 f32: m128 n64 w4 s2 wpe2, 162, 0, 32768, 3
-#   d64 f16: m128 n64 w4 s2 wpe2, 152, 0, 33968, 3
-#   d64 bf16: m128 n64 w4 s2 wpe2, 152, 0, 33968, 3
+#   d64 f16: m128 n64 w4 s1 wpe2, 182, 0, 16384, 2-3
+#   d64 bf16: m128 n64 w4 s1 wpe2, 182, 0, 16384, 2-3
 #   d64 f32: m128 n64 w8 s1 wpe2, 221, 0, 32768, 2
-#   d128 f16: m128 n64 w4 s2 wpe2, 241, 0, 68016, 2
-#   d128 bf16: m128 n64 w4 s2 wpe2, 241, 0, 68016, 2
+#   d128 f16: m128 n32 w8 s1 wpe2, 156, 0, 32768, 3
+#   d128 bf16: m128 n32 w8 s1 wpe2, 156, 0, 32768, 3
 #   d128 f32: m128 n32 w4 s1 wpe2, 233, 0, 65536, 2
 #   d256 f16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
 #   d256 bf16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
-#   d256 f32: m64 n32 w8 s1 wpe2, 256, 0, 65536, 2
+#   d256 f32: m32 n16 w2 s1 wpe2, 250, 0, 32768, 2
 # END GENERATED: launch-configs-gfx950
 _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -278,16 +282,18 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261201T010843Z-compile-attn-fwd-gfx1151-f691d1eb4492
-# (2026-12-01, git 6209a2404813, triton 3.9.0, target hip:gfx1151:32).
+# run 20261201T013501Z-compile-attn-fwd-gfx1151-d36c3eb23d54
+# (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target hip:gfx1151:32).
 # 120 variants: 8040 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 33 variants.
+# With triton 3.6.0, run 20261201T013221Z-compile-attn-fwd-gfx1151-9d40f2477eac:
+# 6308 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 36 variants.
 # Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w8 s1 wpe2, 133, 0, 2048, 10
 #   d16 bf16: m128 n64 w8 s1 wpe2, 157, 0, 2048, 9
-#   d16 f32: m128 n32 w8 s2 wpe2, 225, 0, 20480, 6
+#   d16 f32: m64 n64 w8 s1 wpe2, 256, 0, 16384, 5
 #   d32 f16: m128 n64 w8 s1 wpe2, 187, 0, 8192, 8
 #   d32 bf16: m128 n64 w8 s1 wpe2, 199, 0, 8192, 7
 #   d32 f32: m32 n16 w4 s1 wpe2, 200, 0, 4096, 7
@@ -323,16 +329,18 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # compile runs of the whole sm90 map that the compile gate judges.
 # BEGIN GENERATED: launch-configs-sm90 (tether render)
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
-# run 20261201T010601Z-compile-attn-fwd-sm90-9c9f29dd6d08
-# (2026-12-01, git 6209a2404813, triton 3.9.0, target cuda:90:32).
+# run 20261201T013250Z-compile-attn-fwd-sm90-1aaf83bab336
+# (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target cuda:90:32).
 # 152 variants: 232 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
+# With triton 3.6.0, run 20261201T013051Z-compile-attn-fwd-sm90-78ae6a6d7cb6:
+# 104 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 12 variants.
 # Per config, triton 3.9.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w4 s3, 148, 0, 16384, 3
 #   d16 bf16: m128 n64 w4 s3, 148, 0, 16384, 3
-#   d16 f32: m128 n64 w4 s1, 255, 0, 45568, 2
+#   d16 f32: m128 n64 w8 s2, 190, 0, 49152, 1
 #   d32 f16: m128 n64 w4 s3, 170, 0, 32768, 2-3
 #   d32 bf16: m128 n64 w4 s3, 170, 0, 32768, 2-3
 #   d32 f32: m128 n64 w8 s1, 254, 0, 57856, 1
