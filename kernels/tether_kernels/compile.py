@@ -520,7 +520,7 @@ def compile_arch(
         "compile",
         KERNEL,
         arch=arch,
-        device=f"none: compiled for {target[0]} {target[1]} on a host without one",
+        device=f"none: compiled for {target[0]} {target[1]}, no GPU used",
         config={
             "kernel": "tether_kernels.triton.attn_fwd._attn_fwd",
             "kernel_arms": list(KERNEL_ARMS),
