@@ -75,3 +75,14 @@ def fixture_project(
     lines += ["", "[tool.tether.scan]", f"exclude = {_toml_list(scan_exclude)}", "", extra]
     (root / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
+
+
+def run_cli(root: Path, *argv: str) -> tuple[int, str, str]:
+    """``tether --root ROOT ARGV...`` in this process: (exit code, stdout, stderr)."""
+    import io
+
+    from tether.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    rc = main(["--root", str(root), *argv], out=out, err=err)
+    return rc, out.getvalue(), err.getvalue()

@@ -17,7 +17,7 @@ import pytest
 from tether.cli import build_parser, main
 from tether.stats import cell_stats
 
-from validate.suite.fixture_project import fixture_project
+from validate.suite.fixture_project import fixture_project, run_cli
 from validate.suite.runfactory import (
     make_fixture_store,
     make_gate_run,
@@ -26,12 +26,6 @@ from validate.suite.runfactory import (
 
 REPO = Path(__file__).resolve().parents[2]
 AXES = {"hq": [16, 32], "seqlen": [256, 512]}
-
-
-def _cli(root: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    rc = main(["--root", str(root), *argv], out=out, err=err)
-    return rc, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
@@ -55,14 +49,14 @@ def project(tmp_path: Path) -> Path:
 )
 def test_missing_store_is_a_usage_error(project: Path, tmp_path: Path, verb: list[str]) -> None:
     typo = tmp_path / "resluts"
-    rc, _, err = _cli(project, "--store", str(typo), *verb)
+    rc, _, err = run_cli(project, "--store", str(typo), *verb)
     assert rc == 2 and f"--store {typo}: does not exist" in err
     assert not typo.exists()
 
 
 def test_global_options_work_after_the_verb(project: Path, tmp_path: Path) -> None:
     runs = make_fixture_store(tmp_path / "elsewhere")
-    before = _cli(project, "--store", str(tmp_path / "elsewhere"), "store", "ls")
+    before = run_cli(project, "--store", str(tmp_path / "elsewhere"), "store", "ls")
     after = main(
         ["store", "ls", "--root", str(project), "--store", str(tmp_path / "elsewhere")],
         out=(out := io.StringIO()),
@@ -87,10 +81,10 @@ def test_render_refuses_an_empty_store_that_would_delete_figures(
     project: Path, tmp_path: Path
 ) -> None:
     figure = _rendered_project(project)
-    rc, _, err = _cli(project, "render")  # the project's store is missing
+    rc, _, err = run_cli(project, "render")  # the project's store is missing
     assert rc == 2 and "holds no runs" in err and "1 figure" in err
     (tmp_path / "empty").mkdir()
-    rc, _, err = _cli(project, "--store", str(tmp_path / "empty"), "render")
+    rc, _, err = run_cli(project, "--store", str(tmp_path / "empty"), "render")
     assert rc == 2 and "holds no runs" in err
     assert figure.read_text(encoding="utf-8") == "<svg/>\n"
     assert not (project / "README.md").exists(), "nothing is written before the refusal"
@@ -98,7 +92,7 @@ def test_render_refuses_an_empty_store_that_would_delete_figures(
 
 def test_render_of_a_new_project_with_no_runs_and_no_figures_is_allowed(project: Path) -> None:
     shutil.copytree(REPO / "docs_src", project / "docs_src")
-    rc, out, err = _cli(project, "render")
+    rc, out, err = run_cli(project, "render")
     assert rc == 0, err
     assert (project / "README.md").is_file() and "rendered" in out
 
@@ -108,13 +102,13 @@ def test_render_of_a_new_project_with_no_runs_and_no_figures_is_allowed(project:
 
 def test_show_gives_medians_ratio_floor_and_verdict(project: Path) -> None:
     run = make_sweep_run(axes=AXES, ratio=0.8, store=project / "results")
-    rc, out, _ = _cli(project, "store", "show", run.id[:-2])  # a unique prefix
+    rc, out, _ = run_cli(project, "store", "show", run.id[:-2])  # a unique prefix
     assert rc == 0
     for st in cell_stats(run):
         row = next(ln for ln in out.splitlines() if ln.strip().startswith(st.label))
         assert f"{st.ratio:.4f}" in row and f"{st.floor[0]:.4f}-{st.floor[1]:.4f}" in row
         assert st.verdict in row and f"{st.a_median * 1e6:.4g}" in row
-    rc, out, _ = _cli(project, "store", "show", run.id, "--json")
+    rc, out, _ = run_cli(project, "store", "show", run.id, "--json")
     doc = json.loads(out)
     by_label = {c["label"]: c for c in doc["cells"]}
     for st in cell_stats(run):
@@ -127,7 +121,7 @@ def test_show_gives_medians_ratio_floor_and_verdict(project: Path) -> None:
 
 def test_show_of_a_gate_gives_medians_without_a_ratio(project: Path) -> None:
     run = make_gate_run(store=project / "results")
-    rc, out, _ = _cli(project, "store", "show", run.id)
+    rc, out, _ = run_cli(project, "store", "show", run.id)
     assert rc == 0 and "B us (n)" in out and "ratio A/B" not in out
 
 
@@ -136,12 +130,12 @@ def test_show_of_a_gate_gives_medians_without_a_ratio(project: Path) -> None:
 
 def test_ls_and_validate_json(project: Path) -> None:
     runs = make_fixture_store(project / "results")
-    rc, out, _ = _cli(project, "store", "ls", "--json")
+    rc, out, _ = run_cli(project, "store", "ls", "--json")
     listed = json.loads(out)
     assert rc == 0 and {r["id"] for r in listed} == {r.id for r in runs}
     assert {"id", "kind", "name", "arch", "status", "started", "cells", "path"} <= set(listed[0])
     (project / "results" / "sm90" / "bad.json").write_text("{", encoding="utf-8")
-    rc, out, _ = _cli(project, "store", "validate", "--json")
+    rc, out, _ = run_cli(project, "store", "validate", "--json")
     doc = json.loads(out)
     assert rc == 1 and doc["valid"] == len(runs) and len(doc["problems"]) == 1
     assert doc["problems"][0]["path"].endswith("bad.json")
@@ -151,7 +145,7 @@ def test_check_json_lists_findings(project: Path) -> None:
     (project / "results" / "sm90").mkdir(parents=True)
     (project / "results" / "sm90" / "bad.json").write_text("{", encoding="utf-8")
     (project / "results" / "sm90" / "worse.json").write_text("[", encoding="utf-8")
-    rc, out, _ = _cli(project, "check", "--json")
+    rc, out, _ = run_cli(project, "check", "--json")
     doc = json.loads(out)
     assert rc == 1 and doc["clean"] is False
     paths = {f["path"] for f in doc["findings"]}
@@ -166,7 +160,7 @@ def test_compare_agrees_within_floors_and_exits_0(project: Path) -> None:
     a = make_sweep_run(axes=AXES, ratio=0.9, noise=0.0005, seed=1, store=store)
     b = make_sweep_run(axes=AXES, ratio=0.9, noise=0.0005, seed=2, store=store)
     assert a.path is not None
-    rc, out, _ = _cli(project, "compare", str(a.path), b.id[:-2])  # a path and a prefix
+    rc, out, _ = run_cli(project, "compare", str(a.path), b.id[:-2])  # a path and a prefix
     assert rc == 0, out
     assert "4 common cells" in out and "4 of 4 common cells agree" in out
     assert "DIFFERS" not in out
@@ -180,7 +174,7 @@ def test_compare_flags_cells_outside_both_floors_and_exits_1(project: Path) -> N
 
     cells = grid_cells(AXES, DEFAULT_FIXED, ratio=0.9, noise=0.002, seed=2, per_cell_ratio=per_cell)
     b = make_sweep_run(axes=AXES, cells=cells, store=store)
-    rc, out, _ = _cli(project, "compare", a.id, b.id, "--json")
+    rc, out, _ = run_cli(project, "compare", a.id, b.id, "--json")
     doc = json.loads(out)
     assert rc == 1 and doc["common"] == 4 and doc["agree"] == 3 and not doc["all_agree"]
     (bad,) = [c for c in doc["cells"] if not c["agree"]]
@@ -193,7 +187,7 @@ def test_compare_uses_common_cells_and_a_control_band(project: Path) -> None:
     a = make_sweep_run(axes={"hq": [16], "seqlen": [256, 512]}, noise=0.0005, store=store)
     b = make_sweep_run(axes=AXES, noise=0.0005, seed=3, store=store)
     c = make_sweep_run(axes={"hq": [16], "seqlen": [256, 512]}, noise=0.0005, seed=4, store=store)
-    rc, out, _ = _cli(project, "compare", a.id, b.id, "--control", c.id)
+    rc, out, _ = run_cli(project, "compare", a.id, b.id, "--control", c.id)
     assert rc == 0, out
     assert "2 common cells (2 only in B)" in out and "run-to-run band (control)" in out
 
@@ -203,9 +197,9 @@ def test_compare_refuses_runs_it_cannot_judge(project: Path) -> None:
     a = make_sweep_run(axes={"hq": [16], "seqlen": [256]}, store=store)
     b = make_sweep_run(axes={"hq": [32], "seqlen": [512]}, seed=5, store=store)
     gate = make_gate_run(store=store)
-    rc, _, err = _cli(project, "compare", a.id, b.id)
+    rc, _, err = run_cli(project, "compare", a.id, b.id)
     assert rc == 2 and "share no cell" in err
-    rc, _, err = _cli(project, "compare", a.id, gate.id)
+    rc, _, err = run_cli(project, "compare", a.id, gate.id)
     assert rc == 2 and "A, A2 and B" in err
 
 

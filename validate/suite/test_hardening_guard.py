@@ -22,7 +22,7 @@ from tether.guard import lock
 from tether.guard.api import HostUnavailable, acquire
 from tether.guard.lock import HostLock
 
-from validate.suite.fixture_project import fixture_project
+from validate.suite.fixture_project import fixture_project, run_cli
 
 GUARD_SOURCES = Path(__file__).resolve().parents[2] / "lib" / "tether" / "guard"
 
@@ -63,12 +63,6 @@ def holder(tmp_path: Path):  # type: ignore[no-untyped-def]
     proc.wait()
     assert proc.stdout is not None
     proc.stdout.close()
-
-
-def _cli(root: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    rc = main(["--root", str(root), *argv], out=out, err=err)
-    return rc, out.getvalue(), err.getvalue()
 
 
 # -- a nested hold is for descendants only ----------------------------------------------------
@@ -124,7 +118,7 @@ def test_forged_record_is_reported_and_the_real_holder_named(
     text = st.summary()
     assert "forged" in text and f"pid {holder.pid}" in text
     assert "made up" not in text, "a forged record must not be presented as the holder"
-    rc, out, _ = _cli(fixture_project(tmp_path / "repo"), "guard", "--target", "cpu", "status")
+    rc, out, _ = run_cli(fixture_project(tmp_path / "repo"), "guard", "--target", "cpu", "status")
     assert rc == GUARD_STATUS_CODES["held"] and "forged" in out
 
 
@@ -178,25 +172,27 @@ def test_folder_owned_by_another_account_is_refused(
 
 def test_status_exit_codes_free_held_unknown(tmp_path: Path) -> None:
     root = fixture_project(tmp_path / "repo")
-    rc, out, _ = _cli(root, "guard", "--target", "cpu", "status")
+    rc, out, _ = run_cli(root, "guard", "--target", "cpu", "status")
     assert rc == GUARD_STATUS_CODES["free"] == 0 and "state: free" in out
     lk = HostLock(tmp_path / "gpu.lock")
     assert lk.try_acquire("fixture")
     try:
-        rc, out, _ = _cli(root, "guard", "--target", "cpu", "status")
+        rc, out, _ = run_cli(root, "guard", "--target", "cpu", "status")
     finally:
         lk.release()
     assert rc == GUARD_STATUS_CODES["held"] != 0 and "state: held" in out
     unsafe = tmp_path / "unsafe"
     unsafe.mkdir()
     unsafe.chmod(0o777)
-    rc, out, _ = _cli(root, "guard", "--lock", str(unsafe / "x.lock"), "--target", "cpu", "status")
+    rc, out, _ = run_cli(
+        root, "guard", "--lock", str(unsafe / "x.lock"), "--target", "cpu", "status"
+    )
     assert rc == GUARD_STATUS_CODES["unknown"] and rc not in (0, GUARD_STATUS_CODES["held"])
     assert "world-writable" in out
 
 
 def test_status_json(tmp_path: Path) -> None:
-    rc, out, _ = _cli(
+    rc, out, _ = run_cli(
         fixture_project(tmp_path / "repo"), "guard", "--target", "cpu", "status", "--json"
     )
     doc = json.loads(out)
@@ -261,12 +257,12 @@ def test_refused_hold_records_in_scratch_not_the_committed_store(
 ) -> None:
     root = fixture_project(tmp_path / "repo")
     argv = ("guard", "--hold", "--wait", "0.2", "--target", "cpu", "--", "true")
-    rc, _, err = _cli(root, *argv)
+    rc, _, err = run_cli(root, *argv)
     assert rc == 75, err
     assert not (root / "results").exists(), "a refusal must not write the committed store"
     runs = list((root / "scratch" / "results").rglob("*.json"))
     assert len(runs) == 1 and str(runs[0]) in err
-    rc, _, _ = _cli(root, "--store", str(tmp_path / "mine"), *argv)
+    rc, _, _ = run_cli(root, "--store", str(tmp_path / "mine"), *argv)
     assert rc == 75 and len(list((tmp_path / "mine").rglob("*.json"))) == 1
     assert not (root / "results").exists()
 
@@ -281,7 +277,7 @@ def test_verify_on_a_host_without_gpu_records_in_scratch(
     suite = tmp_path / "tiny_suite"
     suite.mkdir()
     (suite / "test_tiny.py").write_text("def test_a():\n    pass\n", encoding="utf-8")
-    rc, out, err = _cli(root, "verify", "--suite", str(suite))
+    rc, out, err = run_cli(root, "verify", "--suite", str(suite))
     assert rc == 0, out + err
     assert not (root / "results").exists()
     assert len(list((root / "scratch" / "results").rglob("*.json"))) == 1

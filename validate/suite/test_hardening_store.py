@@ -7,7 +7,6 @@ Every store here is a FIXTURE written into tmp_path (validate/suite/runfactory.p
 from __future__ import annotations
 
 import fcntl
-import io
 import json
 import os
 import shutil
@@ -17,22 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
-from tether.cli import main
 from tether.errors import RunFileError, StoreError
 from tether.store import load_run, load_store, merge
 from tether.store.audit import audit, orphan_temps
 from tether.store.io import ENV_MAX_BYTES, store_files
 
-from validate.suite.fixture_project import fixture_project
+from validate.suite.fixture_project import fixture_project, run_cli
 from validate.suite.runfactory import make_cell, make_sweep_run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _cli(root: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    rc = main(["--root", str(root), *argv], out=out, err=err)
-    return rc, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
@@ -131,7 +123,7 @@ def test_same_id_in_two_arch_folders_names_both(project: Path) -> None:
     with pytest.raises(StoreError) as info:
         load_store(store)
     assert str(sm90.path) in str(info.value) and str(second) in str(info.value)
-    rc, out, _ = _cli(project, "store", "validate")
+    rc, out, _ = run_cli(project, "store", "validate")
     assert rc == 1 and f"claims run id {sm90.id}" in out
     from tether.check import load_checked_store
 
@@ -167,7 +159,7 @@ def test_misplaced_and_misnamed_files_are_reported(project: Path) -> None:
     (store / "misc").mkdir()
     with pytest.raises(StoreError, match="problem"):
         load_store(store)
-    rc, out, err = _cli(project, "store", "validate")
+    rc, out, err = run_cli(project, "store", "validate")
     assert rc == 1, out + err
     for name in ("at-root.json", "old/", "UPPER.JSON", ".bak", "notes.txt", "misc"):
         assert name.rstrip("/") in out, f"{name} not reported:\n{out}"
@@ -178,16 +170,16 @@ def test_misplaced_and_misnamed_files_are_reported(project: Path) -> None:
 def test_validate_a_path_validates_what_it_holds(project: Path) -> None:
     store = project / "results"
     runs = [make_sweep_run(store=store, seed=s) for s in range(3)]
-    rc, _, err = _cli(project, "store", "validate", str(store / "sm90"))
+    rc, _, err = run_cli(project, "store", "validate", str(store / "sm90"))
     assert rc == 0 and err.startswith(f"{len(runs)} valid, 0 bad"), err
     (store / "sm90" / "broken.json").write_text("{", encoding="utf-8")
-    rc, out, err = _cli(project, "store", "validate", str(store / "sm90"))
+    rc, out, err = run_cli(project, "store", "validate", str(store / "sm90"))
     assert rc == 1 and "broken.json: json" in out and "3 valid, 1 bad" in err
     (store / "sm90" / "deeper" / "still").mkdir(parents=True)
     (store / "sm90" / "deeper" / "still" / "x.json").write_text("{}", encoding="utf-8")
-    rc, out, _ = _cli(project, "store", "validate", str(store / "sm90" / "deeper"))
+    rc, out, _ = run_cli(project, "store", "validate", str(store / "sm90" / "deeper"))
     assert rc == 1 and "x.json: misplaced" in out
-    rc, out, _ = _cli(project, "store", "validate", str(store / "sm90" / "broken.json"))
+    rc, out, _ = run_cli(project, "store", "validate", str(store / "sm90" / "broken.json"))
     assert rc == 1 and "broken.json" in out and runs[0].id not in out
 
 
@@ -226,12 +218,12 @@ def test_store_clean_removes_only_old_unlocked_temp_files(project: Path) -> None
     fd = os.open(locked, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)  # a writer still working on it
     try:
-        rc, out, err = _cli(project, "store", "validate")
+        rc, out, err = run_cli(project, "store", "validate")
         assert rc == 0 and "3 writer temp file(s), 1 orphaned" in err
-        rc, out, err = _cli(project, "store", "clean")
+        rc, out, err = run_cli(project, "store", "clean")
         assert rc == 0 and f"would remove {orphan}" in out and "--yes" in err
         assert orphan.exists(), "clean without --yes deletes nothing"
-        rc, out, err = _cli(project, "store", "clean", "--yes")
+        rc, out, err = run_cli(project, "store", "clean", "--yes")
         assert rc == 0 and f"removed {orphan}" in out
         assert not orphan.exists() and young.exists() and locked.exists()
     finally:
@@ -280,7 +272,7 @@ def test_extreme_samples_raise_naming_run_and_cell(project: Path) -> None:
         cell_stats(loaded)
     assert run.id in str(info.value) and "seqlen=256" in str(info.value)
     shutil.copytree(REPO / "docs_src", project / "docs_src")
-    rc, _, err = _cli(project, "render")
+    rc, _, err = run_cli(project, "render")
     assert rc == 1 and run.id in err and "seqlen=256" in err
     assert not (project / "README.md").exists(), "nothing is written when a render fails"
 
