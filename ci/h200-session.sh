@@ -41,9 +41,23 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
   tail -n 3 "$LOGS/$lane-$name.log" | sed "s/^/[$lane $name] /"
 }
 
+# The public entry points as called, and the sm90 policy's evidence: each sweep run twice, in
+# separate processes (two runs of one commit are the run-to-run band).
+API_SWEEPS="api-chunked-fa3 api-square-fa3 api-eager-fa3 api-host-fa3 api-chunked-sdpa
+  api-batch-sdpa policy-chunked-sm90 policy-square-sm90 policy-batch-sm90 gate-calls-api"
+
 lane0() {  # the public API as routed (the suite, recorded; the issue's wider grid), then more
   export CUDA_VISIBLE_DEVICES=$1
   local s="$T sweep --no-progress --wait 30"
+  if [ "$PLAN" = api ]; then
+    return
+  fi
+  if [ "$PLAN" = verify ]; then
+    step lane0 verify 420 $T verify --vendor cuda --workers 12 --wait 30
+    step lane0 routed-grid 120 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14
+    step lane0 gate 100 $T gate --no-progress --wait 30
+    return
+  fi
   step lane0 verify 420 $T verify --vendor cuda --workers 12 --wait 30
   if [ "$PLAN" = gates ]; then
     # sm90's compile evidence from the compiler that runs here (the CPU host's may differ).
@@ -61,6 +75,17 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
 lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run band), and peers
   export CUDA_VISIBLE_DEVICES=$1
   local s="$T sweep --no-progress --wait 30"
+  if [ "$PLAN" = verify ]; then
+    return
+  fi
+  if [ "$PLAN" = api ]; then
+    for round in 1 2; do
+      for name in $API_SWEEPS; do
+        step lane1 "$name.$round" 120 $s "$name"
+      done
+    done
+    return
+  fi
   if [ "$PLAN" = gates ]; then
     step lane1 gate 150 $T gate --no-progress --wait 30
     return
@@ -99,6 +124,21 @@ held=$?
 nvidia-smi --query-gpu=index,clocks.sm,power.draw,temperature.gpu --format=csv \
   >"$LOGS/smi-after.csv" 2>&1
 found=$(find "$STORE" -name '*.json' | wc -l)
+# Sign every run measured here with this host's key, when the session carries one (.hostkey/,
+# never committed): the SSH signature git uses for commits, namespace tether-run, over each
+# run's digest. The signatures come back beside the runs.
+if [ -f .hostkey/h200_host_key ] && command -v ssh-keygen >/dev/null; then
+  chmod 600 .hostkey/h200_host_key
+  for f in $(find "$STORE" -name '*.json'); do
+    python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["digest"])' "$f" \
+      >"$f.digest" && ssh-keygen -Y sign -q -f .hostkey/h200_host_key -n tether-run "$f.digest" \
+      && mv "$f.digest.sig" "${f%.json}.sig"
+    rm -f "$f.digest"
+  done
+  echo "signed $(find "$STORE" -name '*.sig' | wc -l) runs with .hostkey/h200_host_key"
+else
+  echo "runs not signed: no .hostkey/ carried or no ssh-keygen here"
+fi
 tar czf "$OUT/store.tgz" -C "$OUT" store && rm -rf "$STORE"
 cp "$LOGS"/routed_grid.json "$OUT/" 2>/dev/null
 tar czf "$OUT/logs.tgz" -C "$OUT" logs

@@ -14,7 +14,7 @@ length class) compile in parallel and once each.
 of this script, not of a GPU.
 
 Every case calls single_prefill or batch_prefill as a user does (no ``arch``), records the
-arm that ran (the real ``_run_arm``, wrapped) and checks: it is the arm ``route`` names; the
+arm that ran (the real ``_run_plan``, wrapped) and checks: it is the arm ``route`` names; the
 output is finite and within the suite's tolerance rule (validate/correctness/_helpers.py:
 twice the error of PyTorch's math SDPA in the input dtype or of the rounding a flash kernel
 must do, plus a tiny epsilon); rows that see no key are exactly 0 with lse -inf; the lse is
@@ -190,13 +190,13 @@ def run_cases(
     cases: list[tuple[int, str, Call]], arch: str, device: str, progress: str = ""
 ) -> list[dict[str, Any]]:
     ran: list[str] = []
-    real = prefill._run_arm
+    real = prefill._run_plan
 
-    def spy(arm_name: str, *a: Any, **kw: Any) -> Any:
-        ran.append(arm_name)
-        return real(arm_name, *a, **kw)
+    def spy(plan: Any, *a: Any) -> Any:
+        ran.append(plan.arm)
+        return real(plan, *a)
 
-    prefill._run_arm = spy
+    prefill._run_plan = spy
     gen = torch.Generator(device=device)
     records = []
     started = time.time()
@@ -210,7 +210,7 @@ def run_cases(
             print(
                 f"  {progress}{n}/{len(cases)} cases, {bad} failed, {time.time() - started:.0f} s"
             )
-    prefill._run_arm = real
+    prefill._run_plan = real
     return records
 
 

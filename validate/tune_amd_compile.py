@@ -4,7 +4,7 @@ Those are every AMD config (no AMD host has been measured) and sm90's f32 tiles 
 times f32 on the H200; sm90's f16 and bf16 configs come from timing runs, kernels/NOTES.md).
 For each arch, head dim the Triton arm serves, and dtype searched, candidate launch configs are
 compiled for the variants the deferred-rescale arm launches (causal or not, with or without
-the LSE) through ``tether_kernels.compile``, exactly as ``tether compile`` compiles the
+the LSE) through ``tether_kernels_plugin.compile``, exactly as ``tether compile`` compiles the
 shipped configs (which then covers the eager arm too). A candidate is clean when no variant spills, its LDS
 fits the arch, and (for a dtype the arch multiplies on its matrix units, see COMPILE_GATES)
 every main loop has a matrix instruction. Among clean candidates the rule picks, in order:
@@ -48,9 +48,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tether_kernels import compile as C
 from tether_kernels.arch_caps import AMD_ARCHES, COMPILE_GATES, LaunchConfig
 from tether_kernels.shapes import DTYPES, Shape
+from tether_kernels_plugin import compile as C
 
 OCCUPANCY_TARGET = 2  # waves per SIMD (warps per SM sub-partition on sm90); see the docstring
 # The arches and dtypes the search covers: sm90's f16 and bf16 configs come from timing runs.

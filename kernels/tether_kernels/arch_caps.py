@@ -32,10 +32,35 @@ ARCH_ARMS: dict[str, tuple[str, ...]] = {
         "flashinfer_fa3",
         "flashinfer_fa2",
         "gluon",
+        "sdpa",  # PyTorch SDPA as a user calls it (a comparison, never routed)
     ),
-    "gfx942": ("triton", "triton_eager", "sdpa_flash", "sdpa_efficient", "sdpa_math", "reference"),
-    "gfx950": ("triton", "triton_eager", "sdpa_flash", "sdpa_efficient", "sdpa_math", "reference"),
-    "gfx1151": ("triton", "triton_eager", "sdpa_flash", "sdpa_efficient", "sdpa_math", "reference"),
+    "gfx942": (
+        "triton",
+        "triton_eager",
+        "sdpa_flash",
+        "sdpa_efficient",
+        "sdpa_math",
+        "reference",
+        "sdpa",
+    ),
+    "gfx950": (
+        "triton",
+        "triton_eager",
+        "sdpa_flash",
+        "sdpa_efficient",
+        "sdpa_math",
+        "reference",
+        "sdpa",
+    ),
+    "gfx1151": (
+        "triton",
+        "triton_eager",
+        "sdpa_flash",
+        "sdpa_efficient",
+        "sdpa_math",
+        "reference",
+        "sdpa",
+    ),
     # The Triton arms run on the CPU only under TRITON_INTERPRET=1 (tests, not timing).
     "cpu": ("triton", "triton_eager", "sdpa_flash", "sdpa_math", "reference"),
 }
@@ -210,11 +235,10 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
 # run 20261201T013403Z-compile-attn-fwd-gfx942-0f08e4521d35
 # (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target hip:gfx942:64).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx942`.
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
-# With triton 3.6.0, run 20261201T013142Z-compile-attn-fwd-gfx942-2224a7f86291:
-# 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
 # Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w8 s1 wpe2, 125, 0, 16384, 4-5
@@ -245,11 +269,10 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
 # run 20261201T013433Z-compile-attn-fwd-gfx950-9894f6ad6e20
 # (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target hip:gfx950:64).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx950`.
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
-# With triton 3.6.0, run 20261201T013201Z-compile-attn-fwd-gfx950-2fab0653c1e3:
-# 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
 # Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w4 s1 wpe2, 132, 0, 16384, 3-4
@@ -284,11 +307,10 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
 # run 20261201T013501Z-compile-attn-fwd-gfx1151-d36c3eb23d54
 # (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target hip:gfx1151:32).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx1151`.
 # 120 variants: 8040 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 33 variants.
-# With triton 3.6.0, run 20261201T013221Z-compile-attn-fwd-gfx1151-9d40f2477eac:
-# 6308 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 36 variants.
 # Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w8 s1 wpe2, 133, 0, 2048, 10
@@ -331,11 +353,10 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
 # run 20261201T013250Z-compile-attn-fwd-sm90-1aaf83bab336
 # (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target cuda:90:32).
+# STALE: the kernel sources changed since this run; run `tether compile --arch sm90`.
 # 152 variants: 232 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
-# With triton 3.6.0, run 20261201T013051Z-compile-attn-fwd-sm90-78ae6a6d7cb6:
-# 104 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 12 variants.
 # Per config, triton 3.9.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w4 s3, 148, 0, 16384, 3
@@ -381,19 +402,6 @@ _GATE_POPULATION = Population(
 _EVIDENCE = Evidence(
     sweep="prefill-vs-sdpa",
     population=_GATE_POPULATION,
-    predicates=("geomean_win", "no_loss_outside_floor"),
-)
-
-
-# sm90's square calls: the threshold's evidence is exactly the population it routes (square
-# calls from its qo_len on); the region above _SM90 renders what the cited run shows there.
-_SQUARE_4K_EVIDENCE = Evidence(
-    sweep="prefill-vs-sdpa",
-    population=Population(
-        name="single-prefill-square-4k",
-        entry="single_prefill",
-        where=(("qo_len", ">=", 4096), ("kv_len", "==", "qo_len")),
-    ),
     predicates=("geomean_win", "no_loss_outside_floor"),
 )
 
@@ -453,44 +461,107 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
     )
 
 
-# Conservative: no threshold holds until a sweep in the store shows its evidence predicates.
-# BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
-# Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
-# where: kv_len == qo_len, qo_len >= 4096.
-# sweep prefill-vs-sdpa, population single-prefill-square-4k
-# (reachable from single_prefill, qo_len >= 4096, kv_len == qo_len).
-# run 20261130T223503Z-sweep-prefill-vs-sdpa-sm90-e6c6dd3275a2
-# (2026-11-30, git 877891e4700f, 2 blocks, 1 replicate runs)
-# 12 cells, geomean 1.106,
-# A/A floor 1.000-1.000, replicate band 0.978-1.004,
-# 11 faster, 0 slower beyond their noise, 1 level;
-# worst cell batch=1 hq=64 seqlen=4096
-# at 1.014.
-# geomean_win: holds
-# no_loss_outside_floor: holds
-# END GENERATED: policy-single-prefill-sm90
-_SM90 = _threshold(
-    "sm90", "sdpa_cudnn", 4096, evidence=_SQUARE_4K_EVIDENCE, scope=(("kv_len", "==", "qo_len"),)
+# sm90: tether's Gluon kernel where the evidence measured it against the arm a call would
+# otherwise take (cuDNN, through the same per-call path), and only there: each threshold's
+# scope names the dtypes, head_dim and heads its evidence sweep covers, and the check holds
+# the threshold's region inside the evidence's cells. Calls outside every scope take the route
+# order (cuDNN, then the Triton kernel, then PyTorch's math backend).
+_SM90_HEADS = (("head_dim", "==", 128), ("hq", "==", 32), ("hkv", "==", 8))
+_SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
+
+
+def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object], ...]) -> Evidence:
+    return Evidence(
+        sweep=sweep,
+        population=Population(name=f"{sweep}-region", entry=entry, where=where),
+        predicates=("geomean_win", "no_loss_outside_floor"),
+    )
+
+
+_SM90_CHUNKED_SCOPE = (("causal", "==", True), ("kv_len", ">", "qo_len"), *_SM90_HALF, *_SM90_HEADS)
+_SM90_SQUARE_SCOPE = (("causal", "==", True), ("kv_len", "==", "qo_len"), *_SM90_HALF, *_SM90_HEADS)
+_SM90_BATCH_SCOPE = (
+    ("causal", "==", True),
+    ("kv_len", "==", "qo_len"),
+    ("dtype", "==", "bf16"),
+    *_SM90_HEADS,
 )
 # BEGIN GENERATED: policy-sm90-single-prefill-chunked (tether render)
 # Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
-# where: kv_len > qo_len, qo_len >= 2048.
-# sweep chunked-prefill, population single-prefill-chunked
-# (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
-# run 20261130T223642Z-sweep-chunked-prefill-sm90-e5830932f07e
-# (2026-11-30, git 877891e4700f, 2 blocks, 1 replicate runs)
-# 6 cells, geomean 2.314,
-# A/A floor 1.000-1.001, replicate band 0.969-1.006,
-# 6 faster, 0 slower beyond their noise, 0 level;
-# worst cell dtype=bf16 kv_len=16384
-# at 2.208.
-# geomean_win: holds
-# no_loss_outside_floor: holds
+# where:
+#   causal == True
+#   kv_len > qo_len
+#   dtype in (f16 or bf16)
+#   head_dim == 128
+#   hq == 32
+#   hkv == 8
+#   qo_len >= 128
+# sweep policy-chunked-sm90, population policy-chunked-sm90-region
+# (reachable from single_prefill, qo_len >= 128).
+# not measured: the store has no guarded ok run of this sweep on sm90.
 # END GENERATED: policy-sm90-single-prefill-chunked
-_SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", 2048)
+_SM90_CHUNKED = Threshold(
+    region="policy-sm90-single-prefill-chunked",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence("policy-chunked-sm90", "single_prefill", (("qo_len", ">=", 128),)),
+    takes=(("qo_len", ">=", 128),),
+    scope=_SM90_CHUNKED_SCOPE,
+)
+# BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
+# Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
+# where:
+#   causal == True
+#   kv_len == qo_len
+#   dtype in (f16 or bf16)
+#   head_dim == 128
+#   hq == 32
+#   hkv == 8
+#   qo_len >= 512
+# sweep policy-square-sm90, population policy-square-sm90-region
+# (reachable from single_prefill, qo_len >= 512).
+# not measured: the store has no guarded ok run of this sweep on sm90.
+# END GENERATED: policy-single-prefill-sm90
+_SM90 = Threshold(
+    region="policy-single-prefill-sm90",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence("policy-square-sm90", "single_prefill", (("qo_len", ">=", 512),)),
+    takes=(("qo_len", ">=", 512),),
+    scope=_SM90_SQUARE_SCOPE,
+)
+# BEGIN GENERATED: policy-sm90-batch-prefill (tether render)
+# Evidence for sm90 batch_prefill -> gluon (else sdpa_cudnn)
+# where:
+#   causal == True
+#   kv_len == qo_len
+#   dtype == bf16
+#   head_dim == 128
+#   hq == 32
+#   hkv == 8
+#   qo_len >= 1024
+# sweep policy-batch-sm90, population policy-batch-sm90-region
+# (reachable from batch_prefill, qo_len >= 1024).
+# not measured: the store has no guarded ok run of this sweep on sm90.
+# END GENERATED: policy-sm90-batch-prefill
+_SM90_BATCH = Threshold(
+    region="policy-sm90-batch-prefill",
+    arch="sm90",
+    entry="batch_prefill",
+    arm="gluon",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence("policy-batch-sm90", "batch_prefill", (("qo_len", ">=", 1024),)),
+    takes=(("qo_len", ">=", 1024),),
+    scope=_SM90_BATCH_SCOPE,
+)
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
-# where: not set.
+# where:
+#   not set
 # sweep prefill-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
 # not measured: the store has no guarded ok run of this sweep on gfx942.
@@ -498,7 +569,8 @@ _SM90_CHUNKED = _chunked_threshold("sm90", "sdpa_cudnn", 2048)
 _GFX942 = _threshold("gfx942", "sdpa_flash", None)
 # BEGIN GENERATED: policy-gfx942-single-prefill-chunked (tether render)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
-# where: not set.
+# where:
+#   not set
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
 # not measured: the store has no guarded ok run of this sweep on gfx942.
@@ -506,7 +578,8 @@ _GFX942 = _threshold("gfx942", "sdpa_flash", None)
 _GFX942_CHUNKED = _chunked_threshold("gfx942", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx950 (tether render)
 # Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
-# where: not set.
+# where:
+#   not set
 # sweep prefill-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
 # not measured: the store has no guarded ok run of this sweep on gfx950.
@@ -514,7 +587,8 @@ _GFX942_CHUNKED = _chunked_threshold("gfx942", "sdpa_flash", None)
 _GFX950 = _threshold("gfx950", "sdpa_flash", None)
 # BEGIN GENERATED: policy-gfx950-single-prefill-chunked (tether render)
 # Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
-# where: not set.
+# where:
+#   not set
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
 # not measured: the store has no guarded ok run of this sweep on gfx950.
@@ -522,7 +596,8 @@ _GFX950 = _threshold("gfx950", "sdpa_flash", None)
 _GFX950_CHUNKED = _chunked_threshold("gfx950", "sdpa_flash", None)
 # BEGIN GENERATED: policy-single-prefill-gfx1151 (tether render)
 # Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
-# where: not set.
+# where:
+#   not set
 # sweep prefill-vs-sdpa, population single-prefill-gate
 # (reachable from single_prefill, qo_len >= 2048).
 # not measured: the store has no guarded ok run of this sweep on gfx1151.
@@ -530,7 +605,8 @@ _GFX950_CHUNKED = _chunked_threshold("gfx950", "sdpa_flash", None)
 _GFX1151 = _threshold("gfx1151", "sdpa_flash", None)
 # BEGIN GENERATED: policy-gfx1151-single-prefill-chunked (tether render)
 # Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
-# where: not set.
+# where:
+#   not set
 # sweep chunked-prefill, population single-prefill-chunked
 # (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
 # not measured: the store has no guarded ok run of this sweep on gfx1151.
@@ -541,6 +617,7 @@ _GFX1151_CHUNKED = _chunked_threshold("gfx1151", "sdpa_flash", None)
 POLICY: tuple[Threshold, ...] = (
     _SM90,
     _SM90_CHUNKED,
+    _SM90_BATCH,
     _GFX942,
     _GFX942_CHUNKED,
     _GFX950,
@@ -566,9 +643,11 @@ CHUNKED_PREFILL_16K: dict[str, object] = {
 # before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A)
 #   measured 563.2 TFLOP/s,
 #   band 509.5 TFLOP/s to 570.1 TFLOP/s
+#   superseded (harness changed since; re-measure)
 # after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B)
 #   measured 656.1 TFLOP/s,
 #   band 643.8 TFLOP/s to 658.5 TFLOP/s
+#   superseded (harness changed since; re-measure)
 # END GENERATED: gate-sm90-chunked-prefill-16k
 _GATE_SM90 = Gate(
     id="sm90-chunked-prefill-16k-f16",
@@ -600,9 +679,11 @@ SQUARE_PREFILL_16K: dict[str, object] = {
 # before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A)
 #   measured 530.5 TFLOP/s,
 #   band 525.5 TFLOP/s to 559.4 TFLOP/s
+#   superseded (harness changed since; re-measure)
 # after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B)
 #   measured 658.4 TFLOP/s,
 #   band 651.1 TFLOP/s to 669.5 TFLOP/s
+#   superseded (harness changed since; re-measure)
 # END GENERATED: gate-sm90-square-prefill-16k
 _GATE_SM90_SQUARE = Gate(
     id="sm90-square-prefill-16k-bf16",
@@ -629,7 +710,7 @@ GATES: tuple[Gate, ...] = (_GATE_SM90, _GATE_SM90_SQUARE)
 # sm90 the f32 arm asks for IEEE products (input_precision="ieee"), which the tensor cores do
 # not compute; those dots run on FMAs by design. validate/gates/test_compile_gates.py judges
 # the newest compile run of each arch (compiling anew when it is stale).
-COMPILE_KERNEL = "attn-fwd"  # the compile run's name (tether_kernels.compile.KERNEL)
+COMPILE_KERNEL = "attn-fwd"  # the compile run's name (tether_kernels_plugin.compile.KERNEL)
 COMPILE_GATES: tuple[CompileGate, ...] = (
     CompileGate(
         "compile-sm90",

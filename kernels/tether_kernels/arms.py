@@ -28,14 +28,17 @@ from tether_kernels.serves import (
     INT32_ELEMENTS,
     Serves,
 )
-from tether_kernels.shapes import Shape
+from tether_kernels.shapes import TORCH_DTYPES, Shape
 
 if TYPE_CHECKING:
     import torch
 
 Launch = Callable[[], "torch.Tensor"]
+# A launcher bound to one call's key (shape, arch, scale, LSE) that takes the call's tensors:
+# (q, k, v, out, lse) -> output [batch, qo_len, hq, d]. The public entry points cache one per
+# key, so a call pays no validation, routing or launch-config work twice (see prefill.py).
+PerCall = Callable[..., "torch.Tensor"]
 
-TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 GPU_HALF = ("f16", "bf16")
 
 
@@ -104,6 +107,8 @@ class Arm:
     writes_out: bool = True  # False: the call returns its own tensor and leaves ``out`` alone
     _available: Callable[[str], str | None] = field(default=lambda arch: None, repr=False)
     _prepare: Callable[..., Launch] | None = field(default=None, repr=False)
+    # (shape, arch, sm_scale, want_lse) -> PerCall; None: each call prepares then launches.
+    _plan: Callable[..., PerCall] | None = field(default=None, repr=False)
 
     @property
     def arches(self) -> tuple[str, ...]:
@@ -186,6 +191,27 @@ class Arm:
         assert self._prepare is not None
         return self._prepare(q, k, v, shape, out, lse, arch, sm_scale)
 
+    def plan(self, shape: Shape, arch: str, sm_scale: float | None, want_lse: bool) -> PerCall:
+        """A launcher for every call of this key: ``(q, k, v, out, lse) -> output``.
+
+        Whatever depends only on the key (the launch config, a mask, the backend's keyword
+        arguments) is done here, once; the returned callable only launches. ``out`` is
+        written by arms with ``writes_out`` (others return their own tensor); ``lse`` is
+        filled when ``want_lse``. The caller (the entry point) has already routed the call
+        here, so the arm serves it.
+        """
+        if want_lse and not self.returns_lse:
+            raise ArmUnavailableError(f"arm {self.name}: does not return the log-sum-exp")
+        if self._plan is not None:
+            return self._plan(shape, arch, sm_scale, want_lse)
+        prepare = self._prepare
+        assert prepare is not None
+
+        def per_call(q, k, v, out, lse):
+            return prepare(q, k, v, shape, out, lse, arch, sm_scale)()
+
+        return per_call
+
 
 # --- Triton ---------------------------------------------------------------------------
 
@@ -223,57 +249,92 @@ def _triton_prepare(margin: int) -> Callable[..., Launch]:
     return prepare
 
 
+def _triton_plan(margin: int) -> Callable[..., PerCall]:
+    def plan(shape, arch, sm_scale, want_lse):
+        from tether_kernels.arch_caps import launch_config
+        from tether_kernels.triton.attn_fwd import attn_fwd_launcher
+
+        config = launch_config(
+            arch,
+            shape.head_dim,
+            shape.dtype,
+            qo_len=shape.qo_len,
+            batch_heads=shape.batch * shape.hq,
+        )
+        causal = shape.causal
+
+        def per_call(q, k, v, out, lse):
+            return attn_fwd_launcher(
+                q, k, v, out, config, causal=causal, sm_scale=sm_scale, margin=margin, lse=lse
+            )()
+
+        return per_call
+
+    return plan
+
+
 # --- PyTorch SDPA ---------------------------------------------------------------------
 
 
-def _sdpa_prepare(backend_name: str, bias_mode: str) -> Callable[..., Launch]:
-    """SDPA with exactly one backend forced, so PyTorch raises instead of falling back.
+def _sdpa_kwargs(shape: Shape, device: object, bias_mode: str, sm_scale: float | None) -> dict:
+    """SDPA's keyword arguments for one key: GQA, the scale, and how the bottom-right causal
+    mask is expressed when kv_len != qo_len: "lower_right" is torch's causal_lower_right bias
+    (native in flash); "mask" is a boolean mask tensor, built here once per key (the backend
+    may still convert it inside its call: the fidelity check records what it launches)."""
+    import torch
+    from torch.nn.attention.bias import causal_lower_right
 
-    ``bias_mode`` says how a bottom-right causal call with kv_len != qo_len is expressed:
-    "lower_right" uses torch's causal_lower_right bias (native in flash); "mask" builds the
-    boolean mask here, outside the call, so the timed call does not materialise it.
-    """
+    kwargs: dict[str, object] = {"enable_gqa": True} if shape.hq != shape.hkv else {}
+    if sm_scale is not None:
+        kwargs["scale"] = sm_scale
+    if shape.causal and shape.qo_len == shape.kv_len:
+        kwargs["is_causal"] = True
+    elif shape.causal and bias_mode == "lower_right":
+        with warnings.catch_warnings():
+            # PyTorch warns that this bias "will produce NaNs" when qo_len > kv_len. The
+            # arm's declaration serves such calls only where the rows that see no key
+            # are known to come out 0 (checked by validate/correctness/test_routed_api).
+            warnings.filterwarnings("ignore", "Lower right causal bias", UserWarning)
+            kwargs["attn_mask"] = causal_lower_right(shape.qo_len, shape.kv_len)
+    elif shape.causal:
+        i = torch.arange(shape.qo_len, device=device)[:, None]
+        j = torch.arange(shape.kv_len, device=device)[None, :]
+        kwargs["attn_mask"] = j <= i + (shape.kv_len - shape.qo_len)
+    return kwargs
+
+
+def _sdpa_checked(backend: object, backend_name: str, shape: Shape, qt, kt, vt, kwargs):
+    """One SDPA call with PyTorch's refusal turned into ArmUnavailableError with its reasons
+    (PyTorch states them as warnings, which pytest would turn into errors of their own)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(qt, kt, vt, **kwargs)
+        except RuntimeError as exc:
+            why = "; ".join(str(w.message) for w in caught)
+            raise ArmUnavailableError(
+                f"sdpa backend {backend_name} refused {shape.key()}: {exc} {why}".strip()
+            ) from exc
+
+
+def _sdpa_prepare(backend_name: str, bias_mode: str) -> Callable[..., Launch]:
+    """SDPA with exactly one backend forced, so PyTorch raises instead of falling back."""
 
     def prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
-        import torch
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.nn.attention.bias import causal_lower_right
 
         backend = getattr(SDPBackend, backend_name)
         qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # BSHD -> BHSD views, no copy
-        gqa = shape.hq != shape.hkv
-        kwargs: dict[str, object] = {"enable_gqa": True} if gqa else {}
-        if sm_scale is not None:
-            kwargs["scale"] = sm_scale
-        if shape.causal and shape.qo_len == shape.kv_len:
-            kwargs["is_causal"] = True
-        elif shape.causal and bias_mode == "lower_right":
-            with warnings.catch_warnings():
-                # PyTorch warns that this bias "will produce NaNs" when qo_len > kv_len. The
-                # arm's declaration serves such calls only where the rows that see no key
-                # are known to come out 0 (checked by validate/correctness/test_routed_api).
-                warnings.filterwarnings("ignore", "Lower right causal bias", UserWarning)
-                kwargs["attn_mask"] = causal_lower_right(shape.qo_len, shape.kv_len)
-        elif shape.causal:
-            i = torch.arange(shape.qo_len, device=q.device)[:, None]
-            j = torch.arange(shape.kv_len, device=q.device)[None, :]
-            kwargs["attn_mask"] = j <= i + (shape.kv_len - shape.qo_len)
-
-        # One probe call here, outside any timed region, so a refusal surfaces from prepare
-        # with PyTorch's reasons (it states them as warnings, which pytest would turn into
-        # errors of their own). Its result is discarded; it also warms the caching allocator
-        # with a block of the output's size, so the timed calls allocate no device memory.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                with sdpa_kernel([backend]):
-                    F.scaled_dot_product_attention(qt, kt, vt, **kwargs)
-            except RuntimeError as exc:
-                why = "; ".join(str(w.message) for w in caught)
-                raise ArmUnavailableError(
-                    f"sdpa backend {backend_name} refused {shape.key()}: {exc} {why}".strip()
-                ) from exc
+        kwargs = _sdpa_kwargs(shape, q.device, bias_mode, sm_scale)
+        # One checked call here, outside any timed region, so a refusal surfaces from prepare;
+        # its result is discarded; it also warms the caching allocator with a block of the
+        # output's size, so the timed calls allocate no device memory.
+        _sdpa_checked(backend, backend_name, shape, qt, kt, vt, kwargs)
 
         # ``out`` is not written: copying SDPA's result into it would time a device copy
         # that the Triton arms do not pay (and that the profiler reports as a stray kernel).
@@ -285,6 +346,49 @@ def _sdpa_prepare(backend_name: str, bias_mode: str) -> Callable[..., Launch]:
         return launch
 
     return prepare
+
+
+def _sdpa_plan(backend_name: str, bias_mode: str) -> Callable[..., PerCall]:
+    """The entry points' SDPA launcher: the keyword arguments (and any mask) once per key; the
+    key's first call is the checked one (no extra call), later calls only launch."""
+
+    def plan(shape, arch, sm_scale, want_lse):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backend = getattr(SDPBackend, backend_name)
+        kwargs: dict | None = None
+        checked = False
+
+        def per_call(q, k, v, out, lse):
+            nonlocal kwargs, checked
+            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            if not checked:
+                kwargs = _sdpa_kwargs(shape, q.device, bias_mode, sm_scale)
+                res = _sdpa_checked(backend, backend_name, shape, qt, kt, vt, kwargs)
+                checked = True
+                return res.transpose(1, 2)
+            with sdpa_kernel([backend]):
+                res = F.scaled_dot_product_attention(qt, kt, vt, **kwargs)
+            return res.transpose(1, 2)
+
+        return per_call
+
+    return plan
+
+
+def _sdpa_user_prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
+    """PyTorch SDPA as a user calls it: BHSD views, ``is_causal`` for a square causal call and
+    torch's ``causal_lower_right`` bias for a chunked one, no backend forced (PyTorch picks)."""
+    import torch.nn.functional as F
+
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    kwargs = _sdpa_kwargs(shape, q.device, "lower_right", sm_scale)
+
+    def launch() -> torch.Tensor:
+        return F.scaled_dot_product_attention(qt, kt, vt, **kwargs).transpose(1, 2)
+
+    return launch
 
 
 def _ref_prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
@@ -381,6 +485,9 @@ _EFFICIENT_GPU = Serves(
 # key 0 (checked on the CPU by the suite, in every dtype). Routed for the head_dims no arm
 # before it in the route order serves, so its head_dims stay the set the suite enumerates.
 _MATH = Serves(_DTYPES, HEAD_DIMS_SDPA, "mask")
+# PyTorch SDPA as a user calls it, on the GPUs: what the H200 ran (head_dim 64 and 128, f16 and
+# bf16); rows with no key are outside what was checked there.
+_SDPA_USER = Serves(GPU_HALF, _GPU_SDPA_DIMS, "bias", keyless_rows=_NOT_RUN, why=_GPU_SDPA_WHY)
 # The f32 reference: any head_dim, the LSE, rows with no key 0 (``attention_ref``).
 _REFERENCE = Serves(_DTYPES, None, "kernel", lse=True)
 
@@ -393,6 +500,7 @@ ARMS: dict[str, Arm] = {
             {"sm90": (r"_attn_fwd",), "amd": (r"_attn_fwd",), "cpu": ()},
             _available=_triton_available,
             _prepare=_triton_prepare(margin=8),
+            _plan=_triton_plan(margin=8),
         ),
         Arm(
             "triton_eager",
@@ -400,6 +508,7 @@ ARMS: dict[str, Arm] = {
             {"sm90": (r"_attn_fwd",), "amd": (r"_attn_fwd",), "cpu": ()},
             _available=_triton_available,
             _prepare=_triton_prepare(margin=0),
+            _plan=_triton_plan(margin=0),
         ),
         Arm(
             "sdpa_flash",
@@ -412,6 +521,7 @@ ARMS: dict[str, Arm] = {
             allowed_kernels=_VIEW_OPS,
             writes_out=False,
             _prepare=_sdpa_prepare("FLASH_ATTENTION", "lower_right"),
+            _plan=_sdpa_plan("FLASH_ATTENTION", "lower_right"),
         ),
         Arm(
             "sdpa_cudnn",
@@ -420,6 +530,7 @@ ARMS: dict[str, Arm] = {
             allowed_kernels=(r"Memset",),
             writes_out=False,
             _prepare=_sdpa_prepare("CUDNN_ATTENTION", "mask"),
+            _plan=_sdpa_plan("CUDNN_ATTENTION", "mask"),
         ),
         Arm(
             "sdpa_efficient",
@@ -427,6 +538,7 @@ ARMS: dict[str, Arm] = {
             {"sm90": (r"fmha_cutlass|efficient_attention",), "amd": (r"attn_fwd|efficient",)},
             writes_out=False,
             _prepare=_sdpa_prepare("EFFICIENT_ATTENTION", "mask"),
+            _plan=_sdpa_plan("EFFICIENT_ATTENTION", "mask"),
         ),
         Arm(
             "sdpa_math",
@@ -439,6 +551,21 @@ ARMS: dict[str, Arm] = {
             allowed_kernels=_VIEW_OPS,
             writes_out=False,
             _prepare=_sdpa_prepare("MATH", "mask"),
+            _plan=_sdpa_plan("MATH", "mask"),
+        ),
+        # Not routed (no route order names it): the comparison a caller of PyTorch gets.
+        Arm(
+            "sdpa",
+            {arch: _SDPA_USER for arch in GPU_ARCHES},
+            {
+                "sm90": (r"cudnn|fprop|flash_fwd|fmha_cutlass|efficient_attention|gemm|softmax",),
+                "amd": (r"attn_fwd|flash|efficient|gemm|Cijk|softmax",),
+            },
+            # What the user's call launches besides attention: a chunked call's bias is
+            # materialised by PyTorch inside the call (the anchors' fidelity record).
+            allowed_kernels=(r"Memset", r"triu|tril|fill|elementwise|copy|where"),
+            writes_out=False,
+            _prepare=_sdpa_user_prepare,
         ),
         Arm(
             "reference",
@@ -446,8 +573,28 @@ ARMS: dict[str, Arm] = {
             {"sm90": (r"gemm|softmax",), "amd": (r"gemm|Cijk|softmax",), "cpu": (r"aten::",)},
             _prepare=_ref_prepare,
         ),
-        *peers.PEER_ARMS,  # flashinfer_fa3, flashinfer_fa2 (kernels/tether_kernels/peers.py)
-        *gluon_arm.GLUON_ARMS,  # gluon (kernels/tether_kernels/gluon/arm.py)
+        # FlashInfer's FA3 and FA2 (kernels/tether_kernels/peers.py): optional peers that refuse
+        # with the reason where flashinfer is not importable; they allocate their own output.
+        *(
+            Arm(
+                name,
+                {"sm90": peers.SERVES_SM90},
+                {"sm90": kernels},
+                writes_out=False,
+                _available=peers.available,
+                _prepare=peers.prepare(backend),
+            )
+            for name, backend, kernels in peers.BACKENDS
+        ),
+        # tether's Gluon Hopper kernel (kernels/tether_kernels/gluon/arm.py).
+        Arm(
+            "gluon",
+            {"sm90": gluon_arm.SERVES_SM90},
+            gluon_arm.KERNELS,
+            _available=gluon_arm.available,
+            _prepare=gluon_arm.PREPARE,
+            _plan=gluon_arm.PLAN,
+        ),
     )
 }
 

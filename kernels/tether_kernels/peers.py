@@ -137,41 +137,29 @@ def _prepare(backend: str) -> Callable[..., Callable[[], Any]]:
     return prepare
 
 
-_BUILT: list[tuple[Any, ...]] = []
+# The two backends as arms.py declares them: (arm name, FlashInfer backend, kernel names).
+BACKENDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("flashinfer_fa3", "fa3", FA3_KERNELS),
+    ("flashinfer_fa2", "fa2", FA2_KERNELS),
+)
 
 
-def _peer_arms() -> tuple[Any, ...]:
-    """The two arms, built once. ``Arm`` lives in arms.py, which lists these arms in its
-    registry through ``PEER_ARMS``; importing it here, not at the top, lets either module be
-    imported first (arms.py finds ``Arm`` defined by the time it asks for ``PEER_ARMS``)."""
-    if not _BUILT:
-        from tether_kernels.arms import Arm
-
-        if not _BUILT:  # importing arms.py may have built them already
-            _BUILT.append(
-                tuple(
-                    Arm(
-                        name,
-                        {"sm90": SERVES_SM90},
-                        {"sm90": kernels},
-                        writes_out=False,  # FlashInfer allocates its output; no copy into out
-                        _available=_available,
-                        _prepare=_prepare(backend),
-                    )
-                    for name, backend, kernels in (
-                        ("flashinfer_fa3", "fa3", FA3_KERNELS),
-                        ("flashinfer_fa2", "fa2", FA2_KERNELS),
-                    )
-                )
-            )
-    return _BUILT[0]
+def prepare(backend: str) -> Callable[..., Callable[[], Any]]:
+    """The arm's prepare for ``backend`` ("fa3" or "fa2")."""
+    return _prepare(backend)
 
 
-def __getattr__(name: str) -> Any:
-    # PEP 562: PEER_ARMS is built on first access (see _peer_arms for why not at import).
-    if name == "PEER_ARMS":
-        return _peer_arms()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def available(arch: str) -> str | None:
+    """None where FlashInfer can be found, else why the arms cannot run."""
+    return _available(arch)
 
 
-__all__ = ["FA2_KERNELS", "FA3_KERNELS", "PEER_ARMS", "flashinfer_missing"]  # noqa: F822  (PEER_ARMS: module __getattr__)
+__all__ = [
+    "BACKENDS",
+    "FA2_KERNELS",
+    "FA3_KERNELS",
+    "SERVES_SM90",
+    "available",
+    "flashinfer_missing",
+    "prepare",
+]

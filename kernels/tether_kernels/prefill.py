@@ -2,25 +2,37 @@
 
 Both check their arguments (a clear UsageError naming the argument, before anything runs),
 ask ``route`` which arm to take, then run that arm; neither falls back when the arm refuses.
-``_run_arm`` is the one place an arm is invoked, so tests can record which arm ran.
+
+The per-call path only launches. What a call's checks, route and launch config depend on is
+its key: the entry point, each tensor's type, shape, strides, dtype, device and 16-byte
+alignment, the flags with their types, and ``arch``. The first call of a key does all the
+work once and keeps a ``_Plan`` (the routed arm's launcher bound to the key); every later call
+of the key builds the key, finds the plan and launches: it allocates its output, copies an
+input only where the routed kernel needs it contiguous, and runs no probe, mask or route. A
+call whose tensors differ in any of those from a cached key is a new key, checked in full.
+``_run_plan`` is the one place a call runs, so tests can record which arm each call took.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import TYPE_CHECKING
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import UsageError
 
 from tether_kernels.routing import route
-from tether_kernels.shapes import Shape
+from tether_kernels.shapes import TORCH_DTYPES, Shape
 
 if TYPE_CHECKING:
     import torch
 
-_DTYPE_NAMES = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32"}
 _NAMES = ("q", "k", "v")
+# Plans kept per process, oldest dropped first: a plan may hold a device mask (SDPA arms).
+PLAN_CACHE_SIZE = 256
 
 
 def _check_tensors(entry: str, tensors: tuple[object, ...], layout: str) -> None:
@@ -52,7 +64,7 @@ def _shape_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, e
         )
     if not (q.dtype == k.dtype == v.dtype):
         raise UsageError(f"{entry}: q, k, v dtypes differ ({q.dtype}, {k.dtype}, {v.dtype})")
-    dtype = _DTYPE_NAMES.get(str(q.dtype))
+    dtype = {str(f"torch.{t}"): name for name, t in TORCH_DTYPES.items()}.get(str(q.dtype))
     if dtype is None:
         raise UsageError(f"{entry}: dtype {q.dtype} is not one of f16, bf16, f32")
     return Shape(
@@ -114,29 +126,121 @@ def _check_flags(entry: str, causal: object, sm_scale: object, return_lse: objec
     return float(sm_scale)
 
 
-def _run_arm(
-    arm_name: str, q, k, v, shape: Shape, arch: str, return_lse: bool, sm_scale: float | None
-):
-    import torch
+@dataclass(frozen=True)
+class _Plan:
+    """One key's checked, routed call: ``__call__`` takes the batch-shaped q, k, v and only
+    allocates the output (and LSE), makes a copy the kernel needs, and launches."""
 
+    arm: str
+    shape: Shape
+    arch: str
+    return_lse: bool
+    writes_out: bool
+    copy: bool  # the routed kernel needs contiguous, 16-byte aligned inputs these are not
+    launch: Callable[..., Any]
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+        import torch
+
+        if self.copy:
+            q, k, v = (t if _dense(t) else t.clone(memory_format=torch.contiguous_format)
+                       for t in (q, k, v))  # fmt: skip
+        out = torch.empty_like(q) if self.writes_out else None
+        lse = None
+        if self.return_lse:
+            s = self.shape
+            lse = torch.empty(s.batch, s.hq, s.qo_len, dtype=torch.float32, device=q.device)
+        res = self.launch(q, k, v, out, lse)
+        return (res, lse) if self.return_lse else res
+
+
+def _dense(t: torch.Tensor) -> bool:
+    return t.is_contiguous() and t.data_ptr() % 16 == 0
+
+
+_PLANS: OrderedDict[tuple[Any, ...], _Plan] = OrderedDict()
+
+
+def _tensor_key(t: Any) -> tuple[Any, ...]:
+    return (type(t), t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
+
+
+def _key(entry: str, q, k, v, causal, sm_scale, return_lse, arch) -> tuple[Any, ...] | None:
+    """The call's key, or None where it cannot be formed (not tensors): checked in full.
+    Types ride beside the flags, so ``causal=1`` never finds the plan of ``causal=True``."""
+    try:
+        return (
+            entry, _tensor_key(q), _tensor_key(k), _tensor_key(v),
+            type(causal), causal, type(sm_scale), sm_scale,
+            type(return_lse), return_lse, type(arch), arch,
+        )  # fmt: skip
+    except Exception:  # anything that is not a tensor: the full check names it
+        return None
+
+
+def _plan_for(arm_name: str, shape: Shape, arch: str, return_lse: bool, scale, q, k, v) -> _Plan:
     from tether_kernels.arms import get_arm
 
     arm = get_arm(arm_name)
-    out = torch.empty_like(q) if arm.writes_out else None
-    lse = None
-    if return_lse:
-        lse = torch.empty(shape.batch, shape.hq, shape.qo_len, dtype=torch.float32, device=q.device)
-    res = arm.prepare(q, k, v, shape, out=out, lse=lse, arch=arch, sm_scale=sm_scale)()
-    return (res, lse) if return_lse else res
+    # The Triton arms read any strides but the innermost, yet their launcher asks for BSHD
+    # contiguous; the Gluon kernel reads through TMA descriptors (contiguous, 16-byte aligned);
+    # the SDPA arms and the reference take any layout.
+    copy = arm_name in ("triton", "triton_eager", "gluon") and not all(map(_dense, (q, k, v)))
+    return _Plan(
+        arm=arm_name,
+        shape=shape,
+        arch=arch,
+        return_lse=return_lse,
+        writes_out=arm.writes_out,
+        copy=copy,
+        launch=arm.plan(shape, arch, scale, return_lse),
+    )
+
+
+def _checked_plan(entry: str, q, k, v, causal, sm_scale, return_lse, arch) -> _Plan:
+    """The full check of a call, its route and its plan (the first call of a key)."""
+    layout = _LAYOUTS[entry]
+    _check_tensors(entry, (q, k, v), layout)
+    if entry == "single_prefill":
+        q, k, v = q[None], k[None], v[None]
+    scale = _check_flags(entry, causal, sm_scale, return_lse)
+    shape = _shape_of(q, k, v, causal, entry)
+    found = _check_device(entry, q, k, v, arch)
+    arm = route(entry, shape, found, return_lse=return_lse)
+    return _plan_for(arm, shape, found, return_lse, scale, q, k, v)
+
+
+_LAYOUTS = {
+    "single_prefill": "[len, heads, head_dim] (batch is 1)",
+    "batch_prefill": "[batch, len, heads, head_dim]",
+}
 
 
 def _call(entry: str, q, k, v, causal, sm_scale, return_lse, arch):
-    scale = _check_flags(entry, causal, sm_scale, return_lse)
-    shape = _shape_of(q, k, v, causal, entry)
-    arch = _check_device(entry, q, k, v, arch)
-    arm = route(entry, shape, arch, return_lse=return_lse)
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    return _run_arm(arm, q, k, v, shape, arch, return_lse, scale)
+    key = _key(entry, q, k, v, causal, sm_scale, return_lse, arch)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan = _checked_plan(entry, q, k, v, causal, sm_scale, return_lse, arch)
+        if key is not None:
+            _PLANS[key] = plan
+            if len(_PLANS) > PLAN_CACHE_SIZE:
+                _PLANS.popitem(last=False)
+    if entry == "single_prefill":
+        res = _run_plan(plan, q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0))
+        if return_lse:
+            return res[0][0], res[1][0]
+        return res[0]
+    return _run_plan(plan, q, k, v)
+
+
+def _run_plan(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+    """The one place a call runs its plan (``plan.arm`` names the arm), so tests can record it."""
+    return plan(q, k, v)
+
+
+def clear_plans() -> None:
+    """Forget every cached plan (tests; a process that changed the policy)."""
+    _PLANS.clear()
 
 
 def single_prefill(
@@ -154,11 +258,7 @@ def single_prefill(
     natural-log LSE [hq, qo_len] in f32. ``arch`` defaults to the arch of the tensors'
     device; when given it must be that arch. See kernels/API.md for the full contract.
     """
-    _check_tensors("single_prefill", (q, k, v), "[len, heads, head_dim] (batch is 1)")
-    res = _call("single_prefill", q[None], k[None], v[None], causal, sm_scale, return_lse, arch)
-    if return_lse:
-        return res[0][0], res[1][0]
-    return res[0]
+    return _call("single_prefill", q, k, v, causal, sm_scale, return_lse, arch)
 
 
 def batch_prefill(
@@ -174,5 +274,4 @@ def batch_prefill(
 
     Every request shares qo_len and kv_len. With ``return_lse`` also returns [b, hq, qo_len].
     """
-    _check_tensors("batch_prefill", (q, k, v), "[batch, len, heads, head_dim]")
     return _call("batch_prefill", q, k, v, causal, sm_scale, return_lse, arch)

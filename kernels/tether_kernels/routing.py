@@ -1,6 +1,6 @@
 """Routing: which arm an entry point takes for a shape on an arch. Pure, no GPU, no torch.
 
-The candidates, in order: the arm the arch's policy picks (single_prefill only), then the
+The candidates, in order: the arm the arch's policy picks for the entry point, then the
 arch's ``ROUTE_ORDER`` (arch_caps). The first candidate whose declaration (``serves`` in
 tether_kernels.arms) covers the call takes it; the declarations are what each arm computes
 with the contract in kernels/API.md, so the arm a call gets always meets it. When none
@@ -8,11 +8,11 @@ does, ``route`` raises UsageError naming, for each candidate, the constraint it 
 Nothing here runs an arm: the decision is the same with or without a GPU, and an entry
 point never falls back at run time.
 
-single_prefill follows the arch's policy thresholds (arch_caps.POLICY), read in order: the
-first threshold whose scope holds for the shape (e.g. chunked prefill only) and whose
-``takes`` conditions hold sends the call to its arm; when none does, the call takes the
+Each entry point follows the arch's policy thresholds for it (arch_caps.POLICY), read in
+order: the first threshold whose scope holds for the shape (e.g. chunked prefill only) and
+whose ``takes`` conditions hold sends the call to its arm; when none does, the call takes the
 ``otherwise`` arm of the first threshold in scope. A threshold whose ``takes`` is None is not
-set and never sends a call to its arm. batch_prefill is its own path: the route order.
+set and never sends a call to its arm. A call no threshold speaks for takes the route order.
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ def reachable_entry_points(shape: Shape) -> tuple[str, ...]:
 
 
 def policy_choice(entry: str, shape: Shape, arch: str) -> str | None:
-    """The arm the arch's policy thresholds name for this call, or None (no threshold)."""
-    if entry != "single_prefill":
-        return None
+    """The arm the arch's policy thresholds for ``entry`` name for this call, or None."""
     applying = [th for th in thresholds_for(arch, entry) if th.applies(shape.key())]
     for th in applying:
         if th.takes_arm(shape.key()):

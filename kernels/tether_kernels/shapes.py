@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from tether.errors import UsageError
 
 DTYPES: tuple[str, ...] = ("f16", "bf16", "f32")
+# The one dtype map: a Shape's dtype name -> torch's attribute name (no torch import here).
+TORCH_DTYPES: dict[str, str] = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
 @dataclass(frozen=True)

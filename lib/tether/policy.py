@@ -22,6 +22,8 @@ OPS = {
     "<=": lambda a, b: a <= b,
     "<": lambda a, b: a < b,
     "==": lambda a, b: a == b,
+    # membership in a listed set of values (a scope naming the dtypes or head dims it covers)
+    "in": lambda a, b: a in b,
 }
 Condition = tuple[str, str, object]
 
@@ -29,7 +31,7 @@ Condition = tuple[str, str, object]
 def holds(conditions: tuple[Condition, ...], fields: Mapping[str, object]) -> bool:
     """Whether every condition holds on ``fields`` (a missing field fails its condition)."""
     for name, op, value in conditions:
-        if isinstance(value, str) and value in fields:
+        if op != "in" and isinstance(value, str) and value in fields:
             value = fields[value]
         if name not in fields:
             return False
@@ -41,8 +43,14 @@ def holds(conditions: tuple[Condition, ...], fields: Mapping[str, object]) -> bo
     return True
 
 
+def _value(value: object) -> str:
+    if isinstance(value, (tuple, list)):
+        return "(" + " or ".join(str(v) for v in value) + ")"
+    return str(value)
+
+
 def describe(conditions: tuple[Condition, ...]) -> str:
-    return ", ".join(f"{n} {op} {v}" for n, op, v in conditions)
+    return ", ".join(f"{n} {op} {_value(v)}" for n, op, v in conditions)
 
 
 def shape_fields(
@@ -138,6 +146,12 @@ class Threshold:
         if self.takes is None:
             return "not set"
         return describe(self.scope + self.takes) or "every call"
+
+    def region_lines(self) -> list[str]:
+        """The region one condition a line (a generated comment stays within its width)."""
+        if self.takes is None:
+            return ["not set"]
+        return [describe((c,)) for c in self.scope + self.takes] or ["every call"]
 
 
 @dataclass(frozen=True)

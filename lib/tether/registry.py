@@ -73,6 +73,24 @@ class Arm(Protocol):
     def kernels_on(self, arch: str) -> tuple[str, ...]: ...
 
 
+@runtime_checkable
+class Compiler(Protocol):
+    """What ``tether compile`` needs of a project's compiler: the arches it compiles for
+    (``targets``), the key that says whether a stored compile run is still fresh, and one
+    compile run per arch (not yet written). tether imports no kernel library itself."""
+
+    name: str
+    targets: Mapping[str, Any]
+
+    def key(self, root: Any) -> dict[str, str]: ...
+
+    def fresh_run(self, runs: list[Any], arch: str, key: dict[str, str]) -> Any: ...
+
+    def compile_arch(
+        self, arch: str, root: Any, *, workers: int | None = None, err: Any = None
+    ) -> Any: ...
+
+
 CaseFactory = Callable[[Mapping[str, Any]], Case]
 ArmChoice = str | tuple[str, ...]  # one arm, or candidates: the first that serves every cell
 
@@ -156,6 +174,7 @@ class Registry:
     sweeps: dict[str, Sweep] = field(default_factory=dict)
     probes: dict[str, Probe] = field(default_factory=dict)
     arches: dict[str, ArchInfo] = field(default_factory=dict)
+    compilers: dict[str, Compiler] = field(default_factory=dict)
     modules: set[str] = field(default_factory=set)
 
     def get_arm(self, name: str) -> Arm:
@@ -228,6 +247,14 @@ def sweep(obj: Sweep) -> Sweep:
 def probe(obj: Probe) -> Probe:
     """Register a probe (its sweep is registered too)."""
     _add(REGISTRY.probes, obj.sweep.name, obj, "probe")
+    return obj
+
+
+def compiler(obj: T) -> T:
+    """Register a compiler (an object with the Compiler protocol) for ``tether compile``."""
+    if not isinstance(obj, Compiler):
+        raise UsageError(f"{obj!r} does not have the Compiler protocol (tether.registry.Compiler)")
+    _add(REGISTRY.compilers, obj.name, obj, "compiler")
     return obj
 
 

@@ -30,7 +30,8 @@ def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("an arm ran for bad input")
 
-    monkeypatch.setattr(prefill, "_run_arm", refuse)
+    monkeypatch.setattr(prefill, "_run_plan", refuse)
+    monkeypatch.setattr(prefill, "_plan_for", refuse)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in ("q", "k", "v")])

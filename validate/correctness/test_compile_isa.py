@@ -1,4 +1,4 @@
-"""tether_kernels.isa: what compiled code says about itself, read from FIXTURE assembly.
+"""tether_kernels_plugin.isa: what compiled code says about itself, read from FIXTURE assembly.
 
 The assembly here is FIXTURE text shaped like what the compiler emits (labels, branches,
 metadata, the ptxas report), small enough to count by eye; the real compiler's output is
@@ -8,7 +8,7 @@ read by validate/correctness/test_compile_variants.py and judged by the compile 
 from __future__ import annotations
 
 import pytest
-from tether_kernels.isa import (
+from tether_kernels_plugin.isa import (
     LIMITS,
     amd_occupancy,
     parse_amdgcn,

@@ -1,4 +1,4 @@
-"""tether_kernels.compile: the variants are the arms' own launches, compiled with no GPU.
+"""tether_kernels_plugin.compile: the variants are the arms' own launches, compiled with no GPU.
 
 The variant map is derived from ``launch_config`` and from what the Triton arms pass to the
 kernel (recorded, not run); a few variants are compiled for real for every target, and what
@@ -10,9 +10,9 @@ from __future__ import annotations
 import copy
 
 import pytest
-from tether_kernels import compile as C
 from tether_kernels.arch_caps import CHUNKED_PREFILL_16K, COMPILE_GATES, launch_config
-from tether_kernels.isa import LIMITS
+from tether_kernels_plugin import compile as C
+from tether_kernels_plugin.isa import LIMITS
 
 TARGET_ARCHES = tuple(C.TARGETS)
 AMD = tuple(a for a in TARGET_ARCHES if LIMITS[a].vendor == "amd")

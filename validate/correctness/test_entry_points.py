@@ -113,11 +113,11 @@ ROUTE_SHAPES = [
 def test_single_prefill_calls_the_routed_arm(arch: str, shape: Shape, monkeypatch) -> None:
     called: list[str] = []
 
-    def record(arm_name, q, k, v, shape_, arch_, return_lse, sm_scale):
-        called.append(arm_name)
+    def record(plan, q, k, v):
+        called.append(plan.arm)
         return q
 
-    monkeypatch.setattr(prefill, "_run_arm", record)
+    monkeypatch.setattr(prefill, "_run_plan", record)
     # Meta tensors: the shapes are full size, but nothing is allocated or computed; they
     # stand for tensors on a device of ``arch`` (the entry points refuse meta tensors).
     monkeypatch.setattr(prefill, "_device_arch", lambda device: arch)
@@ -234,11 +234,11 @@ def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, m
     # single_prefill takes exactly the arm route names (meta tensors: nothing runs).
     called: list[str] = []
 
-    def record(arm_name, q, k, v, shape_, arch_, return_lse, sm_scale):
-        called.append(arm_name)
+    def record(plan, q, k, v):
+        called.append(plan.arm)
         return q
 
-    monkeypatch.setattr(prefill, "_run_arm", record)
+    monkeypatch.setattr(prefill, "_run_plan", record)
     monkeypatch.setattr(prefill, "_device_arch", lambda device: arch)
     q = torch.empty(shape.qo_len, shape.hq, shape.head_dim, dtype=torch.float16, device="meta")
     kv = torch.empty(shape.kv_len, shape.hkv, shape.head_dim, dtype=torch.float16, device="meta")

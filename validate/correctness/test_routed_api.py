@@ -1,7 +1,7 @@
 """single_prefill and batch_prefill as users call them, as routed, over the grid issue 11 names.
 
 Each case calls a public entry point exactly as a user does (no ``arch``: the tensors' device
-decides), records the arm that ran (the real ``_run_arm``, wrapped; counted by arm for the
+decides), records the arm that ran (the real ``_run_plan``, wrapped; counted by arm for the
 verify run through the plugin's ``routed_case``) and checks it is the arm ``route`` names for
 the call on this machine. Then the contract of kernels/API.md: the output within the suite's
 tolerance rule (twice the error of PyTorch's math SDPA in the input dtype or of the rounding
@@ -89,16 +89,16 @@ def _one_cpu_thread() -> Iterator[None]:
 
 @pytest.fixture
 def ran(monkeypatch: pytest.MonkeyPatch, routed_case: Callable[[str], None]) -> list[str]:
-    """The arms the entry points ran, in order: the real ``_run_arm``, recorded."""
+    """The arms the entry points ran, in order: the real ``_run_plan``, recorded."""
     arms: list[str] = []
-    real = prefill._run_arm
+    real = prefill._run_plan
 
-    def spy(arm_name: str, *args: Any, **kwargs: Any) -> Any:
-        arms.append(arm_name)
-        routed_case(arm_name)
-        return real(arm_name, *args, **kwargs)
+    def spy(plan: Any, *args: Any) -> Any:
+        arms.append(plan.arm)
+        routed_case(plan.arm)
+        return real(plan, *args)
 
-    monkeypatch.setattr(prefill, "_run_arm", spy)
+    monkeypatch.setattr(prefill, "_run_plan", spy)
     return arms
 
 

@@ -1,6 +1,6 @@
 """Tuning candidates compute the right answer, and a tuning grid runs end to end.
 
-Every kernel variant among the sm90 tuning candidates (``tether_kernels.bench.CANDIDATES``)
+Every kernel variant among the sm90 tuning candidates (``tether_kernels_plugin.candidates.CANDIDATES``)
 and every kernel option (tensor-descriptor loads, warp specialization, two heads per program,
 longest first, skipping the rescale) runs at a small shape in the interpreter against the f32
 reference; warps and stages do not change what the interpreter computes.
@@ -15,8 +15,8 @@ import pytest
 import torch
 from tether_kernels import Shape
 from tether_kernels.arch_caps import LaunchConfig
-from tether_kernels.bench import CANDIDATES
 from tether_kernels.triton.attn_fwd import attn_fwd_launcher, tma_unsupported_reason
+from tether_kernels_plugin.candidates import CANDIDATES
 
 from validate.correctness._helpers import (
     assert_within_baseline,
@@ -85,7 +85,7 @@ def test_a_tuning_cell_runs_the_candidate_it_names(tmp_path: Path) -> None:
 
     if not interpreter_on() and not torch.cuda.is_available():
         pytest.skip("the Triton arm needs a GPU or TRITON_INTERPRET=1")
-    reg = registry.load(["tether_kernels.bench"])
+    reg = registry.load(["tether_kernels_plugin"])
     tune = reg.get_sweep("tune-sm90")
     assert tune.kind == "tune"
     tiny = tune.replace(

@@ -45,7 +45,7 @@ KNOWN: dict[str, tuple[Known, str]] = {
 
 
 def _compile_run(arch: str, kernel: str):
-    from tether_kernels import compile as engine
+    from tether_kernels_plugin import compile as engine
 
     proj = project.get(ROOT)
     scratch = proj.scratch / "results"

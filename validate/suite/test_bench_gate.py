@@ -29,7 +29,7 @@ def fixture_gate(threshold: float | None, arch: str = "cpu", **kw: object) -> Ga
 
 
 def _bench(store: Path) -> Bench:
-    reg = registry.load(["tether_kernels.bench"])
+    reg = registry.load(["tether_kernels_plugin"])
     return Bench(ROOT, store, reg, CPU, unguarded_reason="FIXTURE: unit test",
                  policy_overrides=QUICK, replicates=2)  # fmt: skip
 

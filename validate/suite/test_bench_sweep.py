@@ -23,7 +23,7 @@ QUICK = TimingPolicy(min_sample_s=2e-4, min_reps=3, max_reps=3, warmup_calls=1)
 
 
 def real() -> Registry:
-    return registry.load(["tether_kernels.bench"])
+    return registry.load(["tether_kernels_plugin"])
 
 
 def quick(sweep: Sweep) -> Sweep:

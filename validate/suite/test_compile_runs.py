@@ -176,7 +176,7 @@ def test_compile_verb_rejects_an_arch_without_a_target(tmp_path: Path) -> None:
 def test_compile_verb_compiles_nothing_when_the_store_is_fresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tether_kernels import compile as engine
+    from tether_kernels_plugin import compile as engine
 
     key = engine.compile_key(REPO)
     version = key["compiler"].split(" ", 1)[1]

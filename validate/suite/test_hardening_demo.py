@@ -165,7 +165,7 @@ def test_cpu_demo_end_to_end_tells_its_story(
     monkeypatch.setattr(
         Target, "detect", staticmethod(lambda index=None: Target("cpu", "cpu", "cpu: test"))
     )
-    reg = registry.load(["tether_kernels.bench"])
+    reg = registry.load(["tether_kernels_plugin"])
     monkeypatch.setitem(reg.sweeps, "cpu-demo", reg.get_sweep("cpu-demo").replace(timing=toy))
     scratch = tmp_path / "s"
     old = [

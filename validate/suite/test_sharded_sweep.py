@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PLUGIN = '''"""FIXTURE plugin for test_sharded_sweep: a tiny CPU sweep over tether_kernels' cases."""
 
-import tether_kernels.bench  # noqa: F401  (the attention case and arms)
+import tether_kernels_plugin  # noqa: F401  (the attention case and arms)
 from tether import registry
 from tether.bench.engine import TimingPolicy
 from tether.registry import Sweep

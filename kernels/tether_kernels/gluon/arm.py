@@ -1,8 +1,8 @@
 """The ``gluon`` arm: tether's Gluon forward kernel for Hopper (``attn_fwd_sm90.py``).
 
 Declared for sm90 only; it refuses with the reason where the Triton has no Gluon Hopper module,
-for f32, and for head dims other than 64 and 128. ``GLUON_ARMS`` is built on first access
-(PEP 562) because ``Arm`` lives in arms.py, which lists this arm in its registry.
+for f32, and for head dims other than 64 and 128. What arms.py needs to declare the arm lives
+here (its declaration, kernel names, prepare and plan); this module does not import arms.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _triton_reason() -> str | None:
     return gluon_triton_reason()
 
 
-def _available(arch: str) -> str | None:
+def available(arch: str) -> str | None:
     # The installed Triton's version, not an import: route() stays pure and cheap, and a
     # process that imported Triton under TRITON_INTERPRET=1 cannot break it.
     return _triton_reason()
@@ -63,32 +63,38 @@ def prepare_gluon(config: GluonConfig) -> Callable[..., Callable[[], Any]]:
     return prepare
 
 
-_BUILT: list[tuple[Any, ...]] = []
+def plan_gluon(config: GluonConfig) -> Callable[..., Callable[..., Any]]:
+    """The entry points' launcher of one variant: a GluonPlan once per key, then launches."""
+
+    def plan(shape, arch, sm_scale, want_lse):
+        import torch
+
+        from tether_kernels.gluon.launch import GluonPlan
+        from tether_kernels.shapes import TORCH_DTYPES
+
+        dims = (shape.batch, shape.qo_len, shape.kv_len, shape.hq, shape.hkv, shape.head_dim)
+        dtype = getattr(torch, TORCH_DTYPES[shape.dtype])
+        built: dict[object, GluonPlan] = {}
+
+        def per_call(q, k, v, out, lse):
+            found = built.get(q.device)
+            if found is None:
+                try:
+                    found = built[q.device] = GluonPlan(
+                        dims, dtype, q.device, config, shape.causal, sm_scale, want_lse
+                    )
+                except ValueError as exc:
+                    raise ArmUnavailableError(f"arm gluon: {exc}") from exc
+            return found.launch(q, k, v, out, lse)
+
+        return per_call
+
+    return plan
 
 
-def _gluon_arms() -> tuple[Any, ...]:
-    if not _BUILT:
-        from tether_kernels.arms import Arm
+# Profiler names of what the arm runs (the kernel's own name).
+KERNELS = {"sm90": (r"attn_fwd_sm90",)}
+PREPARE = prepare_gluon(VARIANTS[DEFAULT_VARIANT])
+PLAN = plan_gluon(VARIANTS[DEFAULT_VARIANT])
 
-        if not _BUILT:  # importing arms.py may have built it already
-            _BUILT.append(
-                (
-                    Arm(
-                        "gluon",
-                        {"sm90": SERVES_SM90},
-                        {"sm90": (r"attn_fwd_sm90",)},
-                        _available=_available,
-                        _prepare=prepare_gluon(VARIANTS[DEFAULT_VARIANT]),
-                    ),
-                )
-            )
-    return _BUILT[0]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "GLUON_ARMS":
-        return _gluon_arms()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["GLUON_ARMS", "prepare_gluon"]  # noqa: F822  (GLUON_ARMS: module __getattr__)
+__all__ = ["KERNELS", "PLAN", "PREPARE", "SERVES_SM90", "available", "plan_gluon", "prepare_gluon"]

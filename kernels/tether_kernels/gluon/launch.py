@@ -103,6 +103,90 @@ def gluon_unavailable(device: Any = None) -> str | None:
     return None
 
 
+class GluonPlan:
+    """Everything one key of the Gluon kernel's launch needs that does not depend on the
+    tensors' addresses (the layouts, the grid, the constants), built once; ``launch`` then
+    only makes the three tensor descriptors and launches. The entry points keep one per key."""
+
+    def __init__(
+        self,
+        shape: tuple[int, int, int, int, int, int],
+        dtype: Any,
+        device: Any,
+        config: GluonConfig | None = None,
+        causal: bool = True,
+        sm_scale: float | None = None,
+        want_lse: bool = False,
+    ) -> None:
+        import torch
+        from triton.experimental.gluon import language as gl
+
+        from tether_kernels.gluon.attn_fwd_sm90 import attn_fwd_sm90
+
+        config = config or VARIANTS[DEFAULT_VARIANT]
+        batch, qo_len, kv_len, hq, hkv, d = shape
+        why = gluon_unavailable(device)
+        if why is not None:
+            raise ValueError(f"gluon attn_fwd: {why}")
+        if dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError(f"gluon attn_fwd: f16 or bf16 inputs of one dtype, got {dtype}")
+        if d not in HEAD_DIMS:
+            raise ValueError(f"gluon attn_fwd: head_dim {d} not in {HEAD_DIMS}")
+        if hq % hkv:
+            raise ValueError(f"gluon attn_fwd: hq {hq} is not a multiple of hkv {hkv}")
+        if config.smem_bytes(d) > SMEM_LIMIT:
+            raise ValueError(f"gluon attn_fwd: {config} needs more shared memory than a block has")
+        scale = d**-0.5 if sm_scale is None else sm_scale
+        if not (scale > 0 and math.isfinite(scale)):
+            # The kernel takes the row max of the unscaled scores (see the kernel's docstring).
+            raise ValueError(f"gluon attn_fwd: sm_scale must be positive, got {sm_scale!r}")
+        elt = gl.float16 if dtype == torch.float16 else gl.bfloat16
+        self.config = config
+        self.q_layout = gl.NVMMASharedLayout.get_default_for([64, d], elt)
+        self.kv_layout = gl.NVMMASharedLayout.get_default_for([config.block_n, d], elt)
+        self.q_dims = [batch * qo_len, hq * d]
+        self.kv_dims = [batch * kv_len, hkv * d]
+        self.q_block = [64, d]
+        self.kv_block = [config.block_n, d]
+        self.want_lse = want_lse
+        # Never written when lse is None (STORE_LSE off); the pointer argument still needs a tensor.
+        self.no_lse = None if want_lse else torch.empty(1, dtype=torch.float32, device=device)
+        self.kernel = attn_fwd_sm90[(-(-qo_len // 128) * batch * hq,)]
+        self.consts = (scale * LOG2E, qo_len, kv_len)
+        self.meta = dict(
+            HQ=hq,
+            GROUP=hq // hkv,
+            HEAD_DIM=d,
+            BLOCK_N=config.block_n,
+            STAGES=config.stages,
+            CAUSAL=causal,
+            PINGPONG=config.pingpong,
+            STORE_LSE=want_lse,
+            PRODUCER_REGS=config.producer_regs,
+            CONSUMER_REGS=config.consumer_regs,
+            num_warps=4,
+            maxnreg=MAXNREG,
+        )
+
+    def launch(self, q: Any, k: Any, v: Any, out: Any, lse: Any = None) -> Any:
+        """Launch on contiguous, 16-byte aligned BSHD tensors of the plan's key."""
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        # 2-D views: one row per token, the heads side by side; a tile is one head's columns.
+        q_desc = TensorDescriptor(q.view(self.q_dims), self.q_dims, [self.q_dims[1], 1],
+                                  self.q_block, self.q_layout)  # fmt: skip
+        k_desc = TensorDescriptor(k.view(self.kv_dims), self.kv_dims, [self.kv_dims[1], 1],
+                                  self.kv_block, self.kv_layout)  # fmt: skip
+        v_desc = TensorDescriptor(v.view(self.kv_dims), self.kv_dims, [self.kv_dims[1], 1],
+                                  self.kv_block, self.kv_layout)  # fmt: skip
+        lse_arg = lse if self.want_lse else self.no_lse
+        self.kernel(
+            q_desc, k_desc, v_desc, out, lse_arg, *self.consts,
+            out.stride(0), out.stride(1), out.stride(2), **self.meta,
+        )  # fmt: skip
+        return out
+
+
 def attn_fwd_sm90_launcher(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -119,71 +203,22 @@ def attn_fwd_sm90_launcher(
     out like q; lse f32 [b, hq, qo_len] (natural log) when given. Raises ValueError naming
     what it cannot serve.
     """
-    import torch
-    import triton
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    from tether_kernels.gluon.attn_fwd_sm90 import attn_fwd_sm90
-
-    config = config or VARIANTS[DEFAULT_VARIANT]
     batch, qo_len, hq, d = q.shape
     kv_len, hkv = k.shape[1], k.shape[2]
-    why = gluon_unavailable(q.device)
-    if why is not None:
-        raise ValueError(f"gluon attn_fwd: {why}")
-    if q.dtype not in (torch.float16, torch.bfloat16) or not q.dtype == k.dtype == v.dtype:
+    if not q.dtype == k.dtype == v.dtype:
         raise ValueError(f"gluon attn_fwd: f16 or bf16 inputs of one dtype, got {q.dtype}")
-    if d not in HEAD_DIMS:
-        raise ValueError(f"gluon attn_fwd: head_dim {d} not in {HEAD_DIMS}")
-    if hq % hkv:
-        raise ValueError(f"gluon attn_fwd: hq {hq} is not a multiple of hkv {hkv}")
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
         if not t.is_contiguous() or t.data_ptr() % 16:
             raise ValueError(f"gluon attn_fwd: {name} must be contiguous BSHD, 16-byte aligned")
-    if config.smem_bytes(d) > SMEM_LIMIT:
-        raise ValueError(f"gluon attn_fwd: {config} needs more shared memory than a block has")
-    scale = d**-0.5 if sm_scale is None else sm_scale
-    if not (scale > 0 and math.isfinite(scale)):
-        # The kernel takes the row max of the unscaled scores (see the kernel's docstring).
-        raise ValueError(f"gluon attn_fwd: sm_scale must be positive, got {sm_scale!r}")
-
-    elt = gl.float16 if q.dtype == torch.float16 else gl.bfloat16
-    q_layout = gl.NVMMASharedLayout.get_default_for([64, d], elt)
-    kv_layout = gl.NVMMASharedLayout.get_default_for([config.block_n, d], elt)
-    # 2-D views: one row per token, the heads side by side; a tile is one head's columns.
-    q2 = q.view(batch * qo_len, hq * d)
-    k2 = k.view(batch * kv_len, hkv * d)
-    v2 = v.view(batch * kv_len, hkv * d)
-    q_desc = TensorDescriptor(q2, list(q2.shape), list(q2.stride()), [64, d], q_layout)
-    k_desc = TensorDescriptor(k2, list(k2.shape), list(k2.stride()), [config.block_n, d], kv_layout)
-    v_desc = TensorDescriptor(v2, list(v2.shape), list(v2.stride()), [config.block_n, d], kv_layout)
-    # Never written when lse is None (STORE_LSE off); the pointer argument still needs a tensor.
-    lse_arg = lse if lse is not None else torch.empty(1, dtype=torch.float32, device=q.device)
-    grid = (triton.cdiv(qo_len, 128) * batch * hq,)
-    kernel = attn_fwd_sm90[grid]
-    args = (q_desc, k_desc, v_desc, out, lse_arg, scale * LOG2E, qo_len, kv_len)
-    strides = (out.stride(0), out.stride(1), out.stride(2))
-    meta = dict(
-        HQ=hq,
-        GROUP=hq // hkv,
-        HEAD_DIM=d,
-        BLOCK_N=config.block_n,
-        STAGES=config.stages,
-        CAUSAL=causal,
-        PINGPONG=config.pingpong,
-        STORE_LSE=lse is not None,
-        PRODUCER_REGS=config.producer_regs,
-        CONSUMER_REGS=config.consumer_regs,
-        num_warps=4,
-        maxnreg=MAXNREG,
-    )
+    plan = GluonPlan(
+        (batch, qo_len, kv_len, hq, hkv, d), q.dtype, q.device, config, causal, sm_scale,
+        lse is not None,
+    )  # fmt: skip
 
     def launch() -> torch.Tensor:
-        kernel(*args, *strides, **meta)
-        return out
+        return plan.launch(q, k, v, out, lse)
 
-    launch.config = config  # type: ignore[attr-defined]
+    launch.config = plan.config  # type: ignore[attr-defined]
     return launch
 
 
@@ -191,6 +226,7 @@ __all__ = [
     "DEFAULT_VARIANT",
     "VARIANTS",
     "GluonConfig",
+    "GluonPlan",
     "attn_fwd_sm90_launcher",
     "gluon_unavailable",
 ]

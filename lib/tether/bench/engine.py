@@ -5,7 +5,9 @@ all of them before timing any, then takes samples in a seeded shuffled or ABBA o
 repetition so that drift hits every arm alike, and stops on a noise target (never before
 ``min_reps``) or a time cap.
 On CUDA a sample is one replay of a captured graph of ``calls`` calls (or ``calls`` eager calls
-between two events); on the CPU it is ``calls`` calls under ``time.perf_counter``. The same code
+between two events, or under the host clock: see SAMPLERS); on the CPU it is ``calls`` calls
+under ``time.perf_counter``. Each role is calibrated on its own: its ``calls`` are chosen from
+its own call time, so a slow arm's samples are not stretched to the fastest arm's count. The same code
 path runs in both places so the whole pipeline is exercised without a GPU.
 
 Why two instances of the same call can differ steadily, and what the engine does about it.
@@ -47,7 +49,12 @@ from typing import Any
 from tether.errors import TetherError, UsageError
 
 ORDERS = ("shuffle", "abba")
-SAMPLERS = ("auto", "graph", "events", "wall")
+# graph: replay of a captured CUDA graph of ``calls`` calls (what a serving stack runs);
+# events: ``calls`` eager calls between two device events; wall: ``calls`` eager calls between
+# two device synchronisations on the host clock (an eager caller's time, host cost included);
+# host: the host time to issue ``calls`` eager calls, the device drained before and after but
+# not counted (an entry point's host cost per call, whatever the device does meanwhile).
+SAMPLERS = ("auto", "graph", "events", "wall", "host")
 
 
 class TimingError(TetherError):
@@ -236,6 +243,14 @@ class _Sampler:
             torch.cuda.synchronize()
 
     def __call__(self) -> float:
+        if self.kind == "host":
+            self.sync()
+            t0 = time.perf_counter()
+            for _ in range(self.calls):
+                self.fn()
+            elapsed = time.perf_counter() - t0
+            self.sync()
+            return elapsed / self.calls
         if self.kind == "wall":
             self.sync()
             t0 = time.perf_counter()
@@ -262,18 +277,36 @@ def _calibrate(
     fns: Mapping[str, Sequence[Callable[[], object]]],
     policy: TimingPolicy,
     sync: Callable[[], None],
-) -> int:
+) -> dict[str, int]:
+    """Calls per sample for each role, from that role's own fastest call: one sample lasts at
+    least ``min_sample_s`` for every role, and no role's count is set by another's speed."""
     if policy.calls_per_sample is not None:
-        return policy.calls_per_sample
-    fastest = math.inf
-    for fn in (f for variants in fns.values() for f in variants):
+        return {role: policy.calls_per_sample for role in fns}
+    out = {}
+    for role, variants in fns.items():
+        fastest = math.inf
+        for fn in variants:
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            fastest = min(fastest, time.perf_counter() - t0)
+        need = math.ceil(policy.min_sample_s / max(fastest, 1e-9))
+        out[role] = max(1, min(policy.max_calls_per_sample, need))
+    return out
+
+
+def _call_seconds(
+    fns: Mapping[str, Sequence[Callable[[], object]]], sync: Callable[[], None]
+) -> dict[str, float]:
+    out = {}
+    for role, variants in fns.items():
         sync()
         t0 = time.perf_counter()
-        fn()
+        variants[0]()
         sync()
-        fastest = min(fastest, time.perf_counter() - t0)
-    need = math.ceil(policy.min_sample_s / max(fastest, 1e-9))
-    return max(1, min(policy.max_calls_per_sample, need))
+        out[role] = time.perf_counter() - t0
+    return out
 
 
 def _orders(roles: list[str], policy: TimingPolicy, rng: random.Random) -> Callable[[int], list]:
@@ -347,10 +380,16 @@ def measure(
                 fn()
     probes.sync()
     calls = _calibrate(variants, policy, probes.sync)
+    # A sample longer than the cell's cap would overrun it on its own: said before timing, in
+    # the cell's flags, never silently stretched.
+    per_call = _call_seconds(variants, probes.sync)
+    over_cap = sorted(r for r in roles if per_call[r] * calls[r] > policy.cell_cap_s)
     graph_error = None
 
     def build(sampler: str) -> dict[str, list[_Sampler]]:
-        return {r: [_Sampler(sampler, fn, calls, probes.sync) for fn in variants[r]] for r in roles}
+        return {
+            r: [_Sampler(sampler, fn, calls[r], probes.sync) for fn in variants[r]] for r in roles
+        }
 
     try:
         samplers = build(kind)
@@ -373,6 +412,9 @@ def measure(
     stop = "max_reps"
     t_start = time.perf_counter()
     for rep in range(policy.max_reps):
+        if rep >= 1 and time.perf_counter() - t_start > 2 * policy.cell_cap_s:
+            stop = "cap"  # past twice the cap: no new repetition starts, whatever the cycle
+            break
         order = order_of(rep)
         orders.append(" ".join(order))
         for role in order:
@@ -407,9 +449,12 @@ def measure(
         flags.append("alloc_in_timed_region")
     if throttled:
         flags.append("clock_throttled")
+    if over_cap:
+        flags.append("sample_over_cap")
     extra: dict[str, Any] = {
         "sampler": kind,
         "calls_per_sample": calls,
+        **({"sample_over_cap": over_cap} if over_cap else {}),
         "buffer_sets": count,
         "reps": len(orders),
         "stop": stop,

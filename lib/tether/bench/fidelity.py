@@ -3,7 +3,9 @@
 An arm that silently fell back to another backend, or built a mask inside its call (the cuDNN
 arm with a lower-right causal bias launches triu_tril and fill kernels on torch 2.11), is not
 measuring what its name says. Each cell profiles every arm once, outside timing, and is
-flagged ``kernel_mismatch`` when a name outside the arm's ``expected_kernels`` appears.
+flagged ``kernel_mismatch`` when a name outside the arm's ``expected_kernels`` appears, and
+``kernel_repeated`` when one call launches the same GPU kernel twice (a public entry point
+that ran attention twice: a probe call before the real one).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def quiet_profiler() -> Iterator[None]:
 
 
 def profile_kernels(fn: Callable[[], object], device: str) -> list[str]:
-    """Distinct names (first-seen order) of what one call of ``fn`` ran.
+    """The names of what one call of ``fn`` ran, in order, a name once per launch.
 
     CUDA: the device-side activities (kernels, memsets, memcpys). CPU: the operators called
     directly by the top-level operator (or the top-level ones when they have no children),
@@ -105,9 +107,27 @@ def profile_kernels(fn: Callable[[], object], device: str) -> list[str]:
             kids = [c.name for c in top.cpu_children]
             picked.extend(kids or [top.name])
     for name in picked:
-        if name not in names and not _IGNORED.match(name):
+        if not _IGNORED.match(name):
             names.append(name)
     return names
+
+
+def distinct(names: Iterable[str]) -> list[str]:
+    """Each name once, in first-seen order (what a run records per role)."""
+    return list(dict.fromkeys(names))
+
+
+# Copies and fills may repeat inside one call (a memset per output); a compute kernel that runs
+# twice in one call means the call did its work twice (a probe, a second pass).
+_MAY_REPEAT = re.compile(r"(?i)memset|memcpy|fill")
+
+
+def repeated(names: Sequence[str]) -> list[str]:
+    """Kernel names launched more than once by one call (copies and fills aside)."""
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return [n for n, c in counts.items() if c > 1 and not _MAY_REPEAT.search(n)]
 
 
 def unexpected(names: Iterable[str], expected: Sequence[str]) -> list[str]:
@@ -122,16 +142,34 @@ def check_arms(
     device: str,
     profiler: Profile | None = None,
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """Profile every role once; returns (kernels per role, unexpected names per role).
+    """Profile every role once; returns (distinct kernels per role, unexpected names per role).
 
-    ``profiler`` is injectable so tests can hand in a fake profile.
+    ``profiler`` is injectable so tests can hand in a fake profile. Use ``check_launches``
+    for the kernels a call launched more than once.
     """
+    kernels, strays, _ = check_launches(fns, expected, device, profiler)
+    return kernels, strays
+
+
+def check_launches(
+    fns: Mapping[str, Callable[[], object]],
+    expected: Mapping[str, Sequence[str]],
+    device: str,
+    profiler: Profile | None = None,
+) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:
+    """``check_arms`` plus, per role, the GPU kernels one call launched more than once (on the
+    CPU the profiler lists operators, which repeat by design)."""
     run = profiler or profile_kernels
     kernels: dict[str, list[str]] = {}
     strays: dict[str, list[str]] = {}
+    repeats: dict[str, list[str]] = {}
     for role, fn in fns.items():
-        kernels[role] = run(fn, device)
+        names = run(fn, device)
+        kernels[role] = distinct(names)
         bad = unexpected(kernels[role], expected.get(role, ()))
         if bad:
             strays[role] = bad
-    return kernels, strays
+        again = repeated(names) if device == "cuda" else []
+        if again:
+            repeats[role] = again
+    return kernels, strays, repeats

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tether.bench.engine import Probes, TimingPolicy, measure
-from tether.bench.fidelity import Profile, check_arms
+from tether.bench.fidelity import Profile, check_launches
 from tether.errors import ArmUnavailableError, NotRunHereError, UsageError
 from tether.registry import Registry, Sweep
 from tether.store.model import CONTROL, UNGUARDED, Cell, GuardRecord, Run
@@ -135,9 +135,13 @@ def resolve_arms(sweep: Sweep, cases: list[Any], arch: str, registry: Registry) 
     return chosen
 
 
-def _expected(arm: Any, arch: str) -> tuple[str, ...]:
-    """Regexes an arm may run on ``arch``: its kernels there plus what it allows everywhere."""
-    pats = tuple(arm.kernels_on(arch))
+def _expected(arm: Any, arch: str, case: Any = None) -> tuple[str, ...]:
+    """The kernel names an arm should launch for ``case`` on ``arch``: an arm whose kernels
+    depend on the cell (an entry point, which launches what its route picks) says so through
+    ``kernels_for(case, arch)``; others through ``kernels_on(arch)``."""
+    by_case = getattr(arm, "kernels_for", None)
+    pats = tuple(by_case(case, arch)) if by_case is not None and case is not None else ()
+    pats = pats or tuple(arm.kernels_on(arch))
     return pats + tuple(arm.allowed_kernels) if pats else ()
 
 
@@ -198,11 +202,14 @@ class Bench:
         kernels: dict[str, list[str]] = {}
         if profile:
             expected = {
-                role: _expected(self.registry.get_arm(name), target.arch)
+                role: _expected(self.registry.get_arm(name), target.arch, case)
                 for role, name in role_arm.items()
             }
             first = {role: calls[0] for role, calls in fns.items()}
-            kernels, strays = check_arms(first, expected, target.device, self.profiler)
+            kernels, strays, repeats = check_launches(first, expected, target.device, self.profiler)
+            if repeats:
+                flags.append("kernel_repeated")
+                extra["repeated_kernels"] = repeats
             unchecked = sorted(r for r, pats in expected.items() if not pats)
             for role in unchecked:  # the arm declares nothing here: recorded, not judged
                 strays.pop(role, None)

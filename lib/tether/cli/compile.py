@@ -1,7 +1,7 @@
 """``tether compile``: what the compiler makes of every kernel variant, per arch, with no GPU.
 
-For each arch with a compile target (default: all of them) the project's kernel library
-compiles every variant its arms launch and the verb writes one run of kind ``compile`` to the
+For each arch with a compile target (default: all of them) each compiler the project's plugins
+register (``tether.registry.compiler``) compiles every variant its arms launch and the verb writes one run of kind ``compile`` to the
 store. A compile run already in the store for the same kernel fingerprint and compiler version
 means there is nothing to compile (``--force`` compiles anyway). The compile gates of the
 policy are judged on each run and printed; ``validate/gates/test_compile_gates.py`` is where
@@ -50,20 +50,34 @@ def _gate_lines(run: Any, ctx: Context) -> None:
 
 
 def _compile(args: argparse.Namespace, ctx: Context) -> int:
-    from tether_kernels import compile as engine  # the project's kernels; they import triton
-
+    from tether import registry
     from tether.errors import UsageError
-    from tether.store import load_store, write_run
+    from tether.store import load_store
 
-    arches = args.arch or list(engine.TARGETS)
-    unknown = [a for a in arches if a not in engine.TARGETS]
+    compilers = list(registry.for_project(ctx.project).compilers.values())
+    if not compilers:
+        raise UsageError(
+            "tether compile: no compiler registered by this project's plugins "
+            "(a plugin registers one with tether.registry.compiler)"
+        )
+    runs = load_store(ctx.store)
+    for engine in compilers:
+        _compile_with(engine, args, ctx, runs)
+    return 0
+
+
+def _compile_with(engine: Any, args: argparse.Namespace, ctx: Context, runs: list[Any]) -> None:
+    from tether.errors import UsageError
+    from tether.store import write_run
+
+    arches = args.arch or list(engine.targets)
+    unknown = [a for a in arches if a not in engine.targets]
     if unknown:
         raise UsageError(
-            f"tether compile: no compile target for {', '.join(unknown)}; "
-            f"targets: {', '.join(engine.TARGETS)}"
+            f"tether compile: {engine.name} has no compile target for {', '.join(unknown)}; "
+            f"targets: {', '.join(engine.targets)}"
         )
-    key = engine.compile_key(ctx.root)
-    runs = load_store(ctx.store)
+    key = engine.key(ctx.root)
     for arch in arches:
         fresh = None if args.force else engine.fresh_run(runs, arch, key)
         if fresh is not None:
@@ -82,4 +96,3 @@ def _compile(args: argparse.Namespace, ctx: Context) -> int:
             file=ctx.out,
         )
         _gate_lines(run, ctx)
-    return 0

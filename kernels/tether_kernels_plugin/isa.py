@@ -1,7 +1,7 @@
 """What compiled code says about itself: registers, spills, LDS, matrix instructions, loops.
 
 Pure text parsing and arithmetic, no torch, no triton: ``tether check`` and the tests read it on
-any host. ``tether_kernels.compile`` feeds it the AMDGCN assembly (AMD) or the PTX plus the
+any host. ``tether_kernels_plugin.compile`` feeds it the AMDGCN assembly (AMD) or the PTX plus the
 ``ptxas -v`` report (sm90) that the installed Triton returns for each kernel variant.
 """
 

@@ -14,7 +14,7 @@ and query and key lengths that are multiples of 16 (every stride is, with head_d
 16). A call whose lengths are not (a ragged chunk) or whose tensors are unaligned views or
 over 2 GB is a further JIT specialisation of the same variant that the map does not compile.
 
-The compiled code is read by ``tether_kernels.isa``: registers, spills, scratch, LDS, matrix
+The compiled code is read by ``tether_kernels_plugin.isa``: registers, spills, scratch, LDS, matrix
 instructions in each main loop, and occupancy from the per-arch limits table. One run of kind
 ``compile`` per arch goes to the store; a run with the same kernel fingerprint and compiler
 version means there is nothing to compile.
@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tether.errors import TetherError, UsageError
-
 from tether_kernels.arch_caps import (
     COMPILE_KERNEL,
     GPU_ARCHES,
@@ -45,7 +44,9 @@ from tether_kernels.arch_caps import (
     check_arch,
     launch_config,
 )
-from tether_kernels.isa import (
+from tether_kernels.shapes import DTYPES, Shape
+
+from tether_kernels_plugin.isa import (
     LIMITS,
     amd_occupancy,
     parse_amdgcn,
@@ -53,7 +54,6 @@ from tether_kernels.isa import (
     parse_ptxas,
     sm90_occupancy,
 )
-from tether_kernels.shapes import DTYPES, Shape
 
 KERNEL = COMPILE_KERNEL  # the compile run's name
 # The arms that launch _attn_fwd (arms.py): deferred rescale and the eager "before" arm.
@@ -217,7 +217,6 @@ def _recording() -> Iterator[list[tuple[Any, tuple, dict]]]:
 def _meta_call(shape: Shape, lse: bool) -> tuple[Any, ...]:
     """q, k, v, out and lse (or None) for ``shape`` on the meta device: shapes, no memory."""
     import torch
-
     from tether_kernels.arms import torch_dtype
 
     dt = torch_dtype(shape.dtype)
@@ -273,9 +272,8 @@ def _jit_kernel() -> Any:
     """``_attn_fwd`` as a JITFunction, also where TRITON_INTERPRET=1 made it an interpreted
     one (the CPU test runs): the JIT's own specialisation needs its signature and params."""
     if not _JIT:
-        from triton.runtime.jit import JITFunction
-
         from tether_kernels.triton.attn_fwd import _attn_fwd
+        from triton.runtime.jit import JITFunction
 
         _JIT.append(_attn_fwd if isinstance(_attn_fwd, JITFunction) else JITFunction(_attn_fwd.fn))
     return _JIT[0]
@@ -379,10 +377,9 @@ def _init_worker(cache_dir: str) -> None:
 def compile_job(job: dict[str, Any]) -> dict[str, Any]:
     """Compile one variant and read its code: the metrics of one compile cell."""
     import triton
+    from tether_kernels.triton.attn_fwd import _attn_fwd
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-
-    from tether_kernels.triton.attn_fwd import _attn_fwd
 
     target = GPUTarget(*job["target"])
     src = ASTSource(_attn_fwd, job["signature"], job["constexprs"], job["attrs"])
@@ -539,3 +536,25 @@ def compile_arch(
         ended=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         root=root,
     )
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """This kernel library's compiler as ``tether compile`` reaches it (tether.registry)."""
+
+    name: str
+    targets: dict[str, tuple[str, int | str, int]]
+
+    def key(self, root: Path) -> dict[str, str]:
+        return compile_key(root)
+
+    def fresh_run(self, runs: list[Any], arch: str, key: dict[str, str]) -> Any:
+        return fresh_run(runs, arch, key)
+
+    def compile_arch(
+        self, arch: str, root: Path, *, workers: int | None = None, err: TextIO | None = None
+    ) -> Any:
+        return compile_arch(arch, root, workers=workers, err=err)
+
+
+COMPILER = Compiler(KERNEL, TARGETS)

@@ -1,195 +1,24 @@
-"""tether_kernels as tether sees it: the attention case model, its arms, sweeps and probe.
+"""The sweeps, probe and gate calls tether_kernels declares: data over the case model and arms.
 
-``[tool.tether] plugins`` names this module; importing it registers everything below with
-``tether.registry``. Importing it imports neither torch nor triton (the check and the renderer
-may import plugins on light installs); they are imported where a measurement starts.
-
-Its code decides what a sample means (how inputs are laid out, which launch config a tuning
-cell runs), so it is part of the harness fingerprint (``[tool.tether.fingerprint] harness``).
+Sweeps are data (a grid, arms by role, a timing policy): what a sample means lives in
+cases.py and adapters.py and in tether's timing engine, which the harness fingerprint covers;
+declaring or editing a sweep here supersedes no run of another sweep.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from tether import registry
 from tether.bench.engine import TimingPolicy
-from tether.errors import ArmUnavailableError
-from tether.policy import shape_fields
 from tether.registry import Bound, Probe, Sweep
+from tether_kernels.gluon.launch import VARIANTS
+from tether_kernels.routing import ENTRY_POINTS
+from tether_kernels.shapes import TORCH_DTYPES
 
-from tether_kernels.arch_caps import LaunchConfig
-from tether_kernels.routing import ENTRY_POINTS, reachable_entry_points, route
-from tether_kernels.shapes import Shape, flops
-
-_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
-# Device tensors of a role start on 2 MiB boundaries (the allocator's large-segment and huge
-# page granule), so every role's inputs are placed alike; see tether.bench.engine.
-SLAB_ALIGN = {"cpu": 64}
-DEVICE_ALIGN = 2 * 1024 * 1024
-# A sweep axis ``seqlen`` is a square call's length: it stands for qo_len and kv_len alike.
-SQUARE_ALIAS = {"seqlen": ("qo_len", "kv_len")}
-_SHAPE_FIELDS = ("batch", "qo_len", "kv_len", "hq", "hkv", "head_dim", "dtype", "causal")
-
-
-def make_inputs(shape: Shape, device: str, seed: int) -> tuple[Any, Any, Any, Any]:
-    """q [b, qo, hq, d], k and v [b, kv, hkv, d] and an output like q, all allocated now.
-
-    The four live in one slab, each starting on an aligned address, so every role and buffer
-    set gets the same layout: the same relative placement of q, k, v and the output.
-    Filled from a seeded normal distribution on the device (never zeros: zeros hide
-    unwritten outputs and run faster than real data).
-    """
-    import torch
-
-    dtype = getattr(torch, _TORCH_DTYPES[shape.dtype])
-    item = torch.empty((), dtype=dtype).element_size()
-    align = SLAB_ALIGN.get(device, DEVICE_ALIGN) // item
-    q_dims = (shape.batch, shape.qo_len, shape.hq, shape.head_dim)
-    kv_dims = (shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
-    dims = (q_dims, kv_dims, kv_dims, q_dims)
-    sizes = [int(math.prod(d)) for d in dims]
-    starts, total = [], 0
-    for n in sizes:
-        starts.append(total)
-        total += -(-n // align) * align
-    # One spare granule, so the slab's own start can be moved onto an aligned address.
-    raw = torch.empty(total + align, dtype=dtype, device=device)
-    shift = (-raw.data_ptr() % (align * item)) // item
-    slab = raw[shift : shift + total]
-    q, k, v, out = (slab[s : s + n].view(d) for s, n, d in zip(starts, sizes, dims, strict=True))
-    gen = torch.Generator(device=device).manual_seed(seed)
-    for t in (q, k, v):
-        t.normal_(generator=gen)
-    out.zero_()
-    return q, k, v, out
-
-
-@dataclass(frozen=True)
-class AttentionCase:
-    """One prefill attention call as a cell: its Shape, and for tuning cells the launch config
-    the Triton arm is forced to (``launch``; None: the arch's own choice)."""
-
-    shape: Shape
-    config_name: str | None = None
-    launch: LaunchConfig | None = None
-
-    @property
-    def work(self) -> float:
-        """FLOPs of one call (tether_kernels.flops: the exact bottom-right causal count)."""
-        return flops(self.shape)
-
-    def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.shape.key())
-        if self.config_name is not None:
-            out["config"] = self.config_name
-        return out
-
-    def inputs(self, device: str, seed: int) -> tuple[Any, Any, Any, Any]:
-        return make_inputs(self.shape, device, seed)
-
-    def reach(self, arch: str) -> dict[str, Any]:
-        """Which entry points produce this call, and the arm each one's router picks."""
-        from tether.arch import check_arch
-
-        check_arch(arch)
-        reached = list(reachable_entry_points(self.shape))
-        routes = {}
-        for entry in reached:
-            try:
-                routes[entry] = route(entry, self.shape, arch)
-            except Exception as exc:  # an arch the policy does not know routes nowhere
-                routes[entry] = f"none: {type(exc).__name__}"
-        return {"entry_points": reached, "routes": routes}
-
-
-@registry.case("attention")
-def attention_case(fields: Mapping[str, Any]) -> AttentionCase:
-    """A cell's fields (``seqlen`` meaning a square call; ``config`` naming a tuning
-    candidate) as an AttentionCase."""
-    full = shape_fields(fields, {}, SQUARE_ALIAS)
-    full.pop("seqlen", None)
-    name = full.pop("config", None)
-    unknown = sorted(set(full) - set(_SHAPE_FIELDS))
-    if unknown:
-        from tether.errors import UsageError
-
-        raise UsageError(f"attention case: unknown fields {unknown} in {dict(fields)}")
-    shape = Shape(**full)
-    if name is None:
-        return AttentionCase(shape)
-    return AttentionCase(shape, str(name), candidate(str(name)))
-
-
-def candidate(name: str) -> Any:
-    """A tuning candidate by name: a Triton LaunchConfig or a Gluon variant."""
-    from tether_kernels.gluon.launch import VARIANTS
-
-    found = CANDIDATES.get(name) or VARIANTS.get(name)
-    if found is None:
-        from tether.errors import UsageError
-
-        known = ", ".join([*CANDIDATES, *VARIANTS])
-        raise UsageError(f"tuning candidate {name!r}: unknown (known: {known})")
-    return found
-
-
-@dataclass(frozen=True)
-class AttentionArm:
-    """A tether_kernels arm as tether's bench sees it (the tether.registry.Arm protocol)."""
-
-    arm: Any  # tether_kernels.arms.Arm
-
-    @property
-    def name(self) -> str:
-        return str(self.arm.name)
-
-    @property
-    def allowed_kernels(self) -> tuple[str, ...]:
-        return tuple(self.arm.allowed_kernels)
-
-    def supports(self, case: AttentionCase, arch: str) -> str | None:
-        return self.arm.supports(case.shape, arch)
-
-    def prepare(self, case: AttentionCase, inputs: Any, arch: str) -> Callable[[], Any]:
-        q, k, v, out = inputs
-        if case.launch is not None and self.name in ("triton", "triton_eager"):
-            from tether_kernels.arms import prepare_triton_config
-
-            if not isinstance(case.launch, LaunchConfig):
-                raise ArmUnavailableError(f"arm {self.name}: {case.config_name} is not its config")
-            return prepare_triton_config(q, k, v, case.shape, out, case.launch, self.name, arch)
-        if case.launch is not None and self.name == "gluon":
-            from tether_kernels.gluon.arm import prepare_gluon
-
-            if isinstance(case.launch, LaunchConfig):
-                raise ArmUnavailableError(
-                    f"arm gluon: {case.config_name} is not one of its variants"
-                )
-            reason = self.arm.supports(case.shape, arch)
-            if reason is not None:
-                raise ArmUnavailableError(f"arm gluon: {reason}")
-            return prepare_gluon(case.launch)(q, k, v, case.shape, out, None, arch)
-        return self.arm.prepare(q, k, v, case.shape, out=out, arch=arch)
-
-    def kernels_on(self, arch: str) -> tuple[str, ...]:
-        try:
-            return tuple(self.arm.expected_kernels_on(arch))
-        except Exception:  # an arch the kernel library does not know: nothing to expect
-            return ()
-
-
-def _register_arms() -> None:
-    from tether_kernels.arms import ARMS
-
-    for arm in ARMS.values():
-        registry.arm(AttentionArm(arm))
-
-
-_register_arms()
+from tether_kernels_plugin.candidates import CANDIDATES
+from tether_kernels_plugin.cases import SQUARE_ALIAS
 
 # --- sweeps ---------------------------------------------------------------------------------
 
@@ -343,7 +172,7 @@ def matmul_bound(n: int, dtype: str) -> Bound:
         import torch
 
         name = dtype if device != "cpu" else "f32"
-        tdtype = getattr(torch, _TORCH_DTYPES[name])
+        tdtype = getattr(torch, TORCH_DTYPES[name])
         gen = torch.Generator(device=device).manual_seed(n)
         a = torch.randn(n, n, device=device, dtype=tdtype, generator=gen)
         b = torch.randn(n, n, device=device, dtype=tdtype, generator=gen)
@@ -401,15 +230,6 @@ registry.sweep(
 
 # --- tuning: candidate configs against the fastest peer -----------------------------------
 
-# Candidates are named by their fields; the current sm90 default is among them so every tune
-# run measures today's kernel beside the alternatives.
-CANDIDATES: dict[str, LaunchConfig] = {
-    "m128n64w8s4h2lf": LaunchConfig(128, 64, 8, 4, heads_per_program=2, longest_first=True),
-    "m128n64w8s3h2lf": LaunchConfig(128, 64, 8, 3, heads_per_program=2, longest_first=True),
-    "m128n128w8s2h2lf": LaunchConfig(128, 128, 8, 2, heads_per_program=2, longest_first=True),
-    "m128n128w8s3lf": LaunchConfig(128, 128, 8, 3, longest_first=True),
-    "m64n64w4s3lf": LaunchConfig(64, 64, 4, 3, longest_first=True),
-}
 registry.sweep(
     Sweep(
         name="tune-sm90",
@@ -429,17 +249,11 @@ registry.sweep(
 )
 
 
-def _gluon_variants() -> tuple[str, ...]:
-    from tether_kernels.gluon.launch import VARIANTS
-
-    return tuple(VARIANTS)
-
-
 registry.sweep(
     Sweep(
         name="tune-gluon-sm90",
         case="attention",
-        axes={"config": _gluon_variants(), "seqlen": (4096, 16384)},
+        axes={"config": tuple(VARIANTS), "seqlen": (4096, 16384)},
         aliases=SQUARE_ALIAS,
         fixed={"batch": 1, "hq": 32, **_SQUARE},
         arms={"A": ("flashinfer_fa3", "sdpa_cudnn"), "B": "gluon"},
@@ -447,5 +261,157 @@ registry.sweep(
         timing=TimingPolicy(cell_cap_s=1.0),
         kind="tune",
         description="variants of the Gluon sm90 kernel against the fastest peer",
+    )
+)
+
+# --- the public entry points as called (the headline), and the evidence of sm90's policy ------
+
+# What a serving stack calls: bf16, head_dim 128, 32 query heads over 8 kv heads, one request.
+_API = {"batch": 1, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "bf16", "causal": True}
+_API_TIMING = TimingPolicy(cell_cap_s=1.0)
+
+registry.sweep(
+    Sweep(
+        name="api-chunked-fa3",
+        case="attention",
+        axes={"qo_len": (128, 256, 512, 1024, 2048, 4096, 8192), "kv_len": (8192, 32768)},
+        fixed={k: v for k, v in _API.items() if k not in ("qo_len", "kv_len")},
+        arms={"A": "flashinfer_fa3", "B": "single_prefill"},
+        entry_points=ENTRY_POINTS,
+        timing=_API_TIMING,
+        replicates=1,
+        description="single_prefill as called (CUDA graph) against FlashInfer fa3: chunked prefill",
+    )
+)
+registry.sweep(
+    Sweep(
+        name="api-square-fa3",
+        case="attention",
+        axes={"seqlen": (512, 1024, 2048, 4096, 8192, 16384)},
+        aliases=SQUARE_ALIAS,
+        fixed=_API,
+        arms={"A": "flashinfer_fa3", "B": "single_prefill"},
+        entry_points=ENTRY_POINTS,
+        timing=_API_TIMING,
+        replicates=1,
+        description="single_prefill as called (CUDA graph) against FlashInfer fa3: square prefill",
+    )
+)
+registry.sweep(
+    Sweep(
+        name="api-eager-fa3",
+        case="attention",
+        axes={"seqlen": (128, 1024, 4096)},
+        aliases=SQUARE_ALIAS,
+        fixed=_API,
+        arms={"A": "flashinfer_fa3", "B": "single_prefill"},
+        entry_points=ENTRY_POINTS,
+        timing=TimingPolicy(sampler="wall", cell_cap_s=1.0),
+        replicates=1,
+        description="single_prefill called eagerly (host clock, device synchronised) against fa3",
+    )
+)
+registry.sweep(
+    Sweep(
+        name="api-host-fa3",
+        case="attention",
+        axes={"seqlen": (128, 1024, 4096)},
+        aliases=SQUARE_ALIAS,
+        fixed=_API,
+        arms={"A": "flashinfer_fa3", "B": "single_prefill"},
+        entry_points=ENTRY_POINTS,
+        timing=TimingPolicy(sampler="host", cell_cap_s=1.0),
+        replicates=1,
+        description="host time to issue one eager single_prefill call, against fa3's",
+    )
+)
+registry.sweep(
+    Sweep(
+        name="api-chunked-sdpa",
+        case="attention",
+        axes={"qo_len": (256, 2048), "kv_len": (4096, 16384)},
+        fixed={k: v for k, v in _API.items() if k not in ("qo_len", "kv_len")},
+        arms={"A": "sdpa", "B": "single_prefill"},
+        entry_points=ENTRY_POINTS,
+        timing=_API_TIMING,
+        replicates=1,
+        description="single_prefill as called against PyTorch SDPA as a user calls it",
+    )
+)
+registry.sweep(
+    Sweep(
+        name="api-batch-sdpa",
+        case="attention",
+        axes={"batch": (2, 4, 8, 16), "seqlen": (1024, 4096)},
+        aliases=SQUARE_ALIAS,
+        fixed={k: v for k, v in _API.items() if k != "batch"},
+        arms={"A": "sdpa", "B": "batch_prefill"},
+        entry_points=ENTRY_POINTS,
+        timing=_API_TIMING,
+        replicates=1,
+        description="batch_prefill as called against PyTorch SDPA as a user calls it",
+    )
+)
+
+# The policy's evidence: tether's Gluon kernel (B) against the arm a call otherwise takes (A),
+# each through the arm's own per-call path, over every value of the axes the threshold's scope
+# names (dtype), from the shortest call its region routes.
+_POLICY_FIXED = {k: v for k, v in _API.items() if k not in ("dtype", "qo_len", "kv_len")}
+registry.sweep(
+    Sweep(
+        name="policy-chunked-sm90",
+        case="attention",
+        axes={"qo_len": (128, 512, 2048, 8192), "kv_len": (8192, 32768), "dtype": ("f16", "bf16")},
+        fixed=_POLICY_FIXED,
+        arms={"A": "sdpa_cudnn", "B": "gluon"},
+        entry_points=ENTRY_POINTS,
+        timing=_API_TIMING,
+        replicates=1,
+        description="sm90 chunked prefill: gluon against cuDNN, f16 and bf16",
+    )
+)
+registry.sweep(
+    Sweep(
+        name="policy-square-sm90",
+        case="attention",
+        axes={"seqlen": (512, 1024, 2048, 4096, 8192, 16384), "dtype": ("f16", "bf16")},
+        aliases=SQUARE_ALIAS,
+        fixed=_POLICY_FIXED,
+        arms={"A": "sdpa_cudnn", "B": "gluon"},
+        entry_points=ENTRY_POINTS,
+        timing=_API_TIMING,
+        replicates=1,
+        description="sm90 square prefill: gluon against cuDNN, f16 and bf16",
+    )
+)
+registry.sweep(
+    Sweep(
+        name="policy-batch-sm90",
+        case="attention",
+        axes={"batch": (2, 4, 8, 16), "seqlen": (1024, 4096)},
+        aliases=SQUARE_ALIAS,
+        fixed={k: v for k, v in _API.items() if k != "batch"},
+        arms={"A": "sdpa_cudnn", "B": "gluon"},
+        entry_points=ENTRY_POINTS,
+        timing=_API_TIMING,
+        replicates=1,
+        description="sm90 batch_prefill, square: gluon against cuDNN, bf16",
+    )
+)
+# The public API's gated calls: the arm the call took before the policy routed it to Gluon
+# (cuDNN, A) against single_prefill as called (B), in short bursts from rest.
+registry.sweep(
+    Sweep(
+        name="gate-calls-api",
+        case="attention",
+        axes={"qo_len": (1024, 2048), "kv_len": (2048, 16384)},
+        fixed={k: v for k, v in _API.items() if k not in ("qo_len", "kv_len")},
+        arms={"A": "sdpa_cudnn", "B": "single_prefill"},
+        entry_points=ENTRY_POINTS,
+        timing=TimingPolicy(
+            min_reps=6, max_reps=12, cell_cap_s=0.4, cooldown_s=2.0, throttle_ratio=0.85
+        ),
+        replicates=2,
+        description="the gated public-API calls: cuDNN (before) against single_prefill (after)",
     )
 )

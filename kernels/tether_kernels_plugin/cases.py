@@ -1,0 +1,127 @@
+"""The attention case model as tether's bench sees it: a cell's fields -> a Shape and its inputs.
+
+This module decides what a sample means (how inputs are made and laid out, which launch config
+a tuning cell runs), so it is part of the harness fingerprint ([tool.tether.fingerprint]
+harness); the sweep declarations (sweeps.py) are not: adding a sweep supersedes no run.
+Importing it imports neither torch nor triton.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tether import registry
+from tether.arch import check_arch
+from tether.errors import UsageError
+from tether.policy import shape_fields
+from tether_kernels.arch_caps import LaunchConfig
+from tether_kernels.gluon.launch import VARIANTS, GluonConfig
+from tether_kernels.routing import reachable_entry_points, route
+from tether_kernels.shapes import TORCH_DTYPES, Shape, flops
+
+from tether_kernels_plugin.candidates import CANDIDATES
+
+# Device tensors of a role start on 2 MiB boundaries (the allocator's large-segment and huge
+# page granule), so every role's inputs are placed alike; see tether.bench.engine.
+SLAB_ALIGN = {"cpu": 64}
+DEVICE_ALIGN = 2 * 1024 * 1024
+# A sweep axis ``seqlen`` is a square call's length: it stands for qo_len and kv_len alike.
+SQUARE_ALIAS = {"seqlen": ("qo_len", "kv_len")}
+_SHAPE_FIELDS = ("batch", "qo_len", "kv_len", "hq", "hkv", "head_dim", "dtype", "causal")
+
+
+def make_inputs(shape: Shape, device: str, seed: int) -> tuple[Any, Any, Any, Any]:
+    """q [b, qo, hq, d], k and v [b, kv, hkv, d] and an output like q, all allocated now.
+
+    The four live in one slab, each starting on an aligned address, so every role and buffer
+    set gets the same layout: the same relative placement of q, k, v and the output.
+    Filled from a seeded normal distribution on the device (never zeros: zeros hide
+    unwritten outputs and run faster than real data).
+    """
+    import torch
+
+    dtype = getattr(torch, TORCH_DTYPES[shape.dtype])
+    item = torch.empty((), dtype=dtype).element_size()
+    align = SLAB_ALIGN.get(device, DEVICE_ALIGN) // item
+    q_dims = (shape.batch, shape.qo_len, shape.hq, shape.head_dim)
+    kv_dims = (shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
+    dims = (q_dims, kv_dims, kv_dims, q_dims)
+    sizes = [int(math.prod(d)) for d in dims]
+    starts, total = [], 0
+    for n in sizes:
+        starts.append(total)
+        total += -(-n // align) * align
+    # One spare granule, so the slab's own start can be moved onto an aligned address.
+    raw = torch.empty(total + align, dtype=dtype, device=device)
+    shift = (-raw.data_ptr() % (align * item)) // item
+    slab = raw[shift : shift + total]
+    q, k, v, out = (slab[s : s + n].view(d) for s, n, d in zip(starts, sizes, dims, strict=True))
+    gen = torch.Generator(device=device).manual_seed(seed)
+    for t in (q, k, v):
+        t.normal_(generator=gen)
+    out.zero_()
+    return q, k, v, out
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    """One prefill attention call as a cell: its Shape, and for tuning cells the launch config
+    the Triton arm is forced to (``launch``; None: the arch's own choice)."""
+
+    shape: Shape
+    config_name: str | None = None
+    launch: LaunchConfig | GluonConfig | None = None
+
+    @property
+    def work(self) -> float:
+        """FLOPs of one call (tether_kernels.flops: the exact bottom-right causal count)."""
+        return flops(self.shape)
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.shape.key())
+        if self.config_name is not None:
+            out["config"] = self.config_name
+        return out
+
+    def inputs(self, device: str, seed: int) -> tuple[Any, Any, Any, Any]:
+        return make_inputs(self.shape, device, seed)
+
+    def reach(self, arch: str) -> dict[str, Any]:
+        """Which entry points produce this call, and the arm each one's router picks."""
+        check_arch(arch)
+        reached = list(reachable_entry_points(self.shape))
+        routes = {}
+        for entry in reached:
+            try:
+                routes[entry] = route(entry, self.shape, arch)
+            except Exception as exc:  # an arch the policy does not know routes nowhere
+                routes[entry] = f"none: {type(exc).__name__}"
+        return {"entry_points": reached, "routes": routes}
+
+
+@registry.case("attention")
+def attention_case(fields: Mapping[str, Any]) -> AttentionCase:
+    """A cell's fields (``seqlen`` meaning a square call; ``config`` naming a tuning
+    candidate) as an AttentionCase."""
+    full = shape_fields(fields, {}, SQUARE_ALIAS)
+    full.pop("seqlen", None)
+    name = full.pop("config", None)
+    unknown = sorted(set(full) - set(_SHAPE_FIELDS))
+    if unknown:
+        raise UsageError(f"attention case: unknown fields {unknown} in {dict(fields)}")
+    shape = Shape(**full)
+    if name is None:
+        return AttentionCase(shape)
+    return AttentionCase(shape, str(name), candidate(str(name)))
+
+
+def candidate(name: str) -> Any:
+    """A tuning candidate by name: a Triton LaunchConfig or a Gluon variant."""
+    found = CANDIDATES.get(name) or VARIANTS.get(name)
+    if found is None:
+        known = ", ".join([*CANDIDATES, *VARIANTS])
+        raise UsageError(f"tuning candidate {name!r}: unknown (known: {known})")
+    return found
