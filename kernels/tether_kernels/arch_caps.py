@@ -530,8 +530,8 @@ _SM90 = Threshold(
     entry="single_prefill",
     arm="gluon",
     otherwise="sdpa_cudnn",
-    evidence=_sm90_evidence("policy-square-sm90", "single_prefill", (("qo_len", ">=", 512),)),
-    takes=(("qo_len", ">=", 512),),
+    evidence=_sm90_evidence("policy-square-sm90", "single_prefill", (("qo_len", ">=", 1024),)),
+    takes=(("qo_len", ">=", 1024),),
     scope=_SM90_SQUARE_SCOPE,
 )
 # BEGIN GENERATED: policy-sm90-batch-prefill (tether render)
@@ -554,8 +554,10 @@ _SM90_BATCH = Threshold(
     entry="batch_prefill",
     arm="gluon",
     otherwise="sdpa_cudnn",
-    evidence=_sm90_evidence("policy-batch-sm90", "batch_prefill", (("qo_len", ">=", 1024),)),
-    takes=(("qo_len", ">=", 1024),),
+    evidence=_sm90_evidence("policy-batch-sm90", "batch_prefill", ()),
+    # Not set: the sweep's cells have Gluon below cuDNN at batch 2 to 16 (the region above
+    # renders them), so batch_prefill keeps the route order.
+    takes=None,
     scope=_SM90_BATCH_SCOPE,
 )
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
