@@ -11,7 +11,9 @@ Read-only and GPU-free (it must never import torch or triton), so it runs in pre
    whose threshold does not sit strictly between its before and after measurements fails;
 4. the newest compile run of each kernel and arch was compiled from this checkout's kernel
    sources (its kernels fingerprint); stale compile evidence fails like a superseded run;
-5. hand-written text is scanned for performance figures and claim words (``tether._scan``).
+5. hand-written text is scanned for performance figures and claim words (``tether._scan``);
+6. with ``[tool.tether.signing] require``, every run the published text cites is signed by an
+   allowed signer and its signature matches its digest (``tether.store.signing``).
 
 Findings print as ``path:line: what``; exit 0 when there are none, 1 otherwise.
 """
@@ -375,6 +377,57 @@ def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
     return findings
 
 
+# -- signed evidence (issue 25) -------------------------------------------------------------
+
+
+def cited_ids(runs: Iterable[Run], published: Mapping[Path, bytes]) -> list[Run]:
+    """The runs the published text cites: those whose id appears in a rendered text target
+    (documents and policy regions name every run they rest on by id)."""
+    text = b"\n".join(v for k, v in published.items() if not Path(k).as_posix().endswith(".svg"))
+    return [r for r in runs if r.id.encode("utf-8") in text]
+
+
+def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
+    """With ``[tool.tether.signing] require``, each cited run is signed by an allowed signer
+    and its signature matches its digest (see tether.store.signing)."""
+    from tether import project
+    from tether.errors import SigningError
+    from tether.store.signing import keygen, verify_run
+
+    proj = project.get(root)
+    if not proj.require_signed or proj.allowed_signers is None:
+        return []
+    allowed = proj.allowed_signers
+    where = "pyproject.toml"
+    if not allowed.is_file():
+        return [
+            Finding(
+                where,
+                1,
+                f"[tool.tether.signing] allowed_signers {proj.rel(allowed)} is not in the "
+                "tree being checked; cited runs cannot be verified",
+            )
+        ]
+    try:
+        keygen()
+    except SigningError as exc:
+        return [Finding(where, 1, f"[tool.tether.signing] require is set but {exc}")]
+    findings = []
+    for run in cited:
+        path = run.path or Path("results") / run.arch / f"{run.id}.json"
+        verdict = verify_run(path, run.digest, allowed)
+        if not verdict.ok:
+            findings.append(
+                Finding(
+                    _rel(path, root),
+                    1,
+                    f"cited run {run.id} {verdict.why}; signed evidence is required "
+                    f"([tool.tether.signing], allowed signers in {proj.rel(allowed)})",
+                )
+            )
+    return findings
+
+
 # -- the whole check -------------------------------------------------------------------------
 
 
@@ -399,6 +452,7 @@ def run_check(
         from tether.render.context import policy as checkout_policy
         from tether.store import harness_fingerprint
 
+        runs = list(loaded)
         try:
             expected, figures = render_parts(root, loaded)
             drawn, matched = figures_to_compare(root, figures, full)
@@ -410,7 +464,7 @@ def run_check(
             findings.append(Finding(where, 1, f"cannot render: {exc}"))
         else:
             findings += check_rendered(root, expected, diffs, matched)
-        runs = list(loaded)
+            findings += check_signatures(root, cited_ids(runs, expected))
         own_policy, own_gates = checkout_policy(root) or ((), ())
         # The harness of the checkout being checked, as the renderer judges it.
         current = harness_fingerprint(root)

@@ -31,6 +31,10 @@ class StoreError(TetherError):
     """The store as a whole is inconsistent (an id claimed twice, a write refused)."""
 
 
+class SigningError(TetherError):
+    """A run's signature cannot be made, read or checked (no ssh-keygen, a bad key or file)."""
+
+
 class UnsafeTextError(TetherError):
     """A string from a run file would change the structure of the Markdown it lands in."""
 

@@ -43,10 +43,12 @@ _KEYS = {
         "render",
         "scan",
         "notes",
+        "signing",
     },
     "fingerprint": {"harness", "kernels"},
     "render": {"files", "figures", "regions"},
     "scan": {"include", "exclude"},
+    "signing": {"allowed_signers", "require"},
 }
 
 
@@ -70,6 +72,10 @@ class Project:
     scan_include: tuple[str, ...]  # globs of Markdown/Python files scanned for stray figures
     scan_exclude: tuple[str, ...]  # fixtures and other files excepted by declaration
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # [tool.tether.signing]: the allowed-signers file (ssh-keygen's format) that says whose
+    # signatures count, and whether cited evidence must carry one (tether.store.signing).
+    allowed_signers: Path | None = None
+    require_signed: bool = False
 
     def rel(self, path: Path | str) -> str:
         """``path`` relative to the root when it lies inside, else as given."""
@@ -166,6 +172,16 @@ def load(root: Path) -> Project:
     ):
         raise UsageError(f"{path}: [{TABLE}.render] files must map output paths to templates")
     policy = _opt_str(table.get("policy"), "policy", path)
+    signing = table.get("signing", {})
+    allowed = _opt_str(signing.get("allowed_signers"), "signing.allowed_signers", path)
+    require = signing.get("require", False)
+    if not isinstance(require, bool):
+        raise UsageError(f"{path}: [{TABLE}.signing] require must be true or false")
+    if require and not allowed:
+        raise UsageError(
+            f"{path}: [{TABLE}.signing] require = true needs allowed_signers, the file that "
+            "says whose signatures count"
+        )
 
     def under(name: str, default: str) -> Path:
         value = _opt_str(table.get(name), name, path) or default
@@ -189,6 +205,8 @@ def load(root: Path) -> Project:
         or ("**/*.md", "**/*.py", "**/*.j2"),
         scan_exclude=_strings(scan.get("exclude"), "scan.exclude", path),
         raw=table,
+        allowed_signers=(root / allowed).resolve() if allowed else None,
+        require_signed=require,
     )
 
 

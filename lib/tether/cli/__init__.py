@@ -11,6 +11,7 @@ Verbs (``tether VERB --help`` for each):
   render, check           write the docs from the store; fail when anything published drifted
   collect                 merge the nightly's per-host runs, then render and check
   compile                 compile every kernel variant per arch with no GPU (compile runs)
+  sign                    sign runs with a host's SSH key (ssh-keygen -Y sign, as git does)
 
 Global options (--root, --store) work before or after the verb. Exit codes: 0 ok, 1 failed
 (a check, a gate, bad data), 2 usage, 75 host busy (nothing measured), 77 not run here (the
@@ -40,6 +41,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tether.cli.collect",  # collect
     "tether.cli.compare",  # compare
     "tether.cli.compile",  # compile (compile evidence, no GPU)
+    "tether.cli.sign",  # sign (a measuring host signs its runs)
 )
 
 

@@ -21,6 +21,7 @@ from tether.errors import RunFileError, UsageError
 from tether.store.io import load_run, write_run
 from tether.store.merge import MergeReport, merge
 from tether.store.model import SCHEMA, GuardRecord, Run
+from tether.store.signing import sidecar
 
 
 def find_runs(host_dir: Path) -> list[Path]:
@@ -54,6 +55,8 @@ def stage(artifacts: Path, staging: Path) -> dict[str, list[str]]:
                 continue  # the same content from two hosts: one run (ids are content-addressed)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, dest)
+            if (sig := sidecar(path)).is_file():  # the measuring host's signature travels too
+                shutil.copyfile(sig, sidecar(dest))
             load_run(dest)  # the staged copy loads with its folder and name
             by_arch.setdefault(run.arch, []).append(run.id)
     return by_arch
