@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from tether.errors import RunFileError, StoreError, UsageError
+from tether.errors import OSFailure, RunFileError, StoreError, UsageError
 from tether.store import layout
 from tether.store.model import Run
 from tether.store.schema import parse_json_text, run_from_json, validate_run
@@ -40,6 +40,46 @@ def max_run_bytes() -> int:
     if value <= 0:
         raise UsageError(f"{ENV_MAX_BYTES}={raw!r}: must be positive")
     return value
+
+
+# Room a sweep's run needs in the store, proved before the host is held (the largest real run
+# is a few hundred KB; this leaves room for shards and signatures too).
+MIN_FREE_BYTES = 64 * 1024 * 1024
+
+
+def preflight(store: Path, need_bytes: int = MIN_FREE_BYTES) -> None:
+    """Prove ``store`` takes a run before anything is measured: the folder exists (or is
+    made), a probe file is written, fsynced and removed, and ``need_bytes`` are free.
+    OSFailure names the store and the cause (read-only, full, another user's)."""
+    store = Path(store)
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSFailure(store, "create the results store folder", exc) from None
+    try:
+        fd, probe = tempfile.mkstemp(dir=store, prefix=".preflight.", suffix=layout.TEMP_SUFFIX)
+    except OSError as exc:
+        raise OSFailure(store, "write to the results store (probe file)", exc) from None
+    try:
+        os.write(fd, b"tether store preflight\n")
+        os.fsync(fd)
+    except OSError as exc:
+        raise OSFailure(store, "write to the results store (probe file)", exc) from None
+    finally:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(probe)
+    try:
+        st = os.statvfs(store)
+    except OSError as exc:
+        raise OSFailure(store, "read the free space of the results store", exc) from None
+    free = st.f_bavail * st.f_frsize
+    if free < need_bytes:
+        raise OSFailure(
+            store,
+            "hold a new run",
+            f"only {free // 1024} KiB free, {need_bytes // 1024} KiB needed",
+        )
 
 
 def dumps_run(run: Run) -> str:
