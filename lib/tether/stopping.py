@@ -28,16 +28,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from tether.atomic import STAMP_FORMAT, utc_stamp
 from tether.bench.sweep import Bench
 from tether.store.model import Run
-from tether.store.provenance import utc_stamp
 
 # The signals that stop a measurement and still write what it measured.
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # A wall clock that moved this much more (or less) than the steady clock during a run was
 # stepped; the step is recorded in the run.
 CLOCK_STEP_S = 2.0
-STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class Interrupted(KeyboardInterrupt):

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tether.atomic import utc_stamp
 from tether.errors import RunFileError, UsageError
 from tether.store.io import load_run, write_run
 from tether.store.merge import MergeReport, merge
@@ -64,7 +65,7 @@ def stage(artifacts: Path, staging: Path) -> dict[str, list[str]]:
 
 def missing_host_run(arch: str, root: Path, now: datetime) -> Run:
     """A not_measured verify run for an arch whose nightly job sent nothing."""
-    stamp = now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = utc_stamp(now)
     reason = f"the nightly job for {arch} sent no run files"
     return Run.new(
         "verify", "nightly", arch=arch, device="unknown", config={}, status="not_measured",

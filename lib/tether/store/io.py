@@ -1,7 +1,7 @@
 """Atomic, never-overwriting writes and validated loads of run files.
 
-A run file is written once: a temp file in the target folder is fsynced, then hard-linked
-to its final name. ``os.link`` fails if the name exists, so two writers can never replace
+A run file is written once (``tether.atomic.write_atomic``, exclusive): a temp file is
+fsynced, then hard-linked to its final name. ``os.link`` fails if the name exists, so two writers can never replace
 each other's file, and a reader never sees a half-written one. The folder is fsynced so the
 new name survives a crash.
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from tether.atomic import write_atomic
 from tether.errors import OSFailure, RunFileError, StoreError, UsageError
 from tether.store import layout
 from tether.store.model import Run
@@ -87,39 +87,15 @@ def dumps_run(run: Run) -> str:
     return run.dumps()
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_bytes_once(target: Path, payload: bytes) -> Path:
-    """Create ``target`` with ``payload`` atomically; StoreError if it already exists.
-
-    The temp file is flock'ed while it exists, so ``tether store clean`` can tell a live
-    writer's temp file from one a killed writer left behind.
-    """
-    folder = target.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.stem}.", suffix=layout.TEMP_SUFFIX)
+    """Create ``target`` with ``payload`` atomically (tether.atomic, exclusive); StoreError if
+    it already exists, OSFailure naming it when the system refuses the write."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            raise StoreError(f"{target}: already exists; run files are never overwritten") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        os.close(fd)
-    _fsync_dir(folder)
-    return target
+        return write_atomic(Path(target), payload, exclusive=True)
+    except FileExistsError:
+        raise StoreError(f"{target}: already exists; run files are never overwritten") from None
+    except OSError as exc:
+        raise OSFailure(target, "write this store file", exc) from None
 
 
 def run_path(run: Run, store: Path) -> Path:
