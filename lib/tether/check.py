@@ -12,7 +12,8 @@ Read-only and GPU-free (it must never import torch or triton), so it runs in pre
 4. the newest compile run of each kernel and arch was compiled from this checkout's kernel
    sources (its kernels fingerprint); stale compile evidence fails like a superseded run;
 5. hand-written text is scanned for performance figures and claim words (``tether._scan``);
-6. with ``[tool.tether.signing] require``, every run the published text cites is signed by an
+6. no run started in the future of the machine checking it (a host clock that is wrong);
+7. with ``[tool.tether.signing] require``, every run the published text cites is signed by an
    allowed signer and its signature matches its digest (``tether.store.signing``).
 
 Findings print as ``path:line: what``; exit 0 when there are none, 1 otherwise.
@@ -22,10 +23,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether._scan import Finding, scan_tree
+from tether.atomic import STAMP_FORMAT, utc_stamp
 from tether.errors import TetherError, UsageError
 
 if TYPE_CHECKING:
@@ -377,6 +380,39 @@ def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
     return findings
 
 
+# -- time you can trust (issue 25) ----------------------------------------------------------
+
+# A clock this far ahead of the checking machine's is still honest skew, not a future run.
+FUTURE_SLACK_S = 600.0
+
+
+def check_future_runs(
+    root: Path, runs: Iterable[Run], now: datetime | None = None
+) -> list[Finding]:
+    """A run that started in the future of the machine checking it came from a host whose
+    clock is wrong (or was forged); it is a finding whether or not it is cited. ("Newest"
+    orders by git history first, so such a run cannot win by its stamp: tether.store.cite.)"""
+    moment = now or datetime.now(timezone.utc)
+    findings = []
+    for run in runs:
+        try:
+            started = datetime.strptime(run.started, STAMP_FORMAT).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue  # validated at load; unreachable for a loaded run
+        ahead = (started - moment).total_seconds()
+        if ahead > FUTURE_SLACK_S:
+            path = run.path or Path("results") / run.arch / f"{run.id}.json"
+            findings.append(
+                Finding(
+                    _rel(path, root),
+                    1,
+                    f"run {run.id} started {run.started}, {ahead / 86400:.1f} days in the future "
+                    f"of this machine ({utc_stamp(moment)}): the measuring host's clock is wrong",
+                )
+            )
+    return findings
+
+
 # -- signed evidence (issue 25) -------------------------------------------------------------
 
 
@@ -472,5 +508,6 @@ def run_check(
         findings += check_tune_citations(root, runs)
         findings += check_gates(root, own_gates if gates is None else gates, runs, current)
         findings += check_compile_evidence(root, runs)
+        findings += check_future_runs(root, runs)
     findings += scan_tree(root)
     return sorted(set(findings))

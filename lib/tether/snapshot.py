@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tether.errors import UsageError
+from tether.store import history
 
 GIT_TIMEOUT_S = 60.0
 
@@ -127,4 +128,9 @@ def snapshot(root: Path, *, rev: str | None = None, worktree: bool = False) -> I
                 f"{prefix / 'pyproject.toml'} is not in {what}; stage it (git add), or pass "
                 "--worktree to judge the files on disk"
             )
-        yield Snapshot(inside, what)
+        # The copy has no .git: its runs are ordered by the repository's own history.
+        history.register_origin(tree, top, rev)
+        try:
+            yield Snapshot(inside, what)
+        finally:
+            history.forget_origin(tree)

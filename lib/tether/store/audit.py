@@ -15,7 +15,7 @@ from pathlib import Path
 from tether.arch import ARCH_RE
 from tether.errors import RunFileError, SigningError, StoreError
 from tether.store import layout
-from tether.store.io import duplicate_ids, load_run
+from tether.store.io import duplicate_ids, load_run, with_history
 from tether.store.layout import Problem
 from tether.store.model import Run
 from tether.store.signing import parse_signature, read_signature_text
@@ -79,6 +79,7 @@ def audit(store: Path, under: Path | None = None) -> Audit:
             parse_signature(read_signature_text(sig), sig)
         except SigningError as exc:
             found.problems.append(Problem(sig, str(exc).removeprefix(f"{sig}: ")))
+    found.runs = with_history(found.runs, store)
     everything = part if under is None else layout.scan(store)
     scope = set(part.runs)
     for first, second in duplicate_ids(everything.runs):

@@ -14,11 +14,13 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from tether.atomic import write_atomic
 from tether.errors import OSFailure, RunFileError, StoreError, UsageError
 from tether.store import layout
+from tether.store.history import added_order
 from tether.store.model import Run
 from tether.store.schema import parse_json_text, run_from_json, validate_run
 
@@ -207,8 +209,16 @@ def load_store(store: Path) -> list[Run]:
         raise StoreError(f"{found.problems[0]}{tail}")
     for pair in duplicate_ids(found.runs):
         raise duplicate_error(pair)
-    runs = [load_run(p) for p in found.runs]
+    runs = with_history([load_run(p) for p in found.runs], Path(store))
     return sorted(runs, key=lambda r: (r.started, r.id))
+
+
+def with_history(runs: list[Run], store: Path) -> list[Run]:
+    """``runs`` with ``added`` set from git history (tether.store.history)."""
+    order = added_order(store)
+    if not order:
+        return runs
+    return [replace(r, added=order.get(r.id)) for r in runs]
 
 
 def is_superseded(run: Run, current_fingerprint: str) -> bool:

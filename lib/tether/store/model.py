@@ -232,6 +232,9 @@ class Run:
     cells: tuple[Cell, ...]
     results: Mapping[str, Any]
     path: Path | None = None
+    # Position of the commit that added the run's file (0 = oldest; None: not committed, or no
+    # git): "newest" orders by it before the stamp (tether.store.history). Not content.
+    added: int | None = field(default=None, compare=False)
 
     # -- derived ---------------------------------------------------------------------------
 
