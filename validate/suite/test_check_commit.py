@@ -121,3 +121,36 @@ def test_the_snapshot_is_quick(repo: Path) -> None:
         assert (snap.root / "pyproject.toml").is_file()
         assert snap.what == "the index"
     assert time.monotonic() - began < 5.0
+
+
+def _install_hook(repo: Path) -> None:
+    import sys
+
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(f"#!/bin/sh\nexec {sys.executable} -m tether check --quiet\n", encoding="utf-8")
+    hook.chmod(0o755)
+
+
+def _commit(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid", "commit",
+         "--quiet", "-m", "FIXTURE", *args],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_real_hook_refuses_docs_without_their_run(repo: Path) -> None:
+    """git runs the hook with GIT_INDEX_FILE naming the index being committed: a plain
+    commit, and a commit of named paths (git builds a temporary index for it)."""
+    _install_hook(repo)
+    run_file = _new_run_rendered(repo)
+    _git(repo, "add", "README.md", "docs")
+    refused = _commit(repo)
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    assert "README.md" in refused.stdout + refused.stderr
+    # Naming the paths: the run is still left out of what is committed.
+    refused = _commit(repo, "--", "README.md", "docs")
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    _git(repo, "add", str(run_file))
+    done = _commit(repo)
+    assert done.returncode == 0, done.stdout + done.stderr
