@@ -11,7 +11,10 @@ Read-only and GPU-free (it must never import torch or triton), so it runs in pre
    whose threshold does not sit strictly between its before and after measurements fails;
 4. the newest compile run of each kernel and arch was compiled from this checkout's kernel
    sources (its kernels fingerprint); stale compile evidence fails like a superseded run;
-5. hand-written text is scanned for performance figures and claim words (``tether._scan``).
+5. hand-written text is scanned for performance figures and claim words (``tether._scan``);
+6. no run started in the future of the machine checking it (a host clock that is wrong);
+7. with ``[tool.tether.signing] require``, every run the published text cites is signed by an
+   allowed signer and its signature matches its digest (``tether.store.signing``).
 
 Findings print as ``path:line: what``; exit 0 when there are none, 1 otherwise.
 """
@@ -20,10 +23,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether._scan import Finding, scan_tree
+from tether.atomic import STAMP_FORMAT, utc_stamp
 from tether.errors import TetherError, UsageError
 
 if TYPE_CHECKING:
@@ -375,6 +380,90 @@ def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
     return findings
 
 
+# -- time you can trust (issue 25) ----------------------------------------------------------
+
+# A clock this far ahead of the checking machine's is still honest skew, not a future run.
+FUTURE_SLACK_S = 600.0
+
+
+def check_future_runs(
+    root: Path, runs: Iterable[Run], now: datetime | None = None
+) -> list[Finding]:
+    """A run that started in the future of the machine checking it came from a host whose
+    clock is wrong (or was forged); it is a finding whether or not it is cited. ("Newest"
+    orders by git history first, so such a run cannot win by its stamp: tether.store.cite.)"""
+    moment = now or datetime.now(timezone.utc)
+    findings = []
+    for run in runs:
+        try:
+            started = datetime.strptime(run.started, STAMP_FORMAT).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue  # validated at load; unreachable for a loaded run
+        ahead = (started - moment).total_seconds()
+        if ahead > FUTURE_SLACK_S:
+            path = run.path or Path("results") / run.arch / f"{run.id}.json"
+            findings.append(
+                Finding(
+                    _rel(path, root),
+                    1,
+                    f"run {run.id} started {run.started}, {ahead / 86400:.1f} days in the future "
+                    f"of this machine ({utc_stamp(moment)}): the measuring host's clock is wrong",
+                )
+            )
+    return findings
+
+
+# -- signed evidence (issue 25) -------------------------------------------------------------
+
+
+def cited_ids(runs: Iterable[Run], published: Mapping[Path, bytes]) -> list[Run]:
+    """The runs the published text cites: those whose id appears in a rendered text target
+    (documents and policy regions name every run they rest on by id)."""
+    text = b"\n".join(v for k, v in published.items() if not Path(k).as_posix().endswith(".svg"))
+    return [r for r in runs if r.id.encode("utf-8") in text]
+
+
+def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
+    """With ``[tool.tether.signing] require``, each cited run is signed by an allowed signer
+    and its signature matches its digest (see tether.store.signing)."""
+    from tether import project
+    from tether.errors import SigningError
+    from tether.store.signing import keygen, verify_run
+
+    proj = project.get(root)
+    if not proj.require_signed or proj.allowed_signers is None:
+        return []
+    allowed = proj.allowed_signers
+    where = "pyproject.toml"
+    if not allowed.is_file():
+        return [
+            Finding(
+                where,
+                1,
+                f"[tool.tether.signing] allowed_signers {proj.rel(allowed)} is not in the "
+                "tree being checked; cited runs cannot be verified",
+            )
+        ]
+    try:
+        keygen()
+    except SigningError as exc:
+        return [Finding(where, 1, f"[tool.tether.signing] require is set but {exc}")]
+    findings = []
+    for run in cited:
+        path = run.path or Path("results") / run.arch / f"{run.id}.json"
+        verdict = verify_run(path, run.digest, allowed)
+        if not verdict.ok:
+            findings.append(
+                Finding(
+                    _rel(path, root),
+                    1,
+                    f"cited run {run.id} {verdict.why}; signed evidence is required "
+                    f"([tool.tether.signing], allowed signers in {proj.rel(allowed)})",
+                )
+            )
+    return findings
+
+
 # -- the whole check -------------------------------------------------------------------------
 
 
@@ -399,6 +488,7 @@ def run_check(
         from tether.render.context import policy as checkout_policy
         from tether.store import harness_fingerprint
 
+        runs = list(loaded)
         try:
             expected, figures = render_parts(root, loaded)
             drawn, matched = figures_to_compare(root, figures, full)
@@ -410,7 +500,7 @@ def run_check(
             findings.append(Finding(where, 1, f"cannot render: {exc}"))
         else:
             findings += check_rendered(root, expected, diffs, matched)
-        runs = list(loaded)
+            findings += check_signatures(root, cited_ids(runs, expected))
         own_policy, own_gates = checkout_policy(root) or ((), ())
         # The harness of the checkout being checked, as the renderer judges it.
         current = harness_fingerprint(root)
@@ -418,5 +508,6 @@ def run_check(
         findings += check_tune_citations(root, runs)
         findings += check_gates(root, own_gates if gates is None else gates, runs, current)
         findings += check_compile_evidence(root, runs)
+        findings += check_future_runs(root, runs)
     findings += scan_tree(root)
     return sorted(set(findings))

@@ -1,7 +1,8 @@
 """One root for every error tether raises, and the one table that maps them to exit codes.
 
 Exit codes (kept in ``EXIT_CODES`` only): 0 clean, 1 drift / check / gate failed or bad data,
-2 usage, 75 host busy or not measured (EX_TEMPFAIL, so schedulers can retry), 77 not run here
+2 usage, 74 the system refused a read or write (EX_IOERR: no space, read-only, no permission),
+75 host busy or not measured (EX_TEMPFAIL, so schedulers can retry), 77 not run here
 (the hardware a verb needs is absent: neither a pass nor a fail). ``tether guard status``
 answers with ``GUARD_STATUS_CODES``: 0 free, 75 held or busy, 69 unknown (EX_UNAVAILABLE).
 """
@@ -29,6 +30,22 @@ class RunFileError(TetherError):
 
 class StoreError(TetherError):
     """The store as a whole is inconsistent (an id claimed twice, a write refused)."""
+
+
+class SigningError(TetherError):
+    """A run's signature cannot be made, read or checked (no ssh-keygen, a bad key or file)."""
+
+
+class OSFailure(TetherError):
+    """The operating system refused a read or a write (no space, read-only, no permission):
+    names the file, what was being done and the cause. Not drift: its own exit code (74)."""
+
+    def __init__(self, path: object, doing: str, exc: OSError | str) -> None:
+        self.path = str(path)
+        self.doing = doing
+        cause = exc if isinstance(exc, str) else (exc.strerror or str(exc))
+        self.cause = cause
+        super().__init__(f"{self.path}: cannot {doing}: {cause}")
 
 
 class UnsafeTextError(TetherError):
@@ -65,6 +82,7 @@ class WrongVendorError(NotRunHereError):
 
 # The only place an exception becomes an exit code. Order matters: first match wins.
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (OSFailure, 74),
     (NotMeasuredError, 75),
     (NotRunHereError, 77),
     (UsageError, 2),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether.arch import ARCH_RE
 from tether.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -43,10 +44,12 @@ _KEYS = {
         "render",
         "scan",
         "notes",
+        "signing",
     },
     "fingerprint": {"harness", "kernels"},
     "render": {"files", "figures", "regions"},
     "scan": {"include", "exclude"},
+    "signing": {"allowed_signers", "require"},
 }
 
 
@@ -70,6 +73,10 @@ class Project:
     scan_include: tuple[str, ...]  # globs of Markdown/Python files scanned for stray figures
     scan_exclude: tuple[str, ...]  # fixtures and other files excepted by declaration
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # [tool.tether.signing]: the allowed-signers file (ssh-keygen's format) that says whose
+    # signatures count, and whether cited evidence must carry one (tether.store.signing).
+    allowed_signers: Path | None = None
+    require_signed: bool = False
 
     def rel(self, path: Path | str) -> str:
         """``path`` relative to the root when it lies inside, else as given."""
@@ -145,6 +152,33 @@ def _opt_str(value: Any, what: str, path: Path) -> str | None:
     return value
 
 
+def _inside(root: Path, value: str, what: str, path: Path, base: Path | None = None) -> Path:
+    """``value`` (relative to ``base``, the root by default) resolved, refused by name unless
+    it lies inside the project root: an absolute path, ``..`` or a symlink out of the
+    project would let rendering (or a check) write or read outside it."""
+    if not value or Path(value).is_absolute() or value.startswith("~"):
+        raise UsageError(
+            f"{path}: {what} {value!r} must be a path relative to the project, inside it"
+        )
+    resolved = ((base or root) / value).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise UsageError(
+            f"{path}: {what} {value!r} resolves to {resolved}, outside the project {root}; "
+            "every path the config names stays inside the project"
+        )
+    return resolved
+
+
+def _globs_inside(patterns: tuple[str, ...], what: str, path: Path) -> tuple[str, ...]:
+    for pattern in patterns:
+        if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+            raise UsageError(
+                f"{path}: {what} {pattern!r} must be a pattern inside the project (no absolute "
+                "path, no '..')"
+            )
+    return patterns
+
+
 def load(root: Path) -> Project:
     """The project at ``root`` (its pyproject.toml must hold a [tool.tether] table)."""
     root = Path(root).resolve()
@@ -166,29 +200,65 @@ def load(root: Path) -> Project:
     ):
         raise UsageError(f"{path}: [{TABLE}.render] files must map output paths to templates")
     policy = _opt_str(table.get("policy"), "policy", path)
+    signing = table.get("signing", {})
+    allowed = _opt_str(signing.get("allowed_signers"), "signing.allowed_signers", path)
+    require = signing.get("require", False)
+    if not isinstance(require, bool):
+        raise UsageError(f"{path}: [{TABLE}.signing] require must be true or false")
+    if require and not allowed:
+        raise UsageError(
+            f"{path}: [{TABLE}.signing] require = true needs allowed_signers, the file that "
+            "says whose signatures count"
+        )
 
     def under(name: str, default: str) -> Path:
         value = _opt_str(table.get(name), name, path) or default
-        return (root / value).resolve()
+        return _inside(root, value, name, path)
+
+    templates = under("templates", "docs_src")
+    for out, template in files.items():
+        _inside(root, out, "[tool.tether.render] files target", path)
+        _inside(root, template, f"[tool.tether.render] files template for {out!r}", path, templates)
+    figures = _opt_str(render.get("figures"), "render.figures", path)
+    if figures is not None:
+        _inside(root, figures, "render.figures", path)
+    regions = _strings(render.get("regions"), "render.regions", path)
+    for region_file in regions:
+        _inside(root, region_file, "render.regions entry", path)
+    doc_arches = _strings(table.get("doc_arches"), "doc_arches", path)
+    for arch in doc_arches:
+        if not ARCH_RE.fullmatch(arch):
+            raise UsageError(
+                f"{path}: doc_arches entry {arch!r} is not an arch name "
+                "(sm<major><minor>, gfx<target> or cpu)"
+            )
 
     return Project(
         root=root,
         store=under("store", "results"),
         scratch=under("scratch", "scratch"),
-        templates=under("templates", "docs_src"),
-        policy=(root / policy).resolve() if policy else None,
+        templates=templates,
+        policy=_inside(root, policy, "policy", path) if policy else None,
         plugins=_strings(table.get("plugins"), "plugins", path),
-        doc_arches=_strings(table.get("doc_arches"), "doc_arches", path),
+        doc_arches=doc_arches,
         headline=_opt_str(table.get("headline"), "headline", path),
-        harness_globs=_strings(fp.get("harness"), "fingerprint.harness", path),
-        kernel_globs=_strings(fp.get("kernels"), "fingerprint.kernels", path),
+        harness_globs=_globs_inside(
+            _strings(fp.get("harness"), "fingerprint.harness", path), "fingerprint.harness", path
+        ),
+        kernel_globs=_globs_inside(
+            _strings(fp.get("kernels"), "fingerprint.kernels", path), "fingerprint.kernels", path
+        ),
         render_files=dict(sorted(files.items())),
-        figures=_opt_str(render.get("figures"), "render.figures", path),
-        region_files=_strings(render.get("regions"), "render.regions", path),
+        figures=figures,
+        region_files=regions,
         scan_include=_strings(scan.get("include"), "scan.include", path)
         or ("**/*.md", "**/*.py", "**/*.j2"),
         scan_exclude=_strings(scan.get("exclude"), "scan.exclude", path),
         raw=table,
+        allowed_signers=_inside(root, allowed, "signing.allowed_signers", path)
+        if allowed
+        else None,
+        require_signed=require,
     )
 
 

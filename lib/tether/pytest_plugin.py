@@ -227,9 +227,10 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 def write_routed_summary(path: Path, counts: collections.Counter) -> None:
     """``{"routed_cases": {arm: n}}`` to ``path``, atomically (a reader never sees half)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"routed_cases": dict(sorted(counts.items()))}) + "\n", "utf-8")
-    os.replace(tmp, path)
+    from tether.atomic import write_atomic
+
+    payload = json.dumps({"routed_cases": dict(sorted(counts.items()))}) + "\n"
+    write_atomic(path, payload.encode("utf-8"))
 
 
 def read_routed_summary(path: Path) -> dict[str, int]:

@@ -290,5 +290,14 @@ def load(plugins: Iterable[str], *, entry_points: bool = True) -> Registry:
 
 
 def for_project(project: Any) -> Registry:
-    """The registry with ``project``'s plugins loaded."""
-    return load(project.plugins)
+    """The registry with ``project``'s plugins loaded; a ``headline`` naming no registered
+    sweep is refused by name (the README would otherwise cite a sweep that can never run)."""
+    reg = load(project.plugins)
+    headline = getattr(project, "headline", None)
+    if headline is not None and headline not in reg.sweeps:
+        known = ", ".join(sorted(reg.sweeps)) or "none registered"
+        raise UsageError(
+            f"{project.root / 'pyproject.toml'}: [tool.tether] headline {headline!r} names no "
+            f"registered sweep (registered: {known})"
+        )
+    return reg

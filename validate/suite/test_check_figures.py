@@ -66,8 +66,11 @@ def test_clean_tree_checks_without_drawing(
 def test_full_draws_every_figure(tree: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     assert _check(*tree, "--full")[0] == 0
     _refuse_to_draw(monkeypatch)
+    # main reports an unexpected error in one line (exit 70); --debug lets it through.
+    code, said = _check(*tree, "--full")
+    assert code == 70 and "a figure was drawn" in said
     with pytest.raises(AssertionError, match="a figure was drawn"):
-        _check(*tree, "--full")
+        _check(*tree, "--full", "--debug")
 
 
 def test_stale_inputs_digest_is_drift(tree: tuple[Path, Path]) -> None:

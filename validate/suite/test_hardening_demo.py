@@ -66,7 +66,9 @@ def test_demo_on_a_gpu_host_writes_to_scratch_unless_told(
         raise _Measured(self.store)  # no GPU here: stop where the measurement would start
 
     monkeypatch.setattr(sweep_mod.Bench, "sweep", stand_in)
-    argv = ["--root", str(ROOT), "demo", *(a.format(tmp=tmp_path) for a in extra)]
+    # --debug: the stand-in's exception must escape main (without it, main reports it in one
+    # line as an internal error, exit 70).
+    argv = ["--root", str(ROOT), "--debug", "demo", *(a.format(tmp=tmp_path) for a in extra)]
     (tmp_path / "mine").mkdir()
     with pytest.raises(_Measured) as seen:
         main(argv, out=io.StringIO(), err=io.StringIO())

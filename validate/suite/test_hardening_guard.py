@@ -270,7 +270,7 @@ def test_refused_hold_records_in_scratch_not_the_committed_store(
 def test_verify_on_a_host_without_gpu_records_in_scratch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tether.guard import verify
+    from tether import verify
 
     monkeypatch.setattr(verify, "detect_vendor", lambda: "cpu")
     root = fixture_project(tmp_path / "repo")

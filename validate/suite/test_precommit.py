@@ -100,6 +100,8 @@ def test_figure_edited_in_readme_fails_tether_check(clone: Path, tmp_path: Path)
     readme.write_text(
         text + "\nTriton is now 1.21x faster.\n", encoding="utf-8"
     )  # tether: allow-figure
+    # The check judges the index (what the commit records), so the edit is staged.
+    _git(clone, "add", "README.md")
     done = _pre_commit(clone, tmp_path / "pre-commit-home")
     assert done.returncode != 0
     assert "README.md" in done.stdout

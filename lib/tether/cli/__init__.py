@@ -11,24 +11,34 @@ Verbs (``tether VERB --help`` for each):
   render, check           write the docs from the store; fail when anything published drifted
   collect                 merge the nightly's per-host runs, then render and check
   compile                 compile every kernel variant per arch with no GPU (compile runs)
+  sign                    sign runs with a host's SSH key (ssh-keygen -Y sign, as git does)
 
-Global options (--root, --store) work before or after the verb. Exit codes: 0 ok, 1 failed
-(a check, a gate, bad data), 2 usage, 75 host busy (nothing measured), 77 not run here (the
-hardware a verb needs is absent).
+Global options (--root, --store, --debug) work before or after the verb. Exit codes: 0 ok,
+1 failed (a check, a gate, bad data), 2 usage, 70 an internal error (a bug in tether or in a
+template; --debug shows the traceback), 74 the system refused a read or write (no space,
+read-only, no permission), 75 host busy (nothing measured), 77 not run here (the hardware a
+verb needs is absent), 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import TextIO
 
 from tether import project as project_mod
-from tether.errors import TetherError, UsageError, exit_code_for
+from tether.errors import OSFailure, TetherError, UsageError, exit_code_for
+
+# Not a TetherError: a bug (in tether, a plugin or a template), reported in one line that names
+# where it happened; --debug re-raises it with the traceback (EX_SOFTWARE).
+INTERNAL_ERROR_CODE = 70
 
 # Each module registers its verbs (see its ``register``); all of them live in this package.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -40,6 +50,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tether.cli.collect",  # collect
     "tether.cli.compare",  # compare
     "tether.cli.compile",  # compile (compile evidence, no GPU)
+    "tether.cli.sign",  # sign (a measuring host signs its runs)
 )
 
 
@@ -111,6 +122,12 @@ def _add_globals(parser: argparse.ArgumentParser, top: bool) -> None:
         default=default,
         help="results store (default: the project's [tool.tether] store)",
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="show the traceback of an unexpected error instead of a one-line message",
+    )
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in dict.fromkeys(action.choices.values()):
@@ -130,12 +147,31 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _where(tb: TracebackType | None) -> str | None:
+    """The innermost template (``*.j2``) or tether frame of a traceback, as ``file:line``:
+    jinja2 puts template lines in tracebacks, so a template that raises is named by line."""
+    frames = traceback.extract_tb(tb)
+    for frame in reversed(frames):
+        if frame.filename.endswith(".j2"):
+            return f"{frame.filename}:{frame.lineno}"
+    for frame in reversed(frames):
+        if "/tether/" in frame.filename or "/tether_kernels/" in frame.filename:
+            return f"{frame.filename}:{frame.lineno}"
+    return None
+
+
+def _os_failure(exc: OSError, tb: TracebackType | None) -> OSFailure:
+    path = exc.filename or _where(tb) or "<unknown file>"
+    return OSFailure(path, "read or write it", exc)
+
+
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Run the CLI; returns the exit code instead of exiting so tests can call it."""
     out = out or sys.stdout
     err = err or sys.stderr
+    debug = "--debug" in (list(argv) if argv is not None else sys.argv[1:])
     try:
         parser = build_parser(out)
         try:
@@ -154,6 +190,24 @@ def main(
     except TetherError as exc:
         print(f"tether: error: {exc}", file=err)
         return exit_code_for(exc)
-    except KeyboardInterrupt:
-        print("tether: interrupted", file=err)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        print(f"tether: interrupted ({signal.Signals(signum).name})", file=err)
+        return 128 + signum
+    except OSError as exc:
+        if debug:
+            raise
+        failure = _os_failure(exc, exc.__traceback__)
+        print(f"tether: error: {failure}", file=err)
+        return exit_code_for(failure)
+    except Exception as exc:
+        if debug:
+            raise
+        where = _where(exc.__traceback__)
+        at = f" at {where}" if where else ""
+        print(
+            f"tether: internal error{at}: {type(exc).__name__}: {exc} "
+            "(rerun with --debug for the traceback)",
+            file=err,
+        )
+        return INTERNAL_ERROR_CODE

@@ -189,15 +189,20 @@ def bench_for(
     """A Bench on this host, holding the guard unless --unguarded; refuses with exit 77 before
     taking anything when ``needs_gpu`` and the host has none."""
     from tether import registry
-    from tether.bench.sweep import Bench, Target
+    from tether.bench.sweep import Target
     from tether.errors import NotRunHereError
     from tether.guard.api import HostUnavailable, acquire
+    from tether.stopping import SafeBench, StopSignals
+    from tether.store.io import preflight
 
+    # Before the host is held and anything measured: a store that cannot take the run
+    # (read-only, full, another user's) is found now, not after the whole grid.
+    preflight(ctx.store)
     reg = registry.for_project(ctx.project)
     target = Target.detect(getattr(args, "device", None))
     if needs_gpu and target.device == "cpu":
         raise NotRunHereError(f"{kind} {name} needs a GPU; this host is {target.device_name}")
-    bench = Bench(
+    bench = SafeBench(
         root=ctx.root,
         store=ctx.store,
         registry=reg,
@@ -206,26 +211,56 @@ def bench_for(
         policy_overrides=_overrides(args),
         replicates=getattr(args, "replicates", None),
     )
-    if args.unguarded:
-        bench.unguarded_reason = "run with --unguarded"
-        print(f"{kind} {name}: unguarded: the run is marked and is never evidence", file=ctx.err)
-        yield bench
-        return
+    # SIGINT, SIGTERM and SIGHUP unwind like Ctrl-C (a rejected run of the cells so far, then
+    # the lock released and the holder record removed), however the verb is stopped; a signal
+    # after the last cell waits until the run is written (tether.stopping).
+    with StopSignals() as sigs:
+        bench.signals = sigs
+        try:
+            if args.unguarded:
+                bench.unguarded_reason = "run with --unguarded"
+                print(
+                    f"{kind} {name}: unguarded: the run is marked and is never evidence",
+                    file=ctx.err,
+                )
+                yield bench
+            else:
+                with _held(
+                    ctx, args, purpose, kind, name, target.device, acquire, HostUnavailable
+                ) as holding:
+                    bench.holding = holding
+                    yield bench
+            sigs.release()
+        except KeyboardInterrupt as exc:
+            raise sigs.as_raised(exc) from None
+
+
+@contextlib.contextmanager
+def _held(
+    ctx: Context,
+    args: argparse.Namespace,
+    purpose: str,
+    kind: str,
+    name: str,
+    device: str,
+    acquire: Any,
+    unavailable: type[Exception],
+) -> Iterator[Any]:
+    """The guard's hold for the block; a refusal is recorded as a not_measured run."""
     try:
         cm = acquire(
-            target="cpu" if target.device == "cpu" else "auto",
+            target="cpu" if device == "cpu" else "auto",
             wait_s=args.wait,
             purpose=purpose,
             err=ctx.err,
         )
         holding = cm.__enter__()
-    except HostUnavailable as exc:
+    except unavailable as exc:
         path = _not_measured(ctx, exc, kind, name)
         print(f"{kind} {name}: not measured ({exc}); recorded {path}", file=ctx.err)
         raise
     try:
-        bench.holding = holding
-        yield bench
+        yield holding
     finally:
         cm.__exit__(None, None, None)
 

@@ -7,6 +7,7 @@ import json
 
 from tether.check import FIX_COMMAND, run_check
 from tether.cli import Context
+from tether.snapshot import snapshot
 
 CHECK_DESCRIPTION = """\
 Fail when the rendered docs, the store or the policy have drifted. Read-only, no GPU.
@@ -18,12 +19,21 @@ equals the digest computed from the store and the file's body still matches its 
 embedded body digest; any mismatch redraws it and fails. The trade-off: an edit that also
 forges both digests passes the default check. --full redraws every figure and compares
 bytes, which catches that; CI (.ci/run) runs --full, pre-commit runs the default.
+
+What is judged is what is committed: the index by default (inside a pre-commit hook, the
+index being committed), or a revision with --rev; a doc citing a run file the commit lacks
+is a finding. --worktree judges the files on disk instead. Outside a git repository the
+folder is judged.
 """
 
 
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
     diffs: list[str] = []
-    findings = run_check(ctx.root, ctx.read_store(), diffs, full=args.full)
+    store = ctx.read_store()
+    with snapshot(ctx.root, rev=args.rev, worktree=args.worktree) as snap:
+        # The store travels with the snapshot when it lies in the project; a --store outside
+        # it is judged as given.
+        findings = run_check(snap.root, snap.moved(store, ctx.root), diffs, full=args.full)
     if args.json:
         doc = {
             "clean": not findings,
@@ -71,5 +81,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--full",
         action="store_true",
         help="redraw every SVG figure and compare bytes (slow; CI runs this)",
+    )
+    judged = parser.add_mutually_exclusive_group()
+    judged.add_argument(
+        "--rev",
+        metavar="REV",
+        help="judge this git revision's tree (default: the index, what a commit records)",
+    )
+    judged.add_argument(
+        "--worktree",
+        action="store_true",
+        help="judge the files on disk, untracked ones included, instead of the index",
     )
     parser.set_defaults(handler=_handle)

@@ -147,7 +147,7 @@ def _guard(args: argparse.Namespace, ctx: Any) -> int:
 
 
 def _verify(args: argparse.Namespace, ctx: Any) -> int:
-    from tether.guard.verify import run_verify
+    from tether.verify import run_verify
 
     # Off this vendor's hosts (a refusal, or a CPU-only run) the run goes to the scratch store
     # unless a store was named: it must not touch the committed store unasked.

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tether.atomic import TEMP_FOLDER, is_temp_name
 from tether.cli import Context
 from tether.errors import StoreError, UsageError
 from tether.store.io import ENV_MAX_BYTES, load_run, load_store, store_files
@@ -101,8 +102,10 @@ def register(sub: Any) -> None:
         "clean",
         help="remove temp files killed writers left in the store (dry run unless --yes)",
         description=(
-            "List the temp files that writers killed mid-write left in the store: older "
-            "than a minute and not locked by a live writer. Nothing is deleted without --yes."
+            "List the temp files that writers killed mid-write left in the store and in the "
+            "project's temp folder (<scratch>/tmp, where every writer's temp file goes when "
+            "its target lies in the project): older than a minute and not locked by a live "
+            "writer. Nothing is deleted without --yes."
         ),
     )
     clean.add_argument("--yes", action="store_true", help="delete them (default: only list)")
@@ -368,6 +371,9 @@ def _clean(args: argparse.Namespace, ctx: Context) -> int:
 
     store = ctx.read_store()
     temps = layout.scan(store).temps
+    shared = ctx.project.scratch / TEMP_FOLDER
+    if shared.is_dir():
+        temps += sorted(p for p in shared.iterdir() if is_temp_name(p.name) and p.is_file())
     orphans = orphan_temps(temps)
     kept = len(temps) - len(orphans)
     for path in orphans:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether.atomic import utc_stamp
 from tether.errors import UsageError
 from tether.guard import probes as P
 
@@ -89,7 +90,7 @@ class Snapshot:
             "target": self.target,
             "verdict": self.verdict,
             "loadavg": list(self.loadavg) if self.loadavg else None,
-            "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.taken_at)),
+            "taken_at": utc_stamp(self.taken_at),
             "probes": [p.as_dict() for p in self.probes],
         }
 

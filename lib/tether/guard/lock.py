@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from tether.atomic import utc_stamp, write_atomic
 from tether.errors import GuardError
 from tether.guard import _proc
 
@@ -150,7 +151,7 @@ def _ci_url() -> str | None:
 
 
 def _utc(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    return utc_stamp(ts)
 
 
 def holder_record(lock: Path, purpose: str = "", argv: list[str] | None = None) -> dict[str, Any]:
@@ -355,18 +356,16 @@ class HostLock:
         return True
 
     def write_record(self, record: dict[str, Any]) -> None:
-        """Replace the holder record atomically (temp file in the same folder, then rename)."""
-        tmp = self.holder_path.with_name(f".{self.holder_path.name}.{os.getpid()}.tmp")
-        fd = open_checked(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        try:
-            os.write(fd, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        """Replace the holder record atomically (tether.atomic, its temp file in the lock's
+        own folder: a PID and a random part in its name, so a temp file a killed holder left
+        never blocks a later holder that gets the same PID)."""
         if self.holder_path.is_symlink():
-            tmp.unlink(missing_ok=True)
             raise GuardError(f"{self.holder_path}: is a symlink; refusing to replace it")
-        os.replace(tmp, self.holder_path)
+        payload = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
+        try:
+            write_atomic(self.holder_path, payload, temp_dir=self.holder_path.parent)
+        except OSError as exc:
+            raise GuardError(f"{self.holder_path}: cannot write the holder record: {exc}") from exc
 
     def read_record(self) -> dict[str, Any] | None:
         try:

@@ -6,11 +6,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from tether.atomic import write_atomic
 from tether.render.context import build_context, load_runs
 from tether.render.env import TemplateError, make_env
 from tether.render.figures import FigureSpec, embedded_digest
@@ -61,24 +60,6 @@ def render_all(root: Path, store: Path | Any) -> dict[Path, bytes]:
     return dict(sorted(out.items()))
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_all(root: Path, store: Path | Any, out_root: Path | None = None) -> list[Path]:
     """Write every target whose content changed under ``out_root`` (default ``root``).
 
@@ -94,7 +75,7 @@ def write_all(root: Path, store: Path | Any, out_root: Path | None = None) -> li
         path = dest / rel
         if path.is_file() and path.read_bytes() == data:
             continue
-        _write_atomic(path, data)
+        write_atomic(path, data)
         changed.append(rel)
     from tether import project
 
@@ -104,6 +85,6 @@ def write_all(root: Path, store: Path | Any, out_root: Path | None = None) -> li
         for svg in sorted(figures.glob("*.svg")):
             rel = svg.relative_to(dest)
             if rel not in rendered:
-                svg.unlink()
+                svg.unlink(missing_ok=True)  # a concurrent render may have removed it
                 changed.append(rel)
     return changed

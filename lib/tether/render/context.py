@@ -57,6 +57,7 @@ from tether.stats import (
 )
 from tether.store.cite import by_id, cited, matching, newest_attempt, siblings
 from tether.store.model import Run
+from tether.store.signing import signature_label
 from tether.trends import trend_context
 
 CONTEXT_VERSION = 2
@@ -94,6 +95,9 @@ class RunRef:
     holder: str | None  # who held the host (the run's own hold, or the refused attempt's)
     guard: str  # held | nested | unguarded | refused
     evidence: bool  # ok and guarded: citable as evidence
+    # The signing key ("ED25519 SHA256:...") of the run's signature sidecar, None if unsigned
+    # (tether.store.signing; read from the sidecar alone, so every machine renders the same).
+    signature: str | None = None
 
 
 def _holder(run: Run) -> str | None:
@@ -124,6 +128,7 @@ def run_ref(run: Run, current: str) -> RunRef:
         holder=_holder(run),
         guard=run.guard.mode,
         evidence=run.evidence_grade,
+        signature=signature_label(run.path),
     )
 
 

@@ -79,7 +79,7 @@ class Span:
 def find_regions(text: str, path: Path) -> dict[str, Span]:
     """Every region in ``text``; any stray, nested, duplicated or unclosed marker is an error."""
     syntax = syntax_for(path)
-    lines = text.split("\n")
+    lines = [ln.removesuffix("\r") for ln in text.split("\n")]  # a CRLF file's markers too
     spans: dict[str, Span] = {}
     open_id: str | None = None
     open_at = 0
@@ -119,10 +119,13 @@ def replace_regions(text: str, path: Path, bodies: dict[str, str]) -> str:
     if missing:
         raise RegionError(path, missing[0], "marker not found (add BEGIN/END GENERATED lines)")
     lines = text.split("\n")
+    # The file's own line endings survive: a CRLF file's lines keep their "\r", and so do
+    # the generated ones put between its markers.
+    cr = "\r" if "\r\n" in text else ""
     # Replace bottom-up so earlier line indices stay valid.
     for rid in sorted(bodies, key=lambda r: spans[r].begin, reverse=True):
         span = spans[rid]
-        new = _indent_body(bodies[rid], span.indent)
+        new = [ln + cr for ln in _indent_body(bodies[rid], span.indent)]
         lines[span.begin + 1 : span.end] = new
     return "\n".join(lines)
 

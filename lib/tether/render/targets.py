@@ -153,7 +153,9 @@ def render_regions(
     for rel in files:
         source = root / rel
         try:
-            text = source.read_text(encoding="utf-8")
+            # Bytes decoded, not read_text: its newline translation would rewrite a CRLF file
+            # to LF (replace_regions keeps the file's own line endings).
+            text = source.read_bytes().decode("utf-8")
         except FileNotFoundError as exc:
             raise TemplateError(f"{rel}: declared region file not found") from exc
         spans = find_regions(text, Path(rel))

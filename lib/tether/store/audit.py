@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.arch import ARCH_RE
-from tether.errors import RunFileError, StoreError
+from tether.errors import RunFileError, SigningError, StoreError
 from tether.store import layout
-from tether.store.io import duplicate_ids, load_run
+from tether.store.io import duplicate_ids, load_run, with_history
 from tether.store.layout import Problem
 from tether.store.model import Run
+from tether.store.signing import parse_signature, read_signature_text
 
 # A temp file younger than this may belong to a writer that is still running.
 ORPHAN_AGE_S = 60.0
@@ -70,6 +71,15 @@ def audit(store: Path, under: Path | None = None) -> Audit:
         except RunFileError as exc:
             found.malformed.add(path)
             found.problems.append(Problem(path, f"{exc.field}: {exc.problem}"))
+    loaded = {r.path for r in found.runs}
+    for sig in part.sigs:
+        if sig.with_suffix(layout.RUN_SUFFIX) not in loaded:
+            continue  # no run beside it (a problem already) or a malformed run (named already)
+        try:
+            parse_signature(read_signature_text(sig), sig)
+        except SigningError as exc:
+            found.problems.append(Problem(sig, str(exc).removeprefix(f"{sig}: ")))
+    found.runs = with_history(found.runs, store)
     everything = part if under is None else layout.scan(store)
     scope = set(part.runs)
     for first, second in duplicate_ids(everything.runs):

@@ -1,8 +1,7 @@
 """Which run a document, a policy or a gate cites: one rule, in one place.
 
-- ``cited(runs, kind, name, arch)``: the newest run (by ``provenance.started``, then id) that
-  is evidence grade: status ``ok`` and measured while holding the guard. An unguarded run is
-  never cited as a headline, a trend point, policy evidence or a gate's before or after; it
+- ``cited(runs, kind, name, arch)``: the newest run that is evidence grade: status ``ok``
+  and measured while holding the guard. An unguarded run is never cited as a headline, a trend point, policy evidence or a gate's before or after; it
   still loads and shows in ``tether store ls``.
 - ``siblings(runs, run)``: the other evidence-grade runs of the same setup (kind, name, arch,
   commit, harness and kernel fingerprints, sharded or not): replicate runs, whose spread is the
@@ -11,6 +10,10 @@
   measured (a busy host) beside what is cited.
 - ``latest_ok``: the newest ok run, guarded or not: for compile runs, which hold no host (the
   compiler's output does not depend on who else uses it) and are never timing evidence.
+
+"Newest" orders by git history first (the commit that added the run's file; runs not yet
+committed after every committed one), then by ``provenance.started``, then id: never by a
+host's clock alone (see tether.store.history).
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from collections.abc import Iterable
 from tether.store.model import Run
 
 
-def _rank(run: Run) -> tuple[str, str]:
-    return (run.started, run.id)
+def _rank(run: Run) -> tuple[bool, int, str, str]:
+    return (run.added is None, run.added or 0, run.started, run.id)
 
 
 def matching(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> list[Run]:

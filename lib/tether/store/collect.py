@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tether.atomic import utc_stamp
 from tether.errors import RunFileError, UsageError
 from tether.store.io import load_run, write_run
 from tether.store.merge import MergeReport, merge
 from tether.store.model import SCHEMA, GuardRecord, Run
+from tether.store.signing import sidecar
 
 
 def find_runs(host_dir: Path) -> list[Path]:
@@ -54,6 +56,8 @@ def stage(artifacts: Path, staging: Path) -> dict[str, list[str]]:
                 continue  # the same content from two hosts: one run (ids are content-addressed)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, dest)
+            if (sig := sidecar(path)).is_file():  # the measuring host's signature travels too
+                shutil.copyfile(sig, sidecar(dest))
             load_run(dest)  # the staged copy loads with its folder and name
             by_arch.setdefault(run.arch, []).append(run.id)
     return by_arch
@@ -61,7 +65,7 @@ def stage(artifacts: Path, staging: Path) -> dict[str, list[str]]:
 
 def missing_host_run(arch: str, root: Path, now: datetime) -> Run:
     """A not_measured verify run for an arch whose nightly job sent nothing."""
-    stamp = now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = utc_stamp(now)
     reason = f"the nightly job for {arch} sent no run files"
     return Run.new(
         "verify", "nightly", arch=arch, device="unknown", config={}, status="not_measured",

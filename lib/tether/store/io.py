@@ -1,7 +1,7 @@
 """Atomic, never-overwriting writes and validated loads of run files.
 
-A run file is written once: a temp file in the target folder is fsynced, then hard-linked
-to its final name. ``os.link`` fails if the name exists, so two writers can never replace
+A run file is written once (``tether.atomic.write_atomic``, exclusive): a temp file is
+fsynced, then hard-linked to its final name. ``os.link`` fails if the name exists, so two writers can never replace
 each other's file, and a reader never sees a half-written one. The folder is fsynced so the
 new name survives a crash.
 """
@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
 import tempfile
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
-from tether.errors import RunFileError, StoreError, UsageError
+from tether.atomic import write_atomic
+from tether.errors import OSFailure, RunFileError, StoreError, UsageError
 from tether.store import layout
+from tether.store.history import added_order
 from tether.store.model import Run
 from tether.store.schema import parse_json_text, run_from_json, validate_run
 
@@ -42,44 +44,60 @@ def max_run_bytes() -> int:
     return value
 
 
+# Room a sweep's run needs in the store, proved before the host is held (the largest real run
+# is a few hundred KB; this leaves room for shards and signatures too).
+MIN_FREE_BYTES = 64 * 1024 * 1024
+
+
+def preflight(store: Path, need_bytes: int = MIN_FREE_BYTES) -> None:
+    """Prove ``store`` takes a run before anything is measured: the folder exists (or is
+    made), a probe file is written, fsynced and removed, and ``need_bytes`` are free.
+    OSFailure names the store and the cause (read-only, full, another user's)."""
+    store = Path(store)
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSFailure(store, "create the results store folder", exc) from None
+    try:
+        fd, probe = tempfile.mkstemp(dir=store, prefix=".preflight.", suffix=layout.TEMP_SUFFIX)
+    except OSError as exc:
+        raise OSFailure(store, "write to the results store (probe file)", exc) from None
+    try:
+        os.write(fd, b"tether store preflight\n")
+        os.fsync(fd)
+    except OSError as exc:
+        raise OSFailure(store, "write to the results store (probe file)", exc) from None
+    finally:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(probe)
+    try:
+        st = os.statvfs(store)
+    except OSError as exc:
+        raise OSFailure(store, "read the free space of the results store", exc) from None
+    free = st.f_bavail * st.f_frsize
+    if free < need_bytes:
+        raise OSFailure(
+            store,
+            "hold a new run",
+            f"only {free // 1024} KiB free, {need_bytes // 1024} KiB needed",
+        )
+
+
 def dumps_run(run: Run) -> str:
     """The canonical file text (``Run.dumps``)."""
     return run.dumps()
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_bytes_once(target: Path, payload: bytes) -> Path:
-    """Create ``target`` with ``payload`` atomically; StoreError if it already exists.
-
-    The temp file is flock'ed while it exists, so ``tether store clean`` can tell a live
-    writer's temp file from one a killed writer left behind.
-    """
-    folder = target.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.stem}.", suffix=layout.TEMP_SUFFIX)
+    """Create ``target`` with ``payload`` atomically (tether.atomic, exclusive); StoreError if
+    it already exists, OSFailure naming it when the system refuses the write."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            raise StoreError(f"{target}: already exists; run files are never overwritten") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        os.close(fd)
-    _fsync_dir(folder)
-    return target
+        return write_atomic(Path(target), payload, exclusive=True)
+    except FileExistsError:
+        raise StoreError(f"{target}: already exists; run files are never overwritten") from None
+    except OSError as exc:
+        raise OSFailure(target, "write this store file", exc) from None
 
 
 def run_path(run: Run, store: Path) -> Path:
@@ -191,8 +209,16 @@ def load_store(store: Path) -> list[Run]:
         raise StoreError(f"{found.problems[0]}{tail}")
     for pair in duplicate_ids(found.runs):
         raise duplicate_error(pair)
-    runs = [load_run(p) for p in found.runs]
+    runs = with_history([load_run(p) for p in found.runs], Path(store))
     return sorted(runs, key=lambda r: (r.started, r.id))
+
+
+def with_history(runs: list[Run], store: Path) -> list[Run]:
+    """``runs`` with ``added`` set from git history (tether.store.history)."""
+    order = added_order(store)
+    if not order:
+        return runs
+    return [replace(r, added=order.get(r.id)) for r in runs]
 
 
 def is_superseded(run: Run, current_fingerprint: str) -> bool:

@@ -23,6 +23,8 @@ from tether.errors import StoreError
 
 RUN_SUFFIX = ".json"
 TEMP_SUFFIX = ".tmp"
+# A run's signature: <store>/<arch>/<id>.sig beside <id>.json (see tether.store.signing).
+SIG_SUFFIX = ".sig"
 LAYOUT = "runs live in <store>/<arch>/<id>.json"
 
 
@@ -44,6 +46,7 @@ class Scan:
     root: Path
     runs: list[Path] = field(default_factory=list)  # <root>/<arch>/<id>.json, regular files
     temps: list[Path] = field(default_factory=list)  # writers' temp files
+    sigs: list[Path] = field(default_factory=list)  # signature sidecars beside their runs
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -93,6 +96,8 @@ def _file(path: Path, depth: int, st: os.stat_result, scan: Scan) -> None:
         scan.problems.append(
             Problem(path, f"misplaced in a sub-folder of an arch folder; {LAYOUT}")
         )
+    elif not name.startswith(".") and name.endswith(SIG_SUFFIX) and name != SIG_SUFFIX:
+        scan.sigs.append(path)
     elif name.startswith(".") or not name.endswith(RUN_SUFFIX) or name == RUN_SUFFIX:
         scan.problems.append(
             Problem(path, f"not a run file name (a run is <id>.json, lower case); {LAYOUT}")
@@ -164,4 +169,15 @@ def scan(root: Path, under: Path | None = None) -> Scan:
         )
     _walk(start, depth, found)
     found.runs.sort()
+    found.sigs.sort()
+    runs = set(found.runs)
+    for sig in found.sigs:
+        if sig.with_suffix(RUN_SUFFIX) not in runs:
+            found.problems.append(
+                Problem(
+                    sig,
+                    f"a signature without its run ({sig.stem}{RUN_SUFFIX} is not beside it); "
+                    "a signature is kept only beside the run it signs",
+                )
+            )
     return found

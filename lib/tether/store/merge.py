@@ -54,6 +54,17 @@ def _source_files(source: Path) -> list[Path]:
     raise UsageError(f"{source}: no such store folder or run file")
 
 
+def _dest_of(
+    dest: Path, path: Path, chosen: dict[str, tuple[Path, str, str]], present: dict[str, Path]
+) -> Path | None:
+    """Where the run file ``path`` lies in ``dest`` after the merge (copied or already there)."""
+    if path.stem in present:
+        return present[path.stem]
+    if path.stem in chosen:
+        return dest / chosen[path.stem][2] / f"{path.stem}.json"
+    return None
+
+
 def merge(sources: list[Path], dest: Path) -> MergeReport:
     """Copy every run file of ``sources`` (store folders or files) into the store ``dest``.
 
@@ -87,6 +98,17 @@ def merge(sources: list[Path], dest: Path) -> MergeReport:
     copied = []
     for run_id, (path, _, arch) in sorted(chosen.items(), key=lambda kv: (kv[1][2], kv[0])):
         copied.append(write_bytes_once(dest / arch / f"{run_id}.json", read_run_bytes(path)))
+    # Signatures travel with their runs; one made after a run was merged joins it later. A
+    # run already signed in ``dest`` keeps its signature (sidecars are never overwritten).
+    for source in map(Path, sources):
+        for path in _source_files(source):
+            sig = path.with_suffix(layout.SIG_SUFFIX)
+            target = _dest_of(dest, path, chosen, present)
+            if target is None or not sig.is_file():
+                continue
+            target_sig = target.with_suffix(layout.SIG_SUFFIX)
+            if not target_sig.exists():
+                copied.append(write_bytes_once(target_sig, sig.read_bytes()))
     return MergeReport(
         dest=dest, copied=tuple(copied), skipped=skipped, sources=tuple(map(Path, sources))
     )

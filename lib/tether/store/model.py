@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,54 +34,6 @@ GUARD_MODES: tuple[str, ...] = ("held", "nested", "unguarded", "refused")
 MEASURED_KINDS: tuple[str, ...] = ("sweep", "gate", "probe", "tune")
 # The A/A control of role A.
 CONTROL = "A2"
-
-TOP_KEYS: tuple[str, ...] = (
-    "schema",
-    "id",
-    "kind",
-    "name",
-    "status",
-    "reason",
-    "provenance",
-    "guard",
-    "config",
-    "cells",
-    "results",
-    "digest",
-)
-PROVENANCE_KEYS: tuple[str, ...] = (
-    "git_sha",
-    "git_dirty",
-    "harness_fingerprint",
-    "kernels_fingerprint",
-    "host",
-    "arch",
-    "device",
-    "driver",
-    "runtime",
-    "started",
-    "ended",
-)
-GUARD_KEYS: tuple[str, ...] = (
-    "mode",
-    "lock",
-    "holder",
-    "before",
-    "after",
-    "arms",
-    "waited_s",
-    "reason",
-)
-CELL_KEYS: tuple[str, ...] = (
-    "key",
-    "work",
-    "samples",
-    "blocks",
-    "kernels",
-    "reach",
-    "flags",
-    "extra",
-)
 
 
 @dataclass(frozen=True)
@@ -232,6 +184,9 @@ class Run:
     cells: tuple[Cell, ...]
     results: Mapping[str, Any]
     path: Path | None = None
+    # Position of the commit that added the run's file (0 = oldest; None: not committed, or no
+    # git): "newest" orders by it before the stamp (tether.store.history). Not content.
+    added: int | None = field(default=None, compare=False)
 
     # -- derived ---------------------------------------------------------------------------
 
@@ -355,3 +310,18 @@ class Run:
         from tether.store.io import write_run
 
         return write_run(self, store)
+
+
+# -- the run's shape, derived from the dataclasses (SCHEMA.md describes the same) -----------
+
+# Fields of a Run that are not file content: where it was loaded from, when git added it.
+NOT_CONTENT: tuple[str, ...] = ("path", "added")
+# The keys of a run file, its provenance, guard record and cells: the schema rejects any other.
+TOP_KEYS: tuple[str, ...] = (
+    "schema",
+    *(f.name for f in fields(Run) if f.name not in NOT_CONTENT),
+    "digest",
+)
+PROVENANCE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Provenance))
+GUARD_KEYS: tuple[str, ...] = tuple(f.name for f in fields(GuardRecord))
+CELL_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Cell))

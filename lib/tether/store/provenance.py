@@ -15,12 +15,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tether._pysource import docstring_owners
 from tether.arch import check_arch
+from tether.atomic import utc_stamp
 from tether.store.model import Cell, GuardRecord, Provenance, Run, id_tail
 
 # Modules of tether.bench whose code decides what a sample means (allocation, warm-up, timing,
@@ -207,17 +208,6 @@ def runtime_versions(extra: Mapping[str, str | None] | None = None) -> dict[str,
     for key, value in (extra or {}).items():
         out[key] = None if value is None else str(value)
     return out
-
-
-def utc_stamp(when: datetime | str | None = None) -> str:
-    """``YYYY-MM-DDTHH:MM:SSZ`` for ``when`` (now if None); strings are checked and kept."""
-    if isinstance(when, str):
-        datetime.strptime(when, "%Y-%m-%dT%H:%M:%SZ")
-        return when
-    moment = when or datetime.now(timezone.utc)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def make_id(kind: str, name: str, arch: str, started: str, digest: str) -> str:

@@ -229,6 +229,9 @@ def nesting_depth(text: str) -> int:
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
+MAX_INT_DIGITS = 64
+
+
 def parse_json_text(text: str, source: object) -> dict[str, Any]:
     """Parse a run file's text, refusing NaN/Infinity tokens, duplicated object keys and
     nesting deeper than MAX_DEPTH."""
@@ -249,8 +252,33 @@ def parse_json_text(text: str, source: object) -> dict[str, Any]:
             out[k] = v
         return out
 
+    def bounded_int(token: str) -> int:
+        # Python refuses to convert integers past 4300 digits with a bare ValueError (and a
+        # long one costs quadratic time before that); no count in a run needs more than this.
+        digits = len(token.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
+            raise RunFileError(
+                source,
+                "json",
+                f"an integer of {digits} digits; a run file's integers have at most "
+                f"{MAX_INT_DIGITS}",
+            )
+        return int(token)
+
+    def finite_float(token: str) -> float:
+        value = float(token)
+        if math.isinf(value):
+            raise RunFileError(source, "json", f"the number {token[:40]} overflows a float")
+        return value
+
     try:
-        data = json.loads(text, parse_constant=reject_constant, object_pairs_hook=no_duplicates)
+        data = json.loads(
+            text,
+            parse_constant=reject_constant,
+            object_pairs_hook=no_duplicates,
+            parse_int=bounded_int,
+            parse_float=finite_float,
+        )
     except json.JSONDecodeError as exc:
         raise RunFileError(
             source, "json", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"

@@ -3,6 +3,9 @@
 The OK line is the last line printed and only when nothing failed or errored and something
 passed: an empty or fully skipped suite is not a pass. The suite's routed public-API cases,
 counted by arm (tether.pytest_plugin's ``routed_case``), are recorded as ``routed_cases``.
+
+A command that uses the guard (it holds the host for the suite), so it lives above it: the
+guard package imports nothing above ``tether.store``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,136 @@
+"""What ``tether check`` judges: the content being committed, never the working tree.
+
+A pre-commit hook that reads the working tree passes a commit whose docs cite a run file left
+untracked: the commit then fails the check everywhere else. So the check judges a snapshot:
+
+- by default the index (what ``git commit`` would record; inside a hook git points
+  ``GIT_INDEX_FILE`` at the index being committed, and it is honoured here);
+- with ``--rev REV`` that revision's tree;
+- with ``--worktree`` the files on disk, asked for by name (the render-then-look loop).
+
+A snapshot is the tracked files written into a fresh temp folder with ``git checkout-index``
+(about 0.1 s for this repository), so every part of the check reads it as it reads a checkout.
+Outside a git repository there is no commit to judge, and the folder itself is judged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.errors import UsageError
+from tether.store import history
+
+GIT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The tree to judge: ``root`` (the project inside it) and what it is, for messages."""
+
+    root: Path
+    what: str  # "the index", "revision <rev>", "the working tree"
+
+    def moved(self, path: Path, original_root: Path) -> Path:
+        """``path`` (under ``original_root``) as it lies in the snapshot; unchanged if outside."""
+        try:
+            rel = Path(path).resolve().relative_to(original_root.resolve())
+        except ValueError:
+            return Path(path)
+        return self.root / rel
+
+
+def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            env=env,
+        )
+    except FileNotFoundError:
+        raise UsageError("git is not on PATH; pass --worktree to judge the files on disk") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"git {args[0]} took over {GIT_TIMEOUT_S:.0f}s in {cwd}") from None
+    if done.returncode != 0:
+        raise UsageError(f"git {' '.join(args)} (in {cwd}): {done.stderr.strip() or 'failed'}")
+    return done.stdout
+
+
+def git_toplevel(root: Path) -> Path | None:
+    """The top of the git work tree holding ``root``, or None outside one (or without git)."""
+    if shutil.which("git") is None:
+        return None
+    done = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=GIT_TIMEOUT_S,
+    )
+    if done.returncode != 0:
+        return None
+    return Path(done.stdout.strip()).resolve()
+
+
+def _index_env(top: Path) -> dict[str, str]:
+    """The environment for git, with a relative GIT_INDEX_FILE (hooks get one) made absolute
+    against the work tree's top, where git resolves it."""
+    env = dict(os.environ)
+    index = env.get("GIT_INDEX_FILE")
+    if index and not os.path.isabs(index):
+        env["GIT_INDEX_FILE"] = str(top / index)
+    return env
+
+
+@contextlib.contextmanager
+def snapshot(root: Path, *, rev: str | None = None, worktree: bool = False) -> Iterator[Snapshot]:
+    """The project at ``root`` as committed: the index, ``rev``'s tree, or (``worktree``)
+    the folder itself; the temp copy is removed on exit."""
+    root = Path(root).resolve()
+    if worktree:
+        if rev is not None:
+            raise UsageError("--rev and --worktree name two different trees; pass one")
+        yield Snapshot(root, "the working tree")
+        return
+    top = git_toplevel(root)
+    if top is None:
+        if rev is not None:
+            raise UsageError(f"--rev {rev}: {root} is not inside a git repository")
+        yield Snapshot(root, "the folder (not a git checkout)")
+        return
+    prefix = root.relative_to(top)
+    with tempfile.TemporaryDirectory(prefix="tether-check-") as tmp:
+        tree = Path(tmp) / "tree"
+        env = _index_env(top)
+        if rev is not None:
+            try:
+                sha = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{tree}}").strip()
+            except UsageError:
+                raise UsageError(f"--rev {rev}: not a revision of {top}") from None
+            env = {**env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            _git(top, "read-tree", sha, env=env)
+            what = f"revision {rev}"
+        else:
+            what = "the index"
+        _git(top, "checkout-index", "--all", "--force", f"--prefix={tree}/", env=env)
+        inside = tree / prefix
+        if not (inside / "pyproject.toml").is_file():
+            raise UsageError(
+                f"{prefix / 'pyproject.toml'} is not in {what}; stage it (git add), or pass "
+                "--worktree to judge the files on disk"
+            )
+        # The copy has no .git: its runs are ordered by the repository's own history.
+        history.register_origin(tree, top, rev)
+        try:
+            yield Snapshot(inside, what)
+        finally:
+            history.forget_origin(tree)

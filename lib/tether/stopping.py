@@ -1,0 +1,157 @@
+"""How a measurement stops without losing what it measured (issue 25 item 2).
+
+- A stop signal (SIGINT, SIGTERM, SIGHUP) raises ``Interrupted``, a KeyboardInterrupt, so the
+  bench's own Ctrl-C path writes a ``rejected`` run of the cells measured so far, and every
+  ``finally`` on the way out runs: the guard lock is released and its holder record removed.
+  Without this SIGTERM and SIGHUP kill the process where it stands.
+- Once the grid's last cell is measured, signals are held until the run is written: a Ctrl-C
+  in the guard's closing idle check must not throw away a complete measurement. The held
+  signal is raised as soon as the run is on disk.
+- A run's duration is taken from a steady clock (one that never steps), and its end stamp is its start stamp plus
+  that duration. Wall-clock stamps are provenance, never validity: a clock stepped during a
+  sweep (NTP, a manual set) is recorded in the run's ``config.clock``, not fatal. Before, a
+  clock stepped back made the finished run invalid ("ended earlier than started").
+
+This lives beside the timing engine, not in it: ``SafeBench`` wraps ``tether.bench.sweep.Bench``
+at its seams (the grid, the run builder, the write), so nothing here changes how a sample is
+taken, and the harness fingerprint (which covers ``tether.bench``) does not move.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from tether.atomic import STAMP_FORMAT, utc_stamp
+from tether.bench.sweep import Bench
+from tether.store.model import Run
+
+# The signals that stop a measurement and still write what it measured.
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# A wall clock that moved this much more (or less) than the steady clock during a run was
+# stepped; the step is recorded in the run.
+CLOCK_STEP_S = 2.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal arrived; ``signum`` says which. A KeyboardInterrupt, so everything that
+    already unwinds on Ctrl-C (the bench writes its partial run) unwinds on it too."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+class StopSignals:
+    """While entered, the stop signals raise ``Interrupted``; after ``hold()`` they are only
+    remembered (``pending``, the first one) until ``release()``, which raises it. Off the main
+    thread (where Python cannot install handlers) it installs nothing."""
+
+    def __init__(self) -> None:
+        self.pending: int | None = None
+        self.raised: int | None = None  # the last signal raised as Interrupted
+        self.holding = False
+        self._old: dict[int, Any] = {}
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.holding:
+            self.pending = self.pending or signum
+            return
+        self.raised = signum
+        raise Interrupted(signum)
+
+    def as_raised(self, exc: KeyboardInterrupt) -> KeyboardInterrupt:
+        """``exc`` as the Interrupted of the signal that caused it (the bench re-raises a
+        bare KeyboardInterrupt after writing its partial run; the exit code wants the
+        signal's number)."""
+        if isinstance(exc, Interrupted) or self.raised is None:
+            return exc
+        return Interrupted(self.raised)
+
+    def hold(self) -> None:
+        self.holding = True
+
+    def release(self) -> None:
+        """Stop holding; raise the signal that arrived meanwhile, if any."""
+        self.holding = False
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            self.raised = pending
+            raise Interrupted(pending)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self._old[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        self._old.clear()
+
+
+@contextmanager
+def stop_signals() -> Iterator[StopSignals]:
+    """The stop signals as ``Interrupted`` for the block."""
+    with StopSignals() as sigs:
+        yield sigs
+
+
+@dataclass
+class SafeBench(Bench):
+    """A Bench whose grids survive stop signals and stepped clocks (see the module doc).
+
+    ``signals`` is the StopSignals of the verb (entered around the whole measurement); without
+    one, signals are left as they are and only the clock handling applies.
+    """
+
+    signals: StopSignals | None = field(default=None, repr=False)
+    _began: float | None = field(default=None, init=False, repr=False)
+    _wall: datetime | None = field(default=None, init=False, repr=False)
+
+    def measure_grid(
+        self, sweep: Any, only: Callable[[int], bool] | None = None
+    ) -> tuple[str, str | None, dict[str, str], list[Any], bool]:
+        self._began = time.monotonic()
+        self._wall = datetime.now(timezone.utc)
+        try:
+            return super().measure_grid(sweep, only)
+        finally:
+            # From the last cell to the written run, nothing may throw the cells away.
+            if self.signals is not None:
+                self.signals.hold()
+
+    def new_run(self, kind: str, name: str, **kwargs: Any) -> Run:
+        if self._began is not None and isinstance(kwargs.get("started"), str):
+            kwargs = self._monotonic_stamps(kwargs)
+        return super().new_run(kind, name, **kwargs)
+
+    def _monotonic_stamps(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        assert self._began is not None and self._wall is not None
+        elapsed = time.monotonic() - self._began
+        start = datetime.strptime(kwargs["started"], STAMP_FORMAT).replace(tzinfo=timezone.utc)
+        step = (datetime.now(timezone.utc) - self._wall).total_seconds() - elapsed
+        out = dict(kwargs)
+        out["ended"] = utc_stamp(start + timedelta(seconds=int(elapsed)))
+        if abs(step) > CLOCK_STEP_S:
+            config = dict(out.get("config") or {})
+            config["clock"] = {"elapsed_s": round(elapsed, 3), "wall_step_s": round(step, 3)}
+            out["config"] = config
+        return out
+
+    def write_run(self, run: Run) -> Run:
+        written = super().write_run(run)
+        self._began = self._wall = None
+        if self.signals is not None:
+            self.signals.release()  # a signal held since the last cell: the run is on disk
+        return written
+
+
+__all__ = ["STOP_SIGNALS", "Interrupted", "SafeBench", "StopSignals", "stop_signals"]

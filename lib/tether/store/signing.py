@@ -1,0 +1,263 @@
+"""Signed evidence: who measured a run, by the SSH-signature convention git uses for commits.
+
+A run's digest proves its content is intact, not where it came from: anyone can edit a run's
+samples and re-seal it under a new id with tether's own function, or fabricate a later run
+around a copied guard record. A host that measures evidence therefore signs each run:
+
+- the signed message is the run's digest string (its ``digest`` field, UTF-8, no newline);
+- ``ssh-keygen -Y sign -f KEY -n tether-run``, the armored signature stored as a sidecar
+  ``<store>/<arch>/<run-id>.sig`` beside the run (runs are sealed and never rewritten, so the
+  signature cannot live inside one; a sidecar without its run is a store problem);
+- verification with ``ssh-keygen -Y find-principals`` and ``-Y verify`` against an
+  allowed-signers file in the repository (``[tool.tether.signing] allowed_signers``), with
+  the namespace ``tether-run`` so no other SSH signature (a commit's, an email's) passes.
+
+With ``[tool.tether.signing] require = true`` the check fails on a cited run that is
+unsigned, signed by a key the file does not allow, or whose signature does not match its
+digest. Nothing here needs a GPU or a network: only python and ssh-keygen.
+
+What a document shows (``signature_label``) is read from the sidecar alone, in pure Python
+(the signing key's type and SHA256 fingerprint, as ``ssh-keygen -l`` prints it), so rendering
+is the same on every machine, with or without ssh-keygen.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.errors import SigningError
+from tether.store.io import write_bytes_once
+from tether.store.layout import SIG_SUFFIX
+
+NAMESPACE = "tether-run"
+ARMOR_BEGIN = "-----BEGIN SSH SIGNATURE-----"
+ARMOR_END = "-----END SSH SIGNATURE-----"
+MAX_SIG_BYTES = 64 * 1024  # an SSH signature is under 2 KB; anything larger is not one
+KEYGEN_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class SshSignature:
+    """A parsed SSHSIG blob: the signing public key and the namespace it was made for."""
+
+    key_type: str  # ssh-ed25519, ecdsa-sha2-nistp256, ...
+    key_blob: bytes  # the public key in SSH wire format
+    namespace: str
+
+    @property
+    def fingerprint(self) -> str:
+        """``SHA256:<base64>``, the form ``ssh-keygen -l`` and ``-Y verify`` print."""
+        digest = base64.b64encode(hashlib.sha256(self.key_blob).digest()).decode("ascii")
+        return "SHA256:" + digest.rstrip("=")
+
+    @property
+    def label(self) -> str:
+        """The key's type and fingerprint, for a document: ``ED25519 SHA256:...``."""
+        kind = self.key_type.removeprefix("ssh-").split("-")[0].upper()
+        return f"{kind} {self.fingerprint}"
+
+
+def sidecar(run_path: Path) -> Path:
+    """Where the signature of the run file ``run_path`` lives: ``<id>.sig`` beside it."""
+    return Path(run_path).with_suffix(SIG_SUFFIX)
+
+
+def _strings(blob: bytes, count: int, source: object) -> tuple[list[bytes], bytes]:
+    out = []
+    for _ in range(count):
+        if len(blob) < 4:
+            raise SigningError(f"{source}: truncated SSH signature")
+        (size,) = struct.unpack(">I", blob[:4])
+        if size > len(blob) - 4:
+            raise SigningError(f"{source}: truncated SSH signature")
+        out.append(blob[4 : 4 + size])
+        blob = blob[4 + size :]
+    return out, blob
+
+
+def parse_signature(text: str, source: object = "<signature>") -> SshSignature:
+    """The key and namespace of an armored SSH signature; SigningError names ``source``."""
+    lines = [line.strip() for line in text.strip().splitlines()]
+    if len(lines) < 3 or lines[0] != ARMOR_BEGIN or lines[-1] != ARMOR_END:
+        raise SigningError(f"{source}: not an armored SSH signature ({ARMOR_BEGIN} ... )")
+    try:
+        blob = base64.b64decode("".join(lines[1:-1]), validate=True)
+    except (binascii.Error, ValueError):
+        raise SigningError(f"{source}: the SSH signature is not valid base64") from None
+    if not blob.startswith(b"SSHSIG") or len(blob) < 10:
+        raise SigningError(f"{source}: not an SSHSIG blob")
+    (version,) = struct.unpack(">I", blob[6:10])
+    if version != 1:
+        raise SigningError(f"{source}: SSHSIG version {version}, expected 1")
+    (key, namespace, _reserved, _hash, _sig), _rest = _strings(blob[10:], 5, source)
+    (key_type,), _ = _strings(key, 1, source)
+    try:
+        return SshSignature(key_type.decode("ascii"), key, namespace.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SigningError(f"{source}: the SSH signature's key type is not text") from None
+
+
+def read_signature_text(path: Path) -> str:
+    """The text of a sidecar, read as a regular file of bounded size."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise SigningError(f"{path}: cannot read the signature: {exc.strerror or exc}") from None
+    try:
+        raw = os.read(fd, MAX_SIG_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_SIG_BYTES:
+        raise SigningError(f"{path}: over {MAX_SIG_BYTES} bytes; not an SSH signature")
+    try:
+        return raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise SigningError(f"{path}: not ASCII; not an armored SSH signature") from None
+
+
+def signature_of(run_path: Path | None) -> SshSignature | None:
+    """The parsed signature beside the run file ``run_path``, or None when it has none."""
+    if run_path is None:
+        return None
+    path = sidecar(run_path)
+    if not path.exists():
+        return None
+    return parse_signature(read_signature_text(path), path)
+
+
+def signature_label(run_path: Path | None) -> str | None:
+    """What a document says about a run's signature: ``ED25519 SHA256:...`` (the signing
+    key), or None when unsigned. A malformed sidecar is a store problem, reported by the
+    check and ``tether store validate``; here it reads as unsigned."""
+    try:
+        sig = signature_of(run_path)
+    except SigningError:
+        return None
+    return sig.label if sig is not None and sig.namespace == NAMESPACE else None
+
+
+# -- ssh-keygen -----------------------------------------------------------------------------
+
+
+def keygen() -> str:
+    """The ssh-keygen executable; SigningError when it is not on PATH."""
+    found = shutil.which("ssh-keygen")
+    if found is None:
+        raise SigningError("ssh-keygen is not on PATH; signing and verifying runs need it")
+    return found
+
+
+def _keygen(args: list[str], message: bytes) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(
+            [keygen(), *args],
+            input=message,
+            capture_output=True,
+            timeout=KEYGEN_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise SigningError(f"ssh-keygen {args[1]} took over {KEYGEN_TIMEOUT_S:.0f}s") from None
+
+
+def sign_message(message: str, key: Path) -> str:
+    """The armored signature of ``message`` by the private key file ``key``."""
+    if not Path(key).is_file():
+        raise SigningError(f"{key}: no such key file")
+    done = _keygen(["-Y", "sign", "-f", str(key), "-n", NAMESPACE], message.encode("utf-8"))
+    if done.returncode != 0 or ARMOR_BEGIN.encode() not in done.stdout:
+        said = done.stderr.decode("utf-8", "replace").strip()
+        raise SigningError(f"{key}: ssh-keygen could not sign: {said or 'no signature'}")
+    return done.stdout.decode("ascii")
+
+
+def principals_of(signature: Path, allowed: Path) -> tuple[str, ...]:
+    """The principals ``allowed`` (an allowed-signers file) lists for the key that made
+    ``signature``; empty when the key is not an allowed signer."""
+    done = _keygen(["-Y", "find-principals", "-s", str(signature), "-f", str(allowed)], b"")
+    if done.returncode != 0:
+        return ()
+    return tuple(line.strip() for line in done.stdout.decode().splitlines() if line.strip())
+
+
+def verify_message(message: str, signature: Path, allowed: Path, principal: str) -> bool:
+    """Whether ``signature`` is ``principal``'s signature of ``message`` per ``allowed``."""
+    done = _keygen(
+        [
+            "-Y",
+            "verify",
+            "-f",
+            str(allowed),
+            "-I",
+            principal,
+            "-n",
+            NAMESPACE,
+            "-s",
+            str(signature),
+        ],
+        message.encode("utf-8"),
+    )
+    return done.returncode == 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether one run's signature holds: ``ok``, the principals it verified for, and why not."""
+
+    ok: bool
+    why: str
+    principals: tuple[str, ...] = ()
+
+
+def verify_run(run_path: Path, digest: str, allowed: Path) -> Verdict:
+    """Judge the sidecar of the run file ``run_path`` (whose digest is ``digest``) against
+    the allowed-signers file ``allowed``."""
+    path = sidecar(run_path)
+    if not path.is_file():
+        return Verdict(False, "is unsigned")
+    try:
+        sig = parse_signature(read_signature_text(path), path)
+    except SigningError as exc:
+        return Verdict(False, f"has a malformed signature: {exc}")
+    if sig.namespace != NAMESPACE:
+        return Verdict(False, f"is signed for namespace {sig.namespace!r}, not {NAMESPACE!r}")
+    found = principals_of(path, allowed)
+    if not found:
+        return Verdict(False, f"is signed by {sig.label}, which {allowed.name} does not allow")
+    good = tuple(p for p in found if verify_message(digest, path, allowed, p))
+    if not good:
+        return Verdict(
+            False,
+            f"has a signature by {', '.join(found)} ({sig.label}) that does not match its digest",
+        )
+    return Verdict(True, "", good)
+
+
+def sign_run_file(
+    run_path: Path, digest: str, key: Path, principal: str, allowed: Path | None
+) -> Path:
+    """Sign the run file ``run_path`` with ``key`` and write its sidecar (never overwriting).
+
+    With ``allowed`` the new signature must verify for ``principal`` first, so a host never
+    writes a signature that the check would refuse (a key not listed, or listed under another
+    name)."""
+    armored = sign_message(digest, key)
+    if allowed is not None:
+        with tempfile.TemporaryDirectory(prefix="tether-sign-") as tmp:
+            probe = Path(tmp) / "run.sig"
+            probe.write_text(armored, encoding="ascii")
+            if not verify_message(digest, probe, allowed, principal):
+                raise SigningError(
+                    f"{key}: its signature does not verify for principal {principal!r} in "
+                    f"{allowed}; add the key's public half there under that name"
+                )
+    return write_bytes_once(sidecar(run_path), armored.encode("ascii"))

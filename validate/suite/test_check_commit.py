@@ -1,0 +1,156 @@
+"""``tether check`` judges what is committed (the index, or ``--rev``), never the working tree.
+
+Each test builds a FIXTURE project in a fresh git repository in tmp_path (the real templates, a
+made-up store, the docs rendered from it, all committed), then stages or leaves unstaged one
+change and asserts what the check says about the commit it would make.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from validate.suite.fixture_project import fixture_project, run_cli
+from validate.suite.runfactory import make_sweep_run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def _render(root: Path) -> None:
+    rc, out, err = run_cli(root, "render")
+    assert rc == 0, out + err
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.fail("git is needed: the check judges the git index")
+    root = fixture_project(tmp_path / "repo")
+    shutil.copytree(REPO / "docs_src", root / "docs_src")
+    make_sweep_run(started="2026-01-01T00:00:00Z", ratio=0.9, store=root / "results", root=root)
+    _render(root)
+    _git(root, "init", "--quiet")
+    _git(root, "add", "-A")
+    _git(root, "commit", "--quiet", "-m", "FIXTURE: rendered")
+    rc, out, err = run_cli(root, "check")
+    assert rc == 0, f"FIXTURE repository is not clean:\n{out}{err}"
+    return root
+
+
+def _new_run_rendered(root: Path) -> Path:
+    """A newer run written into the store and the docs re-rendered from it; returns its file."""
+    run = make_sweep_run(
+        started="2026-01-05T00:00:00Z", ratio=0.7, seed=3, store=root / "results", root=root
+    )
+    _render(root)
+    assert run.path is not None
+    return run.path
+
+
+def test_docs_citing_an_untracked_run_fail(repo: Path) -> None:
+    run_file = _new_run_rendered(repo)
+    _git(repo, "add", "README.md", "docs")  # the docs, not the run they now cite
+    rc, out, _ = run_cli(repo, "check")
+    assert rc == 1
+    assert "README.md" in out
+    # The files on disk agree with each other: only the commit is wrong.
+    assert run_cli(repo, "check", "--worktree")[0] == 0
+    _git(repo, "add", str(run_file))
+    rc, out, err = run_cli(repo, "check")
+    assert rc == 0, out + err
+
+
+def test_unstaged_edit_is_not_what_is_judged(repo: Path) -> None:
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8") + "\nhand edit\n", encoding="utf-8")
+    assert run_cli(repo, "check")[0] == 0  # the index is unchanged
+    assert run_cli(repo, "check", "--worktree")[0] == 1
+    _git(repo, "add", "README.md")
+    rc, out, _ = run_cli(repo, "check")
+    assert rc == 1
+    assert "README.md" in out
+
+
+def test_rev_judges_that_revision(repo: Path) -> None:
+    _new_run_rendered(repo)
+    _git(repo, "add", "README.md", "docs")
+    _git(repo, "commit", "--quiet", "-m", "FIXTURE: docs without their run")
+    assert run_cli(repo, "check", "--rev", "HEAD")[0] == 1
+    assert run_cli(repo, "check", "--rev", "HEAD~1")[0] == 0
+
+
+def test_bad_rev_is_a_usage_error(repo: Path) -> None:
+    rc, _, err = run_cli(repo, "check", "--rev", "no-such-rev")
+    assert rc == 2
+    assert "no-such-rev" in err
+
+
+def test_rev_and_worktree_exclude_each_other(repo: Path) -> None:
+    assert run_cli(repo, "check", "--rev", "HEAD", "--worktree")[0] == 2
+
+
+def test_untracked_config_is_named(repo: Path) -> None:
+    _git(repo, "rm", "--cached", "--quiet", "pyproject.toml")
+    rc, _, err = run_cli(repo, "check")
+    assert rc == 2
+    assert "pyproject.toml" in err and "index" in err
+
+
+def test_the_snapshot_is_quick(repo: Path) -> None:
+    """Materialising the index must not dominate the check (it runs on every commit)."""
+    from tether.snapshot import snapshot
+
+    began = time.monotonic()
+    with snapshot(repo) as snap:
+        assert (snap.root / "pyproject.toml").is_file()
+        assert snap.what == "the index"
+    assert time.monotonic() - began < 5.0
+
+
+def _install_hook(repo: Path) -> None:
+    import sys
+
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(f"#!/bin/sh\nexec {sys.executable} -m tether check --quiet\n", encoding="utf-8")
+    hook.chmod(0o755)
+
+
+def _commit(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid", "commit",
+         "--quiet", "-m", "FIXTURE", *args],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_real_hook_refuses_docs_without_their_run(repo: Path) -> None:
+    """git runs the hook with GIT_INDEX_FILE naming the index being committed: a plain
+    commit, and a commit of named paths (git builds a temporary index for it)."""
+    _install_hook(repo)
+    run_file = _new_run_rendered(repo)
+    _git(repo, "add", "README.md", "docs")
+    refused = _commit(repo)
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    assert "README.md" in refused.stdout + refused.stderr
+    # Naming the paths: the run is still left out of what is committed.
+    refused = _commit(repo, "--", "README.md", "docs")
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    _git(repo, "add", str(run_file))
+    done = _commit(repo)
+    assert done.returncode == 0, done.stdout + done.stderr
