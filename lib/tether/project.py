@@ -46,7 +46,7 @@ _KEYS = {
     },
     "fingerprint": {"harness", "kernels"},
     "render": {"files", "figures", "regions"},
-    "scan": {"include", "exclude"},
+    "scan": {"include", "exclude", "baseline", "claim_words", "allow_words"},
 }
 
 
