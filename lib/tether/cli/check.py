@@ -21,9 +21,24 @@ bytes, which catches that; CI (.ci/run) runs --full, pre-commit runs the default
 """
 
 
+def _write_baseline(ctx: Context) -> int:
+    from tether._scan import scan_tree, write_baseline
+
+    findings = scan_tree(ctx.root)
+    path = write_baseline(ctx.root, findings)
+    print(
+        f"tether check: wrote {len(findings)} scan finding(s) to {path}; from now on only new "
+        "ones fail",
+        file=ctx.out,
+    )
+    return 0
+
+
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
+    if args.baseline:
+        return _write_baseline(ctx)
     diffs: list[str] = []
-    findings = run_check(ctx.root, ctx.read_store(), diffs, full=args.full)
+    findings = run_check(ctx.root, ctx.read_store(), diffs, full=args.full, since=args.since)
     if args.json:
         doc = {
             "clean": not findings,
@@ -71,5 +86,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--full",
         action="store_true",
         help="redraw every SVG figure and compare bytes (slow; CI runs this)",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="REV",
+        help="also fail when a run file the store held at the merge-base of REV and HEAD is "
+        "modified or gone (the store is append-only; pre-commit and CI pass the main branch)",
+    )
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="write the scan's current findings to the baseline file ([tool.tether.scan] "
+        "baseline, default tether-scan-baseline.json) and exit; later checks report only new "
+        "ones",
     )
     parser.set_defaults(handler=_handle)
