@@ -55,7 +55,7 @@ PERF_WORDS: tuple[str, ...] = (
     "lags?",
     "lagged",
 )
-# Numbers written as words, for "ten percent", "two times faster", "a twofold gain".
+# Numbers written as words: a percentage, a ratio or a fold spelled out.
 _NUMBER_WORDS = (
     r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|"
     r"thirty|forty|fifty|sixty|seventy|eighty|ninety|a\s+hundred|hundred|several|a\s+few)"
