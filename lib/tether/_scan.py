@@ -58,7 +58,7 @@ PERF_WORDS: tuple[str, ...] = (
 # Numbers written as words: a percentage, a ratio or a fold spelled out.
 _NUMBER_WORDS = (
     r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|"
-    r"thirty|forty|fifty|sixty|seventy|eighty|ninety|a\s+hundred|hundred|several|a\s+few)"
+    r"thirty|forty|fifty|sixty|seventy|eighty|ninety|a\s+hundred|hundred)"
 )
 _FOLD_WORDS = r"(?:two|three|four|five|six|seven|eight|nine|ten)fold"
 # A quantifier over a set of measured things: "every tile", "all cells", "no shape", "each row".
@@ -169,13 +169,78 @@ def _vocabulary_patterns(words: tuple[str, ...]) -> tuple[tuple[re.Pattern[str],
     )
 
 
+def _gates(words: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """For each pattern of ``_vocabulary_patterns``, in its order, a regex over the
+    *lowercased* text that matches wherever the pattern can (a necessary condition). Gates are
+    literals without IGNORECASE, which the regex engine skips ahead to; the full patterns
+    (word boundaries, lookbehinds, alternations of words, case rules) run only on the lines
+    where their gate matched. This is what keeps the scan of a repository fast."""
+    perf = re.compile("|".join(w.lower() for w in words) if words else r"(?!x)x")
+    return (
+        re.compile("×"),
+        re.compile(r"\dx"),
+        re.compile(r"[x×]\d"),
+        re.compile(r"times|fold"),
+        re.compile(r"twice|thrice|half|fold"),
+        re.compile(r"speed"),
+        re.compile(r"flop"),
+        re.compile(r"flop"),
+        re.compile(r"b/s"),
+        re.compile(r"bytes"),
+        re.compile(r"/call"),
+        re.compile(r"call"),
+        re.compile(r"%|percent|per\s?cent|pct"),
+        re.compile(r"percent|per\s?cent|pct"),
+        re.compile(r"monoton"),
+        re.compile(r"regress"),
+        re.compile(r"regress"),
+        perf,
+        perf,
+        re.compile(r"level"),
+        re.compile(r"level"),
+        re.compile(r"goal|target|met\s"),
+    )
+
+
 @dataclass(frozen=True)
 class Vocabulary:
-    """A compiled claim vocabulary: every pattern, and all of them as one regex (each keeping
-    its own case rule through a scoped inline flag) for the cheap whole-file test."""
+    """A compiled claim vocabulary: every (pattern, what) pair and its gate (``_gates``)."""
 
     patterns: tuple[tuple[re.Pattern[str], str], ...]
-    any: re.Pattern[str]
+    gates: tuple[re.Pattern[str], ...]
+
+    def search(self, text: str) -> bool:
+        """Whether any pattern matches on some line of ``text``: each pattern is tried only on
+        the lines where its gate matched (findings are per line, so nothing is lost)."""
+        low = text.lower()
+        if len(low) != len(text):  # a character whose lowercase is longer: no shortcut
+            return any(self.findings(line) for line in text.splitlines())
+        for (pattern, _), gate in zip(self.patterns, self.gates, strict=True):
+            done = -1
+            for hit in gate.finditer(low):
+                if hit.start() <= done:
+                    continue
+                lo = text.rfind("\n", 0, hit.start()) + 1
+                hi = text.find("\n", hit.end())
+                done = len(text) if hi < 0 else hi
+                if pattern.search(text[lo:done]) is not None:
+                    return True
+        return False
+
+    def findings(self, text: str, figures_only: bool = False) -> list[str]:
+        """Each pattern's first match in ``text`` (one line), as descriptions."""
+        low = text.lower()
+        exact = len(low) == len(text)
+        found = []
+        for (pattern, what), gate in zip(self.patterns, self.gates, strict=True):
+            if figures_only and not _has_number(pattern):
+                continue
+            if exact and gate.search(low) is None:
+                continue
+            match = pattern.search(text)
+            if match:
+                found.append(f"{what} typed by hand: {match.group(0).strip()!r}")
+        return found
 
 
 _VOCABULARIES: dict[tuple[str, ...], Vocabulary] = {}
@@ -185,10 +250,10 @@ def vocabulary(words: tuple[str, ...] = PERF_WORDS) -> Vocabulary:
     """The scanner for ``words`` (compiled once per vocabulary)."""
     if words not in _VOCABULARIES:
         pats = _vocabulary_patterns(words)
-        joined = "|".join(
-            f"(?{'i' if p.flags & re.IGNORECASE else '-i'}:{p.pattern})" for p, _ in pats
-        )
-        _VOCABULARIES[words] = Vocabulary(pats, re.compile(joined))
+        gates = _gates(words)
+        if len(gates) != len(pats):
+            raise AssertionError("every scanner pattern needs its gate")
+        _VOCABULARIES[words] = Vocabulary(pats, gates)
     return _VOCABULARIES[words]
 
 
@@ -213,10 +278,6 @@ def project_vocabulary(root: Path) -> Vocabulary:
     return vocabulary(words + extra)
 
 
-_PATTERNS = vocabulary().patterns
-_ANY = vocabulary().any
-
-
 @dataclass(frozen=True, order=True)
 class Finding:
     """One thing ``tether check`` objects to, printed as ``path:line: what``."""
@@ -238,14 +299,7 @@ def scan_line(text: str, figures_only: bool = False, vocab: Vocabulary | None = 
     """
     if ALLOW_MARKER in text:
         return []
-    found = []
-    for pattern, what in (vocab or vocabulary()).patterns:
-        if figures_only and not _has_number(pattern):
-            continue
-        match = pattern.search(text)
-        if match:
-            found.append(f"{what} typed by hand: {match.group(0).strip()!r}")
-    return found
+    return (vocab or vocabulary()).findings(text, figures_only)
 
 
 def _has_number(pattern: re.Pattern[str]) -> bool:
@@ -351,7 +405,7 @@ def _prose_lines(text: str) -> Iterator[int]:
 def _may_hold_findings(text: str, vocab: Vocabulary | None = None) -> bool:
     # Cheap whole-file test first: most files hold no figure-like text and no region marker,
     # and tokenizing and parsing them is most of the scan's time.
-    return "GENERATED:" in text or (vocab or vocabulary()).any.search(text) is not None
+    return "GENERATED:" in text or (vocab or vocabulary()).search(text)
 
 
 def scan_python(text: str, path: str, vocab: Vocabulary | None = None) -> list[Finding]:

@@ -36,7 +36,7 @@ def test_the_rule_is_symmetric() -> None:
     assert verdict(0.9990, (1.000, 1.013)) == "level"
     assert verdict(1.02, (0.987, 1.000)) == "win"
     assert verdict(1 / 1.02, (1.000, 1.013)) == "loss"
-    # Floor and band compound: inside their product is level.
+    # Floor and band compound: inside their product the verdict reads level.
     assert verdict(1.015, (0.99, 1.01), (0.99, 1.01)) == "level"
     assert verdict(1.025, (0.99, 1.01), (0.99, 1.01)) == "win"
     assert verdict_word("win", True) == "faster (provisional)"
@@ -106,7 +106,7 @@ def test_every_surface_prints_the_same_word(store: Path) -> None:
     # the policy region judges its own population with the same rule, flagged cells left out
     th = next(t for t in arch_caps.POLICY if t.region == "policy-single-prefill-sm90")
     ev = aggregate(judge(cited["prefill-vs-sdpa"], runs), th.evidence.population, trusted_only=True)
-    region = policy_file.split("BEGIN GENERATED: policy-single-prefill-sm90", 1)[1]
+    region = policy_file.split("BEGIN GENERATED" + ": policy-single-prefill-sm90", 1)[1]
     region = region.split("END GENERATED", 1)[0]
     assert ev.count and f"): {ev.word};" in region
     # and the floor printed is the interval the verdict used

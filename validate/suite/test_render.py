@@ -256,7 +256,7 @@ def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(
 
     store = tmp_path / "results"
     first = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T00:00:00Z")
-    # FIXTURE: the control drifts by three percent on one cell, the sharded run by two on
+    # FIXTURE: the control drifts by a factor 1.03 on one cell, the sharded run by 1.02 on
     # another, so that cell is outside both floors but inside the run-to-run band.
     first = with_b_faster(first, 0, 1.03)
     write_run(first, store)
