@@ -566,12 +566,14 @@ CHUNKED_PREFILL_16K: dict[str, object] = {
 
 # BEGIN GENERATED: gate-sm90-chunked-prefill-16k (tether render)
 # Gate sm90-chunked-prefill-16k-f16 on sm90: gluon, threshold 610.0 TFLOP/s.
-# before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A)
+# before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A, triton)
 #   measured 563.2 TFLOP/s,
 #   band 509.5 TFLOP/s to 570.1 TFLOP/s
-# after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B)
+#   provisional: one run; a gate is set only from replicated runs
+# after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B, gluon)
 #   measured 656.1 TFLOP/s,
 #   band 643.8 TFLOP/s to 658.5 TFLOP/s
+#   provisional: one run; a gate is set only from replicated runs
 # END GENERATED: gate-sm90-chunked-prefill-16k
 _GATE_SM90 = Gate(
     id="sm90-chunked-prefill-16k-f16",
@@ -600,12 +602,14 @@ SQUARE_PREFILL_16K: dict[str, object] = {
 
 # BEGIN GENERATED: gate-sm90-square-prefill-16k (tether render)
 # Gate sm90-square-prefill-16k-bf16 on sm90: gluon, threshold 590.0 TFLOP/s.
-# before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A)
+# before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A, triton)
 #   measured 530.5 TFLOP/s,
 #   band 525.5 TFLOP/s to 559.4 TFLOP/s
-# after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B)
+#   provisional: one run; a gate is set only from replicated runs
+# after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B, gluon)
 #   measured 658.4 TFLOP/s,
 #   band 651.1 TFLOP/s to 669.5 TFLOP/s
+#   provisional: one run; a gate is set only from replicated runs
 # END GENERATED: gate-sm90-square-prefill-16k
 _GATE_SM90_SQUARE = Gate(
     id="sm90-square-prefill-16k-bf16",

@@ -327,6 +327,12 @@ class Measured:
     run: RunRef
     stat: RateStat | None
     role: str
+    replicates: int = 0  # other runs of its setup: none means its band is provisional
+    timed: str | None = None  # the arm the run timed in ``role``
+
+    @property
+    def provisional(self) -> bool:
+        return self.replicates == 0
 
 
 @dataclass(frozen=True)
@@ -344,7 +350,13 @@ def _measured(runs: list[Run], run_id: str | None, gate: Gate, role: str, curren
     run = by_id(runs, run_id)
     if run is None:
         return None
-    return Measured(run_ref(run, current), rate_of(run, gate.call, role), role)
+    return Measured(
+        run_ref(run, current),
+        rate_of(run, gate.call, role),
+        role,
+        replicates=len(siblings(runs, run)),
+        timed=run.arms.get(role),
+    )
 
 
 def gate_doc(runs: list[Run], gate: Gate, current: str) -> GateDoc:
