@@ -31,72 +31,251 @@ _SKIP_DIRS = frozenset(
 _BEGIN = re.compile(r"BEGIN GENERATED:\s*([A-Za-z0-9][A-Za-z0-9._:+-]*)")
 _END = re.compile(r"END GENERATED:\s*([A-Za-z0-9][A-Za-z0-9._:+-]*)")
 
-_PERF_WORDS = (
-    r"(?:faster|slower|speed-?ups?|throughput|regress\w*|gains?|wins?|loss(?:es)?|loses?"
-    r"|quicker|outperforms?|beats?|ahead|behind)"
+# The words a performance claim is made of. A project tunes them in [tool.tether.scan]:
+# ``allow_words`` drops some (in an ML repository "loss" is a noun), ``claim_words`` adds.
+PERF_WORDS: tuple[str, ...] = (
+    "faster",
+    "slower",
+    "speed-?ups?",
+    "throughput",
+    r"regress\w*",
+    "gains?",
+    "wins?",
+    "loss(?:es)?",
+    "loses?",
+    "quicker",
+    "outperforms?",
+    "outpaces?",
+    "beats?",
+    "ahead",
+    "behind",
+    "trails?",
+    "trailed",
+    "trailing",
+    "lags?",
+    "lagged",
 )
+# Numbers written as words: a percentage, a ratio or a fold spelled out.
+_NUMBER_WORDS = (
+    r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|"
+    r"thirty|forty|fifty|sixty|seventy|eighty|ninety|a\s+hundred|hundred)"
+)
+_FOLD_WORDS = r"(?:two|three|four|five|six|seven|eight|nine|ten)fold"
 # A quantifier over a set of measured things: "every tile", "all cells", "no shape", "each row".
 _QUANTIFIED = r"\b(?:every|all|each|no|none\s+of\s+the)\s+(?:[+\w-]+\s+){0,3}?"
+_SET_NOUNS = r"(?:shapes?|cells?|sizes?|lengths?|calls?|configs?|cases?|tiles?|points?|rows?)"
 _NUMBER = r"(?<![\w.])\d+(?:\.\d+)?"
-
-# (pattern, what it is) pairs; the description lands in the finding.
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # A ratio, not a product of dimensions: ``2048 × 2048`` is a shape.
-    (re.compile(_NUMBER + r"\s?×(?!\s?\d)"), "ratio figure"),
-    (re.compile(_NUMBER + r"x(?![\w])"), "ratio figure"),
-    # The decimal keeps ``x86`` and ``x4`` (a batch count) out.
-    (re.compile(r"(?<![\w.])[x×]\d+\.\d+(?![\w.])"), "ratio figure"),
-    (
-        re.compile(
-            _NUMBER + r"\s+(?:times|fold)\b[^\n]{0,40}?\b" + _PERF_WORDS + r"\b", re.IGNORECASE
-        ),
-        "ratio figure in words",
-    ),
-    (re.compile(r"(?<![\w])[TGPM]FLOP(?:/s|S)\b", re.IGNORECASE), "throughput figure unit"),
-    (re.compile(r"(?<![\w])[GTM]B/s\b"), "bandwidth figure unit"),
-    (re.compile(r"(?<![\w])(?:ms|us|µs|ns)/call\b"), "latency figure unit"),
-    (
-        re.compile(
-            _NUMBER + r"\s?(?:ms|us|µs|ns|s|milliseconds?|microseconds?)\s+(?:per|a|an)\s+call\b",
-            re.IGNORECASE,
-        ),
-        "latency figure",
-    ),
-    (
-        re.compile(
-            _NUMBER + r"\s?(?:%|percent\b|per\s?cent\b)[^\n]{0,60}?\b" + _PERF_WORDS + r"\b"
-            r"|\b" + _PERF_WORDS + r"\b[^\n]{0,60}?" + _NUMBER + r"\s?(?:%|percent\b|per\s?cent\b)",
-            re.IGNORECASE,
-        ),
-        "percentage beside a performance word",
-    ),
-    (re.compile(r"\bmonotonic(?:ally)?\b", re.IGNORECASE), "claim word"),
-    (re.compile(r"\bno\s+regressions?\b", re.IGNORECASE), "claim word"),
-    (re.compile(r"\bnothing\s+regresses\b", re.IGNORECASE), "claim word"),
-    # A quantified set said to gain or to lose.
-    (
-        re.compile(
-            _QUANTIFIED + r"(?:is\s+|are\s+|was\s+|were\s+)?" + _PERF_WORDS + r"\b", re.IGNORECASE
-        ),
-        "claim over a set",
-    ),
-    # An outcome stated as a verdict: a size called level, a goal or target called reached.
-    (re.compile(r"\b(?:is|are|stays?|stayed|was|were)\s+level\b", re.IGNORECASE), "claim word"),
-    (re.compile(r"\blevel\s+(?:at|on|across)\s+\d", re.IGNORECASE), "claim word"),
-    (
-        re.compile(
-            r"\b(?:goal|target)s?\s+(?:is\s+|are\s+|was\s+|were\s+)?(?:met|missed|reached)\b|\bmet\s+only\b",
-            re.IGNORECASE,
-        ),
-        "outcome claim",
-    ),
-)
+_PERCENT = r"(?:%|percent\b|per\s?cent\b|pct\b)"
 
 
-# All patterns in one pass, each keeping its own case rule through a scoped inline flag.
-_ANY = re.compile(
-    "|".join(f"(?{'i' if p.flags & re.IGNORECASE else '-i'}:{p.pattern})" for p, _ in _PATTERNS)
-)
+def _vocabulary_patterns(words: tuple[str, ...]) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The scanner's (pattern, what) pairs for a claim vocabulary; the description lands in
+    the finding."""
+    perf = r"(?:" + "|".join(words) + r")" if words else r"(?!x)x"
+    return (
+        # A ratio, not a product of dimensions: ``2048 × 2048`` is a shape.
+        (re.compile(_NUMBER + r"\s?×(?!\s?\d)"), "ratio figure"),
+        (re.compile(_NUMBER + r"x(?![\w])"), "ratio figure"),
+        # The decimal keeps ``x86`` and ``x4`` (a batch count) out.
+        (re.compile(r"(?<![\w.])[x×]\d+\.\d+(?![\w.])"), "ratio figure"),
+        (
+            re.compile(
+                r"(?:" + _NUMBER + r"|\b" + _NUMBER_WORDS + r")[\s-]+(?:times|fold)\b"
+                r"[^\n]{0,40}?\b" + perf + r"\b",
+                re.IGNORECASE,
+            ),
+            "ratio figure in words",
+        ),
+        (
+            re.compile(
+                r"\b(?:twice|thrice|half)\s+as\s+(?:fast|slow|quick)\b|\b" + _FOLD_WORDS + r"\b"
+                r"|" + _NUMBER + r"-fold\b",
+                re.IGNORECASE,
+            ),
+            "ratio figure in words",
+        ),
+        (
+            re.compile(
+                r"\bspeed-?ups?\s+(?:of|by|is|was|reaches|reached|near|around)\s+"
+                r"(?:about\s+|roughly\s+|nearly\s+|~\s?)?(?:\d|" + _NUMBER_WORDS + r"\b)",
+                re.IGNORECASE,
+            ),
+            "speedup figure",
+        ),
+        (re.compile(r"(?<![\w])[TGPM]FLOP(?:/s|S)\b", re.IGNORECASE), "throughput figure unit"),
+        (
+            re.compile(r"\b(?:tera|giga|peta|mega)-?flop(?:s|/s)?\b", re.IGNORECASE),
+            "throughput unit in words",
+        ),
+        (re.compile(r"(?<![\w])[GTM]B/s\b"), "bandwidth figure unit"),
+        (
+            re.compile(r"\b(?:tera|giga|mega)bytes?\s+(?:per|a)\s+second\b", re.IGNORECASE),
+            "bandwidth unit in words",
+        ),
+        (re.compile(r"(?<![\w])(?:ms|us|µs|ns)/call\b"), "latency figure unit"),
+        (
+            re.compile(
+                _NUMBER
+                + r"\s?(?:ms|us|µs|ns|s|milliseconds?|microseconds?)\s+(?:per|a|an)\s+call\b",
+                re.IGNORECASE,
+            ),
+            "latency figure",
+        ),
+        (
+            re.compile(
+                _NUMBER + r"\s?" + _PERCENT + r"[^\n]{0,60}?\b" + perf + r"\b"
+                r"|\b" + perf + r"\b[^\n]{0,60}?" + _NUMBER + r"\s?" + _PERCENT,
+                re.IGNORECASE,
+            ),
+            "percentage beside a performance word",
+        ),
+        (
+            re.compile(
+                r"\b" + _NUMBER_WORDS + r"[\s-]+(?:percent\b|per\s?cent\b|pct\b)"
+                r"|" + _NUMBER + r"\s?pct\b",
+                re.IGNORECASE,
+            ),
+            "percentage in words",
+        ),
+        (re.compile(r"\bmonotonic(?:ally)?\b", re.IGNORECASE), "claim word"),
+        (re.compile(r"\bno\s+regressions?\b", re.IGNORECASE), "claim word"),
+        (re.compile(r"\bnothing\s+regresses\b", re.IGNORECASE), "claim word"),
+        # A quantified set said to gain or to lose, or a gain or loss said over a whole set.
+        (
+            re.compile(
+                _QUANTIFIED + r"(?:is\s+|are\s+|was\s+|were\s+)?" + perf + r"\b", re.IGNORECASE
+            ),
+            "claim over a set",
+        ),
+        (
+            re.compile(
+                r"\b" + perf + r"\b[^\n]{0,60}?\b(?:on|in|at|across|for|over)\s+"
+                r"(?:every|all|each)\s+(?:[+\w-]+\s+){0,2}?" + _SET_NOUNS + r"\b",
+                re.IGNORECASE,
+            ),
+            "claim over a set",
+        ),
+        # An outcome stated as a verdict: a size called level, a goal or target called reached.
+        (re.compile(r"\b(?:is|are|stays?|stayed|was|were)\s+level\b", re.IGNORECASE), "claim word"),
+        (re.compile(r"\blevel\s+(?:at|on|across)\s+\d", re.IGNORECASE), "claim word"),
+        (
+            re.compile(
+                r"\b(?:goal|target)s?\s+(?:is\s+|are\s+|was\s+|were\s+)?(?:met|missed|reached)\b"
+                r"|\bmet\s+only\b",
+                re.IGNORECASE,
+            ),
+            "outcome claim",
+        ),
+    )
+
+
+def _gates(words: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """For each pattern of ``_vocabulary_patterns``, in its order, a regex over the
+    *lowercased* text that matches wherever the pattern can (a necessary condition). Gates are
+    literals without IGNORECASE, which the regex engine skips ahead to; the full patterns
+    (word boundaries, lookbehinds, alternations of words, case rules) run only on the lines
+    where their gate matched. This is what keeps the scan of a repository fast."""
+    perf = re.compile("|".join(w.lower() for w in words) if words else r"(?!x)x")
+    return (
+        re.compile("×"),
+        re.compile(r"\dx"),
+        re.compile(r"[x×]\d"),
+        re.compile(r"times|fold"),
+        re.compile(r"twice|thrice|half|fold"),
+        re.compile(r"speed"),
+        re.compile(r"flop"),
+        re.compile(r"flop"),
+        re.compile(r"b/s"),
+        re.compile(r"bytes"),
+        re.compile(r"/call"),
+        re.compile(r"call"),
+        re.compile(r"%|percent|per\s?cent|pct"),
+        re.compile(r"percent|per\s?cent|pct"),
+        re.compile(r"monoton"),
+        re.compile(r"regress"),
+        re.compile(r"regress"),
+        perf,
+        perf,
+        re.compile(r"level"),
+        re.compile(r"level"),
+        re.compile(r"goal|target|met\s"),
+    )
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """A compiled claim vocabulary: every (pattern, what) pair and its gate (``_gates``)."""
+
+    patterns: tuple[tuple[re.Pattern[str], str], ...]
+    gates: tuple[re.Pattern[str], ...]
+
+    def search(self, text: str) -> bool:
+        """Whether any pattern matches on some line of ``text``: each pattern is tried only on
+        the lines where its gate matched (findings are per line, so nothing is lost)."""
+        low = text.lower()
+        if len(low) != len(text):  # a character whose lowercase is longer: no shortcut
+            return any(self.findings(line) for line in text.splitlines())
+        for (pattern, _), gate in zip(self.patterns, self.gates, strict=True):
+            done = -1
+            for hit in gate.finditer(low):
+                if hit.start() <= done:
+                    continue
+                lo = text.rfind("\n", 0, hit.start()) + 1
+                hi = text.find("\n", hit.end())
+                done = len(text) if hi < 0 else hi
+                if pattern.search(text[lo:done]) is not None:
+                    return True
+        return False
+
+    def findings(self, text: str, figures_only: bool = False) -> list[str]:
+        """Each pattern's first match in ``text`` (one line), as descriptions."""
+        low = text.lower()
+        exact = len(low) == len(text)
+        found = []
+        for (pattern, what), gate in zip(self.patterns, self.gates, strict=True):
+            if figures_only and not _has_number(pattern):
+                continue
+            if exact and gate.search(low) is None:
+                continue
+            match = pattern.search(text)
+            if match:
+                found.append(f"{what} typed by hand: {match.group(0).strip()!r}")
+        return found
+
+
+_VOCABULARIES: dict[tuple[str, ...], Vocabulary] = {}
+
+
+def vocabulary(words: tuple[str, ...] = PERF_WORDS) -> Vocabulary:
+    """The scanner for ``words`` (compiled once per vocabulary)."""
+    if words not in _VOCABULARIES:
+        pats = _vocabulary_patterns(words)
+        gates = _gates(words)
+        if len(gates) != len(pats):
+            raise AssertionError("every scanner pattern needs its gate")
+        _VOCABULARIES[words] = Vocabulary(pats, gates)
+    return _VOCABULARIES[words]
+
+
+def project_vocabulary(root: Path) -> Vocabulary:
+    """The vocabulary [tool.tether.scan] declares: PERF_WORDS less ``allow_words`` (matched
+    whole, case-insensitively, against the words a pattern admits) plus ``claim_words``."""
+    from tether import project
+    from tether.errors import UsageError
+
+    scan = project.get(root).raw.get("scan", {})
+    lists = {}
+    for key in ("allow_words", "claim_words"):
+        value = scan.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise UsageError(f"[tool.tether.scan] {key} must be a list of words")
+        lists[key] = value
+    allowed = [w.lower() for w in lists["allow_words"]]
+    words = tuple(
+        w for w in PERF_WORDS if not any(re.fullmatch(w, a, re.IGNORECASE) for a in allowed)
+    )
+    extra = tuple(re.escape(w) for w in lists["claim_words"])
+    return vocabulary(words + extra)
 
 
 @dataclass(frozen=True, order=True)
@@ -111,23 +290,16 @@ class Finding:
         return f"{self.path}:{self.line}: {self.what}"
 
 
-def scan_line(text: str, figures_only: bool = False) -> list[str]:
+def scan_line(text: str, figures_only: bool = False, vocab: Vocabulary | None = None) -> list[str]:
     """What is wrong with one line of hand-written prose, as descriptions; [] when clean.
 
     ``figures_only``: report literal figures (a number with a unit, a ratio, a percentage)
-    but not claim words or bare units (a template's claim words sit in branches its data
-    chooses, and its units sit beside computed numbers).
+    but not claim words or bare units. ``vocab``: the project's claim vocabulary (default:
+    PERF_WORDS).
     """
     if ALLOW_MARKER in text:
         return []
-    found = []
-    for pattern, what in _PATTERNS:
-        if figures_only and not _has_number(pattern):
-            continue
-        match = pattern.search(text)
-        if match:
-            found.append(f"{what} typed by hand: {match.group(0).strip()!r}")
-    return found
+    return (vocab or vocabulary()).findings(text, figures_only)
 
 
 def _has_number(pattern: re.Pattern[str]) -> bool:
@@ -138,15 +310,21 @@ def _has_number(pattern: re.Pattern[str]) -> bool:
 _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
 
 
-def scan_template(text: str, path: str) -> list[Finding]:
-    """Literal figures in a jinja template's own text: a figure typed into a template reaches
-    every rendered document and the diff against a fresh render cannot see it."""
+def scan_template(text: str, path: str, vocab: Vocabulary | None = None) -> list[Finding]:
+    """Figures, units and claim words in a jinja template's own text, outside its
+    expressions, statements and comments: typed into a template they reach every rendered
+    document, and the diff against a fresh render cannot see them. Words a template shows
+    by the data's choice come from an expression (``verdict_word``, ``rate``), never from
+    its text. The same patterns as in Markdown apply."""
     blanked = _JINJA.sub(
         lambda m: " " * len(m.group(0).split("\n")[0]) + "\n" * m.group(0).count("\n"), text
     )
+    original = text.splitlines()
     findings = []
     for number, line in enumerate(blanked.splitlines(), start=1):
-        findings += [Finding(path, number, what) for what in scan_line(line, figures_only=True)]
+        if number <= len(original) and ALLOW_MARKER in original[number - 1]:
+            continue
+        findings += [Finding(path, number, what) for what in scan_line(line, vocab=vocab)]
     return findings
 
 
@@ -200,13 +378,13 @@ def generated_lines(lines: list[str], path: str) -> tuple[set[int], list[Finding
     return inside, problems
 
 
-def scan_markdown(text: str, path: str) -> list[Finding]:
+def scan_markdown(text: str, path: str, vocab: Vocabulary | None = None) -> list[Finding]:
     """Findings in hand-written Markdown: every line outside generated regions."""
     lines = text.splitlines()
     skip, findings = generated_lines(lines, path)
     for number, line in enumerate(lines, start=1):
         if number not in skip:
-            findings += [Finding(path, number, what) for what in scan_line(line)]
+            findings += [Finding(path, number, what) for what in scan_line(line, vocab=vocab)]
     return findings
 
 
@@ -224,18 +402,18 @@ def _prose_lines(text: str) -> Iterator[int]:
         yield from range(doc.lineno, (doc.end_lineno or doc.lineno) + 1)
 
 
-def _may_hold_findings(text: str) -> bool:
+def _may_hold_findings(text: str, vocab: Vocabulary | None = None) -> bool:
     # Cheap whole-file test first: most files hold no figure-like text and no region marker,
     # and tokenizing and parsing them is most of the scan's time.
-    return "GENERATED:" in text or _ANY.search(text) is not None
+    return "GENERATED:" in text or (vocab or vocabulary()).search(text)
 
 
-def scan_python(text: str, path: str) -> list[Finding]:
+def scan_python(text: str, path: str, vocab: Vocabulary | None = None) -> list[Finding]:
     """Findings in a Python file's comments and docstrings outside generated regions.
 
     A file that does not parse is itself a finding: skipping it would let any figure in it pass.
     """
-    if not _may_hold_findings(text):
+    if not _may_hold_findings(text, vocab):
         return []  # nothing to find; a syntax error here is ruff's to report
     lines = text.splitlines()
     skip, findings = generated_lines(lines, path)
@@ -247,7 +425,9 @@ def scan_python(text: str, path: str) -> list[Finding]:
     for number in prose:
         if number in skip or number > len(lines):
             continue
-        findings += [Finding(path, number, what) for what in scan_line(lines[number - 1])]
+        findings += [
+            Finding(path, number, what) for what in scan_line(lines[number - 1], vocab=vocab)
+        ]
     return findings
 
 
@@ -291,6 +471,7 @@ def _under(path: Path, folders: Iterable[Path]) -> bool:
 def scan_tree(root: Path, skip: Iterable[Path] = ()) -> list[Finding]:
     """Every stray figure or claim word in hand-written text under ``root``."""
     skipped = {p.resolve() for p in skip}
+    vocab = project_vocabulary(root)
     findings: list[Finding] = []
     for path in scanned_files(root):
         if path.resolve() in skipped:
@@ -298,9 +479,89 @@ def scan_tree(root: Path, skip: Iterable[Path] = ()) -> list[Finding]:
         rel = path.relative_to(root).as_posix()
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".py":
-            findings += scan_python(text, rel)
+            findings += scan_python(text, rel, vocab)
         elif path.suffix == ".md":
-            findings += scan_markdown(text, rel)
+            findings += scan_markdown(text, rel, vocab)
         elif path.suffix == ".j2":
-            findings += scan_template(text, rel)
+            findings += scan_template(text, rel, vocab)
     return findings
+
+
+# -- the baseline: adopting tether on a repository that already has figures in its prose ------
+
+DEFAULT_BASELINE = "tether-scan-baseline.json"
+BASELINE_SCHEMA = "tether.scan-baseline/1"
+
+
+def baseline_path(root: Path) -> Path:
+    """[tool.tether.scan] baseline (relative to the root), default DEFAULT_BASELINE."""
+    from tether import project
+
+    value = project.get(root).raw.get("scan", {}).get("baseline", DEFAULT_BASELINE)
+    if not isinstance(value, str) or not value:
+        from tether.errors import UsageError
+
+        raise UsageError("[tool.tether.scan] baseline must be a path")
+    return root / value
+
+
+def _line_text(root: Path, finding: Finding, cache: dict[str, list[str]]) -> str:
+    if finding.path not in cache:
+        try:
+            text = (root / finding.path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        cache[finding.path] = text.splitlines()
+    lines = cache[finding.path]
+    return lines[finding.line - 1].strip() if 0 < finding.line <= len(lines) else ""
+
+
+def _baseline_keys(root: Path, findings: Iterable[Finding]) -> list[tuple[str, str, str]]:
+    """Each finding as (path, what, the line's text): a line moving up or down keeps its
+    entry, an edited line is new."""
+    cache: dict[str, list[str]] = {}
+    return [(f.path, f.what, _line_text(root, f, cache)) for f in findings]
+
+
+def write_baseline(root: Path, findings: Iterable[Finding]) -> Path:
+    """Record ``findings`` (scan findings) as the baseline; returns the file written."""
+    import json
+
+    keys = sorted(_baseline_keys(root, findings))
+    doc = {
+        "schema": BASELINE_SCHEMA,
+        "about": "scan findings that predate adopting tether; `tether check` reports only "
+        "new ones. Regenerate with `tether check --baseline`.",
+        "findings": [{"path": p, "what": w, "text": t} for p, w, t in keys],
+    }
+    path = baseline_path(root)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def apply_baseline(root: Path, findings: list[Finding]) -> list[Finding]:
+    """``findings`` less those the baseline records (each entry absorbs one finding)."""
+    import json
+    from collections import Counter
+
+    path = baseline_path(root)
+    if not path.is_file():
+        return findings
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        entries = Counter((e["path"], e["what"], e["text"]) for e in doc["findings"])
+        if doc.get("schema") != BASELINE_SCHEMA:
+            raise ValueError(f"schema {doc.get('schema')!r}")
+    except (ValueError, KeyError, TypeError) as exc:
+        from tether.errors import UsageError
+
+        raise UsageError(f"{path}: not a tether scan baseline ({exc})") from None
+    out = []
+    for finding, key in zip(findings, _baseline_keys(root, findings), strict=True):
+        if entries[key] > 0:
+            entries[key] -= 1
+        else:
+            out.append(finding)
+    return out

@@ -11,10 +11,21 @@ Read-only and GPU-free (it must never import torch or triton), so it runs in pre
    whose threshold does not sit strictly between its before and after measurements fails;
 4. the newest compile run of each kernel and arch was compiled from this checkout's kernel
    sources (its kernels fingerprint); stale compile evidence fails like a superseded run;
-5. hand-written text is scanned for performance figures and claim words (``tether._scan``);
-6. no run started in the future of the machine checking it (a host clock that is wrong);
-7. with ``[tool.tether.signing] require``, every run the published text cites is signed by an
-   allowed signer and its signature matches its digest (``tether.store.signing``).
+5. every cited timing run (the sweeps, gates and probes the documents cite, and every run a
+   threshold or gate rests on) describes the code: its kernels fingerprint is the checkout's,
+   or the kernel files that changed since its commit are none its arms use
+   (``tether.freshness``);
+6. policy evidence is evidence: a threshold's run timed the threshold's arm as B and its
+   ``otherwise`` as A, a gate's runs timed its arm; each rests on at least two runs of one
+   commit (a verdict resting on one run is provisional); cells flagged ``kernel_mismatch`` or
+   ``alloc_in_timed_region`` never count toward a predicate;
+7. with ``since`` (``tether check --since REV``), no run file that the store held at the
+   merge-base of REV and HEAD is modified or gone: the store is append-only;
+8. hand-written text is scanned for performance figures and claim words (``tether._scan``),
+   less the findings recorded in the project's scan baseline (``tether check --baseline``);
+9. no run started in the future of the machine checking it (a host clock that is wrong);
+10. with ``[tool.tether.signing] require``, every run the published text cites is signed by
+    an allowed signer and its signature matches its digest (``tether.store.signing``).
 
 Findings print as ``path:line: what``; exit 0 when there are none, 1 otherwise.
 """
@@ -257,11 +268,23 @@ def check_thresholds(
                 )
             )
             continue
+        arms = run.arms
+        if arms.get("B") != th.arm or arms.get("A") != th.otherwise:
+            findings.append(
+                Finding(
+                    *where,
+                    f"{label}: evidence run {run.id} timed B = {arms.get('B')!r} against "
+                    f"A = {arms.get('A')!r}, not the threshold's arm {th.arm!r} against its "
+                    f"otherwise {th.otherwise!r}",
+                )
+            )
         sibs = siblings(runs, run)
         ok, why = evaluate(th.evidence, run, sibs)
         if not ok:
             findings.append(Finding(*where, f"{label}: evidence does not hold: {why}"))
-        admitted = list(aggregate(cell_stats(run, sibs), th.evidence.population).cells)
+        admitted = list(
+            aggregate(cell_stats(run, sibs), th.evidence.population, trusted_only=True).cells
+        )
         for gap in coverage_gaps(th, admitted):
             findings.append(
                 Finding(*where, f"{label}: applies outside its evidence in run {run.id}: {gap}")
@@ -283,8 +306,8 @@ def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
 def check_gates(root: Path, gates: Iterable[Gate], runs: list[Run], current: str) -> list[Finding]:
     """Each set gate sits strictly between its cited before and after measurements, clear of
     both replicate bands; both are guarded, current and unthrottled."""
-    from tether.stats import rate_of
-    from tether.store.cite import by_id
+    from tether.stats import MIN_RUNS, rate_of
+    from tether.store.cite import by_id, siblings
 
     findings = []
     for gate in gates:
@@ -315,6 +338,25 @@ def check_gates(root: Path, gates: Iterable[Gate], runs: list[Run], current: str
                 findings.append(
                     Finding(
                         *where, f"gate {gate.id}: {role} run {run_id} is from a superseded harness"
+                    )
+                )
+            replicates = len(siblings(runs, run))
+            if 1 + replicates < MIN_RUNS:
+                findings.append(
+                    Finding(
+                        *where,
+                        f"gate {gate.id}: {role} run {run_id} has no replicate run (same commit, "
+                        f"harness and kernels); a band from one run is provisional and sets no "
+                        f"gate: measure it {MIN_RUNS} times",
+                    )
+                )
+            timed = run.arms.get(sample_role)
+            if role == "after" and timed is not None and timed != gate.arm:
+                findings.append(
+                    Finding(
+                        *where,
+                        f"gate {gate.id}: after run {run_id} timed {timed!r} as role "
+                        f"{sample_role}, not the gate's arm {gate.arm!r}",
                     )
                 )
             stat = rate_of(run, gate.call, sample_role)
@@ -464,6 +506,85 @@ def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
     return findings
 
 
+# -- timing evidence describes the code (issue 21) -------------------------------------------
+
+
+def cited_timing_runs(
+    runs: list[Run], policy: Iterable[Threshold], gates: Iterable[Gate]
+) -> list[tuple[Run, str]]:
+    """Every timing run a document, a threshold or a gate cites, with what cites it: the
+    newest evidence-grade sweep, gate and probe run per name and arch, each set threshold's
+    evidence run and each set gate's before and after runs."""
+    from tether.store.cite import by_id, cited
+
+    out: dict[str, tuple[Run, str]] = {}
+    for kind in ("sweep", "gate", "probe"):
+        for name, arch in sorted({(r.name, r.arch) for r in runs if r.kind == kind}):
+            run = cited(runs, kind, name, arch)
+            if run is not None:
+                out.setdefault(run.id, (run, f"the documents cite it for {kind} {name}"))
+    for th in policy:
+        if th.is_set:
+            run = cited(runs, "sweep", th.evidence.sweep, th.arch)
+            if run is not None:
+                out[run.id] = (run, f"policy {th.region} rests on it")
+    for gate in gates:
+        if gate.threshold is None:
+            continue
+        for role, run_id in (("before", gate.before_run), ("after", gate.after_run)):
+            run = by_id(runs, run_id)
+            if run is not None:
+                out[run.id] = (run, f"gate {gate.id} sets its threshold from it ({role})")
+    return [out[k] for k in sorted(out)]
+
+
+def check_timing_freshness(
+    root: Path, runs: list[Run], policy: Iterable[Threshold], gates: Iterable[Gate]
+) -> list[Finding]:
+    """A cited timing run whose kernels fingerprint is not the checkout's is a finding, unless
+    none of the kernel files changed since its commit is one its arms use."""
+    from tether import project
+    from tether.freshness import KernelDiff
+    from tether.store import kernels_fingerprint
+
+    current = kernels_fingerprint(root)
+    diff = KernelDiff(root, project.get(root).kernel_files())
+    findings = []
+    for run, why in cited_timing_runs(runs, policy, gates):
+        found = diff.staleness(run, current)
+        if not found.stale:
+            continue
+        path = run.path or Path("results") / run.arch / f"{run.id}.json"
+        if found.unknown is not None:
+            what = f"and tether cannot tell which files changed: {found.unknown}"
+        else:
+            what = "and its arms use changed kernel files: " + ", ".join(found.used)
+        findings.append(
+            Finding(
+                _rel(path, root),
+                1,
+                f"stale timing evidence: run {run.id} ({why}) was measured from other kernel "
+                f"sources ({run.provenance.kernels_fingerprint[:15]}) than this checkout's, "
+                f"{what}; re-measure it",
+            )
+        )
+    return findings
+
+
+def check_append_only(root: Path, store: Path, since: str) -> list[Finding]:
+    """Run files the store held at the merge-base of ``since`` and HEAD, modified or gone."""
+    from tether.freshness import GitUnavailable, store_changes_since
+
+    try:
+        changes = store_changes_since(root, store, since)
+    except GitUnavailable as exc:
+        raise UsageError(f"check --since {since}: git cannot tell ({exc})") from None
+    return [
+        Finding(path, 1, f"the store is append-only: this run file was {what}")
+        for path, what in changes
+    ]
+
+
 # -- the whole check -------------------------------------------------------------------------
 
 
@@ -475,11 +596,15 @@ def run_check(
     policy: Iterable[Threshold] | None = None,
     gates: Iterable[Gate] | None = None,
     full: bool = False,
+    since: str | None = None,
+    baseline: bool = True,
 ) -> list[Finding]:
     """Every finding for the checkout at ``root`` against the store at ``store``, sorted.
 
     ``policy`` and ``gates`` default to ``tether_kernels.arch_caps``; tests pass their own.
-    ``full`` redraws every figure and compares bytes (see ``figures_to_compare``).
+    ``full`` redraws every figure and compares bytes (see ``figures_to_compare``). ``since``:
+    a git revision; run files held at its merge-base with HEAD must be unchanged.
+    ``baseline``: leave out the scan findings the project's scan baseline records.
     """
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
@@ -504,10 +629,20 @@ def run_check(
         own_policy, own_gates = checkout_policy(root) or ((), ())
         # The harness of the checkout being checked, as the renderer judges it.
         current = harness_fingerprint(root)
-        findings += check_thresholds(root, own_policy if policy is None else policy, runs, current)
+        the_policy = tuple(own_policy if policy is None else policy)
+        the_gates = tuple(own_gates if gates is None else gates)
+        findings += check_thresholds(root, the_policy, runs, current)
         findings += check_tune_citations(root, runs)
-        findings += check_gates(root, own_gates if gates is None else gates, runs, current)
+        findings += check_gates(root, the_gates, runs, current)
         findings += check_compile_evidence(root, runs)
         findings += check_future_runs(root, runs)
-    findings += scan_tree(root)
+        findings += check_timing_freshness(root, runs, the_policy, the_gates)
+    if since is not None:
+        findings += check_append_only(root, store, since)
+    scanned = scan_tree(root)
+    if baseline:
+        from tether._scan import apply_baseline
+
+        scanned = apply_baseline(root, scanned)
+    findings += scanned
     return sorted(set(findings))

@@ -48,7 +48,7 @@ _KEYS = {
     },
     "fingerprint": {"harness", "kernels"},
     "render": {"files", "figures", "regions"},
-    "scan": {"include", "exclude"},
+    "scan": {"include", "exclude", "baseline", "claim_words", "allow_words"},
     "signing": {"allowed_signers", "require"},
 }
 

@@ -15,10 +15,23 @@ Conventions, fixed here and nowhere else:
   cell's ratio and widened to include 1.0; and, where the store holds other runs of the same
   sweep, commit and harness, across those runs too. It is the run-to-run noise a within-pass
   floor misses (clocks, power, placement).
-- A cell's *verdict* is ``win`` when even the low end of its band keeps the ratio above its
-  floor (``ratio * band_lo > floor_hi``), ``loss`` when even the high end keeps it below
-  (``ratio * band_hi < floor_lo``), else ``level``.
+- Floor and band are *symmetric* in log space: each is widened to ``[1/w, w]`` with ``w`` its
+  wider side, because noise that was seen on one side of 1.0 can fall on the other in the
+  next pass. A one-sided floor would call 1.001 a win against 0.987-1.000.
+- A cell's *noise* is the product of the two, ``[floor_lo * band_lo, floor_hi * band_hi]``,
+  and its *verdict* (``verdict``, the one function every surface calls) is ``win`` when the
+  ratio lies above the noise, ``loss`` below it, ``level`` inside. The interval printed as a
+  cell's noise is the interval its verdict used.
+- A verdict is *provisional* when its band rests on one run: within-run replicate blocks miss
+  what changes between processes (clocks, power, placement), so a provisional verdict backs
+  neither a policy nor a gate (``tether.check``).
+- Cells flagged ``kernel_mismatch`` or ``alloc_in_timed_region`` did not time what their arm
+  names (``UNTRUSTED_FLAGS``); they are shown but never counted toward a predicate.
 - An aggregate applies the same constructions to the geomean over its cells.
+
+Every surface (the sweep and demo summaries, ``store show``, ``compare``, the documents,
+policy regions and trends) judges a run through ``judge(run, runs)``, which takes the
+replicate runs from the store: the same cell with the same evidence gets the same word.
 
 Pure Python and numpy, no torch. Runs are ``tether.store.Run`` objects.
 """
@@ -39,6 +52,14 @@ from tether.store.model import CONTROL, Cell, Run
 # The axes a curve may be drawn over, in order of preference; then any other numeric axis.
 CURVE_AXES = ("seqlen", "kv_len", "qo_len")
 THROTTLED = "clock_throttled"
+# Flags that say a cell did not time what its arm names: another kernel ran, or the device
+# allocated inside the timed call. Such a cell never counts toward an evidence predicate.
+UNTRUSTED_FLAGS = frozenset({"kernel_mismatch", "alloc_in_timed_region"})
+# The words every surface prints for a verdict.
+VERDICT_WORDS = {"win": "faster", "loss": "slower", "level": "level"}
+PROVISIONAL = "provisional"
+# Runs a band must rest on before its verdict is more than provisional.
+MIN_RUNS = 2
 
 
 class StatsError(TetherError):
@@ -70,27 +91,49 @@ def aa_statistics(a: Sequence[float], a2: Sequence[float]) -> tuple[float, ...]:
 
 def floor_of(stats: Iterable[float]) -> tuple[float, float]:
     vals = list(stats)
-    return (min(*vals, 1.0), max(*vals, 1.0))
+    return symmetric((min(*vals, 1.0), max(*vals, 1.0)))
+
+
+def symmetric(band: tuple[float, float]) -> tuple[float, float]:
+    """``band`` widened to ``[1/w, w]``, ``w`` its wider side in log space."""
+    half = max(-math.log(band[0]), math.log(band[1]), 0.0)
+    return (math.exp(-half), math.exp(half))
+
+
+def noise_of(floor: tuple[float, float], band: tuple[float, float]) -> tuple[float, float]:
+    """The interval a verdict judges against: the floor and band compounded."""
+    return (floor[0] * band[0], floor[1] * band[1])
 
 
 def widen(*bands: tuple[float, float] | None) -> tuple[float, float]:
-    """The union of relative bands, always including 1.0."""
+    """The union of relative bands, always including 1.0, made symmetric."""
     lo, hi = 1.0, 1.0
     for b in bands:
         if b is not None:
             lo, hi = min(lo, b[0]), max(hi, b[1])
-    return (lo, hi)
+    return symmetric((lo, hi))
 
 
 def verdict(
     ratio: float, floor: tuple[float, float], band: tuple[float, float] = (1.0, 1.0)
 ) -> str:
-    """``win``/``loss`` only outside both the A/A floor and the replicate band."""
-    if ratio * band[0] > floor[1]:
+    """The one verdict rule: ``win`` above the noise (floor and band made symmetric, then
+    compounded), ``loss`` below it, ``level`` inside; symmetric on both sides of 1.0."""
+    lo, hi = noise_of(symmetric(floor), symmetric(band))
+    if ratio > hi:
         return "win"
-    if ratio * band[1] < floor[0]:
+    if ratio < lo:
         return "loss"
     return "level"
+
+
+def verdict_word(verdict_: str | None, provisional: bool = False) -> str:
+    """What every surface prints for a verdict: faster, slower or level, marked provisional
+    when its band rests on a single run."""
+    if verdict_ is None:
+        return "not judged"
+    word = VERDICT_WORDS.get(verdict_, verdict_)
+    return f"{word} ({PROVISIONAL})" if provisional else word
 
 
 def key_label(key: Mapping[str, object]) -> str:
@@ -129,10 +172,29 @@ class CellStat:
     fields: Mapping[str, object]  # shape_fields(key, grid.fixed)
     entry_points: tuple[str, ...]
     work: float
+    runs: int = 1  # runs the floor and band rest on: this one and its replicates
 
     @property
     def throttled(self) -> bool:
         return THROTTLED in self.flags
+
+    @property
+    def noise(self) -> tuple[float, float]:
+        """The interval the verdict used (floor and band compounded)."""
+        return noise_of(self.floor, self.band)
+
+    @property
+    def provisional(self) -> bool:
+        return self.runs < MIN_RUNS
+
+    @property
+    def trusted(self) -> bool:
+        """False for a cell that did not time what its arm names (UNTRUSTED_FLAGS)."""
+        return not UNTRUSTED_FLAGS & set(self.flags)
+
+    @property
+    def word(self) -> str:
+        return verdict_word(self.verdict, self.provisional)
 
 
 def cell_stat(
@@ -141,6 +203,7 @@ def cell_stat(
     siblings: Sequence[float] = (),
     aliases: Mapping[str, object] | None = None,
     sibling_floors: Sequence[tuple[float, float]] = (),
+    runs: int = 1,
 ) -> CellStat:
     """One cell judged; ``siblings`` are this cell's ratios (whole and per replicate block) in
     other runs of the same setup, ``sibling_floors`` their A/A floors. Floor and band are the
@@ -171,6 +234,7 @@ def cell_stat(
         fields=shape_fields(key, fixed, aliases),
         entry_points=tuple(cell.reach.get("entry_points", ()) or ()),
         work=cell.work,
+        runs=runs,
     )
 
 
@@ -189,16 +253,25 @@ def cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:
     """
     others: dict[str, list[float]] = {}
     floors: dict[str, list[tuple[float, float]]] = {}
+    counts: dict[str, int] = {}
     for sib in siblings:
         for c in sib.cells:
             if {"A", "B"} <= set(c.samples):
                 label = key_label(c.key)
                 others.setdefault(label, []).extend([_ratio(c), *block_ratios(c)])
+                counts[label] = counts.get(label, 0) + 1
                 if CONTROL in c.samples:
                     aa = aa_statistics(c.samples["A"], c.samples[CONTROL])
                     floors.setdefault(label, []).append(floor_of(aa))
     stats = [
-        _judged(run, i, c, others.get(key_label(c.key), ()), floors.get(key_label(c.key), ()))
+        _judged(
+            run,
+            i,
+            c,
+            others.get(key_label(c.key), ()),
+            floors.get(key_label(c.key), ()),
+            1 + counts.get(key_label(c.key), 0),
+        )
         for i, c in enumerate(run.cells)
     ]
     return tuple(sorted(stats, key=lambda s: tuple(sorted((k, str(v)) for k, v in s.key.items()))))
@@ -210,6 +283,7 @@ def _judged(
     cell: Cell,
     siblings: Sequence[float],
     sibling_floors: Sequence[tuple[float, float]] = (),
+    runs: int = 1,
 ) -> CellStat:
     """``cell_stat`` with every number it returns finite and positive, else a named error.
 
@@ -222,7 +296,7 @@ def _judged(
     where = run.path or f"run {run.id}"
     about = f"cell {label} of run {run.id}"
     try:
-        st = cell_stat(cell, run.fixed, siblings, run.aliases, sibling_floors)
+        st = cell_stat(cell, run.fixed, siblings, run.aliases, sibling_floors, runs)
     except (ArithmeticError, ValueError, KeyError) as exc:
         raise RunFileError(where, f"cells[{index}]", f"{about}: no statistic: {exc!r}") from None
     numbers = (st.a_median, st.b_median, st.ratio, *st.aa, *st.band, *st.blocks)
@@ -260,6 +334,8 @@ class Aggregate:
     levels: int
     flagged: int  # cells carrying any flag (allocation in timed region, throttle, ...)
     cells: tuple[CellStat, ...]
+    runs: int = 0  # the fewest runs any of its cells' bands rest on
+    untrusted: int = 0  # cells left out because they did not time their arm (evidence only)
 
     @property
     def verdict(self) -> str | None:
@@ -267,15 +343,41 @@ class Aggregate:
             return None
         return verdict(self.geomean, self.floor, self.band)
 
+    @property
+    def noise(self) -> tuple[float, float] | None:
+        """The interval the geomean's verdict used."""
+        if self.floor is None or self.band is None:
+            return None
+        return noise_of(self.floor, self.band)
+
+    @property
+    def provisional(self) -> bool:
+        return self.runs < MIN_RUNS
+
+    @property
+    def word(self) -> str:
+        return verdict_word(self.verdict, self.provisional)
+
 
 def aggregate(
-    stats: Sequence[CellStat], population: Population = WHOLE_MAP, label: str | None = None
+    stats: Sequence[CellStat],
+    population: Population = WHOLE_MAP,
+    label: str | None = None,
+    trusted_only: bool = False,
 ) -> Aggregate:
-    """Summarise the cells ``population`` admits; ``label`` overrides the population's name."""
-    cells = tuple(s for s in stats if population.admits(s.fields, s.entry_points))
+    """Summarise the cells ``population`` admits; ``label`` overrides the population's name.
+
+    ``trusted_only`` (evidence for a predicate): leave out cells flagged UNTRUSTED_FLAGS,
+    counting them in ``untrusted``.
+    """
+    admitted = tuple(s for s in stats if population.admits(s.fields, s.entry_points))
+    cells = tuple(s for s in admitted if s.trusted) if trusted_only else admitted
+    untrusted = len(admitted) - len(cells)
     name, desc = label or population.name, population.describe()
     if not cells:
-        return Aggregate(name, desc, 0, None, None, None, None, 0, 0, 0, 0, 0, ())
+        return Aggregate(
+            name, desc, 0, None, None, None, None, 0, 0, 0, 0, 0, (), untrusted=untrusted
+        )
     gm = geomean(s.ratio for s in cells)
     floor = floor_of(geomean(s.aa[j] for s in cells) for j in range(len(cells[0].aa)))
     # The geomean's band: the geomean in each block relative to the whole (cells with fewer
@@ -288,6 +390,8 @@ def aggregate(
     sib_hi = geomean(s.band[1] for s in cells)
     band = widen((min(per_block), max(per_block)), (sib_lo, sib_hi))
     return Aggregate(
+        runs=min(s.runs for s in cells),
+        untrusted=untrusted,
         population=name,
         description=desc,
         count=len(cells),
@@ -413,18 +517,28 @@ def evaluate(evidence: Evidence, run: Run | None, siblings: Sequence[Run] = ()) 
     """Whether every predicate of ``evidence`` holds on ``run``, and a one-line reason."""
     if run is None or not run.ok:
         return False, f"sweep {evidence.sweep}: not measured"
-    agg = aggregate(cell_stats(run, siblings), evidence.population)
+    agg = aggregate(cell_stats(run, siblings), evidence.population, trusted_only=True)
     results = predicate_results(evidence, agg)
     if agg.count == 0:
         return False, f"run {run.id}: population {agg.population} ({agg.description}) is empty"
-    assert agg.geomean is not None and agg.floor is not None and agg.band is not None
+    assert agg.geomean is not None and agg.noise is not None
     verdicts = ", ".join(f"{p} {'holds' if ok else 'fails'}" for p, ok in results.items())
+    left_out = f", {agg.untrusted} flagged cells not counted" if agg.untrusted else ""
     why = (
-        f"run {run.id}: {agg.population} ({agg.description}), {agg.count} cells, "
-        f"geomean {agg.geomean:.3f}, A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}, "
-        f"band {agg.band[0]:.3f}-{agg.band[1]:.3f}: {verdicts}"
+        f"run {run.id}: {agg.population} ({agg.description}), {agg.count} cells{left_out}, "
+        f"geomean {agg.geomean:.3f}, noise {agg.noise[0]:.3f}-{agg.noise[1]:.3f}: {verdicts}"
     )
+    if agg.provisional:
+        return False, f"{why}; provisional: the band rests on {agg.runs} run, not {MIN_RUNS}"
     return all(results.values()), why
+
+
+def judge(run: Run, runs: Iterable[Run] = ()) -> tuple[CellStat, ...]:
+    """The cells of ``run`` judged with its replicate runs from ``runs`` (the store): what
+    every surface prints, so one cell gets one word wherever it is shown."""
+    from tether.store.cite import siblings
+
+    return cell_stats(run, siblings(runs, run))
 
 
 # -- rates: gates and probes ------------------------------------------------------------------
@@ -511,6 +625,9 @@ def probe_bounds(run: Run) -> dict[str, BoundStat]:
 # -- agreement between runs ---------------------------------------------------------------------
 
 
+AGREE, DIFFERS, TOO_NOISY = "agree", "DIFFERS", "too noisy to judge"
+
+
 @dataclass(frozen=True)
 class CellAgreement:
     """One cell measured by two runs: does ``other`` reproduce ``base`` within their noise?"""
@@ -524,6 +641,16 @@ class CellAgreement:
     inside: bool
     gpu: Any  # the other run's extra.gpu for this cell (sharded runs), else None
     inside_run: bool | None = None  # inside the run-to-run band (None: no control run)
+    replicate: bool = False  # the two runs are one setup: their spread is itself noise
+
+    @property
+    def verdict(self) -> str:
+        """``agree`` inside the noise or the run-to-run band; outside, ``too noisy to judge``
+        when the two runs are replicates of one setup (what separates them is the noise being
+        measured, not a change), else ``DIFFERS``."""
+        if self.inside or self.inside_run:
+            return AGREE
+        return TOO_NOISY if self.replicate else DIFFERS
 
 
 @dataclass(frozen=True)
@@ -541,6 +668,10 @@ class Agreement:
     @property
     def agree(self) -> int:
         return sum(c.inside for c in self.cells)
+
+    @property
+    def differs(self) -> int:
+        return sum(c.verdict == DIFFERS for c in self.cells)
 
     @property
     def agree_run(self) -> int | None:
@@ -564,14 +695,22 @@ def run_band(base: Run, control: Run) -> tuple[float, float] | None:
     return (math.exp(-worst), math.exp(worst))
 
 
-def agreement(base: Run, other: Run, control: Run | None = None) -> Agreement | None:
+def agreement(
+    base: Run, other: Run, control: Run | None = None, replicate: bool | None = None
+) -> Agreement | None:
     """Cell-by-cell agreement of two runs of the same cells; None when their cells differ.
 
     A cell agrees when the ratio of the two speedups lies inside the product of the two cells'
     A/A floors widened by their replicate bands. With ``control`` (another run set up like
     ``base``), each cell is also judged against the run-to-run band of ``base`` and
     ``control``: a run reproduces another when it differs no more than two runs of one setup.
+    ``replicate`` (default: whether the two runs are one setup, ``same_setup``): a cell
+    outside both is then too noisy to judge, never a difference.
     """
+    from tether.store.cite import same_setup
+
+    if replicate is None:
+        replicate = same_setup(base, other)
     a, b = _by_label(base), _by_label(other)
     if not a or set(a) != set(b):
         return None
@@ -594,6 +733,7 @@ def agreement(base: Run, other: Run, control: Run | None = None) -> Agreement | 
                 inside=low <= rel <= high,
                 gpu=gpus.get(label),
                 inside_run=None if band is None else band[0] <= rel <= band[1],
+                replicate=replicate,
             )
         )
     return Agreement(
@@ -603,4 +743,38 @@ def agreement(base: Run, other: Run, control: Run | None = None) -> Agreement | 
         control_id=None if band is None else control.id if control is not None else None,
         run_band=band,
         control_agree=None if twin is None else twin.agree,
+    )
+
+
+# -- the words a document prints for an aggregate (templates format; this decides) ----------
+
+
+def overall(agg: Aggregate) -> str:
+    """One aggregate's verdict as a document states it: the geomean's word, and how the cells
+    split when they disagree with it. Provisional when its band rests on one run."""
+    if agg.count == 0 or agg.geomean is None:
+        return "no cells"
+    mark = f" ({PROVISIONAL}: one run)" if agg.provisional else ""
+    v = agg.verdict
+    if v == "win" and agg.losses == 0:
+        text = "B faster than A beyond the noise, no cell slower beyond its own"
+    elif v == "loss" and agg.wins == 0:
+        text = "B slower than A beyond the noise, no cell faster beyond its own"
+    elif v == "win":
+        text = f"mixed: B faster overall, {agg.losses} cell(s) slower beyond their noise"
+    elif v == "loss":
+        text = f"mixed: B slower overall, {agg.wins} cell(s) faster beyond their noise"
+    else:
+        text = (
+            f"level overall (the geomean lies inside its noise); {agg.wins} cell(s) faster "
+            f"and {agg.losses} slower beyond their own"
+        )
+    return text + mark
+
+
+def split(agg: Aggregate) -> str:
+    """How an aggregate's cells were judged, in the words every surface uses."""
+    return (
+        f"{agg.wins} {VERDICT_WORDS['win']}, {agg.losses} {VERDICT_WORDS['loss']}, "
+        f"{agg.levels} {VERDICT_WORDS['level']}"
     )

@@ -21,14 +21,15 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tether.stats import aggregate, cell_stats
+from tether.stats import aggregate, cell_stats, judge
 from tether.store.cite import same_setup
 from tether.store.model import Run
 
 
-def headline(run: Run) -> dict[str, Any]:
-    """One point of a trend: the run's whole-map geomean with its floor and replicate band."""
-    agg = aggregate(cell_stats(run))
+def headline(run: Run, runs: Iterable[Run] = ()) -> dict[str, Any]:
+    """One point of a trend: the run's whole-map geomean with its floor and replicate band,
+    judged with its replicates among ``runs`` (tether.stats.judge), and the word it gets."""
+    agg = aggregate(judge(run, list(runs)))
     return {
         "run": run.id,
         "started": run.started,
@@ -37,6 +38,10 @@ def headline(run: Run) -> dict[str, Any]:
         "geomean": agg.geomean,
         "floor": list(agg.floor) if agg.floor else None,
         "band": list(agg.band) if agg.band else None,
+        "noise": list(agg.noise) if agg.noise else None,
+        "verdict": agg.verdict,
+        "word": agg.word,
+        "provisional": agg.provisional,
         "cells": agg.count,
     }
 
@@ -102,8 +107,9 @@ def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
     run-to-run band), ``latest`` and ``figure`` (its file name in the figures folder).
     """
     trends = []
-    for (arch, sweep, sharded), history in sorted(_series(runs).items()):
-        points = [headline(r) for r in history]
+    pool = list(runs)
+    for (arch, sweep, sharded), history in sorted(_series(pool).items()):
+        points = [headline(r, pool) for r in history]
         pairs = [(a, b) for a, b in itertools.combinations(history, 2) if same_setup(a, b)]
         changes = []
         for (ra, pa), (rb, pb) in itertools.pairwise(list(zip(history, points, strict=True))):

@@ -29,7 +29,7 @@ def test_aa_of_the_same_function_is_level() -> None:
     fn = work(3000)
     got = measure({"A": fn, "A2": work(3000), "B": fn}, FAST)
     ratio = med(got.samples["A2"]) / med(got.samples["A"])
-    # Loose: a shared 2-core CI box is noisy, but the same call must not look twice as slow as itself.
+    # Loose: a shared 2-core CI box is noisy, but the same call must not take double its own time.
     assert 0.6 < ratio < 1.6, ratio
 
 

@@ -9,6 +9,7 @@ marker so that they read as deliberate.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -50,7 +51,7 @@ _LIVE = (
         arch="sm90",
         entry="single_prefill",
         arm="triton",
-        otherwise="sdpa_cudnn",
+        otherwise="sdpa_flash",  # the FIXTURE sweep's A arm: its evidence times it as A
         takes=(("qo_len", ">=", 2048),),
         evidence=Evidence(
             sweep=SWEEP,
@@ -105,6 +106,7 @@ class Checkout:
     sweep: Run
     before: Run
     after: Run
+    replicate: Run
 
     def check(self) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
@@ -137,6 +139,18 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Checkout:
     (root / "kernels").mkdir()
     shutil.copy2(POLICY_FILE, root / "kernels" / "arch_caps.py")
     sweep = make_sweep_run(name=SWEEP, axes=AXES, fixed=FIXED, ratio=0.5, store=store, root=root)
+    # A replicate run of the same commit (older, so the cited run stays ``sweep``): a band
+    # from one run is provisional and backs no policy.
+    replicate = make_sweep_run(
+        name=SWEEP,
+        axes=AXES,
+        fixed=FIXED,
+        ratio=0.5,
+        seed=1,
+        started="2025-12-31T00:00:00Z",
+        store=store,
+        root=root,
+    )
     before = make_gate_run(
         name="fixture-gate",
         measured=100e12,
@@ -157,7 +171,9 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Checkout:
     monkeypatch.setattr(arch_caps, "POLICY", FIXTURE_POLICY)
     monkeypatch.setattr(arch_caps, "GATES", fixture_gates(150e12, before.id, after.id))
     _render_into(root, store)
-    made = Checkout(root=root, store=store, sweep=sweep, before=before, after=after)
+    made = Checkout(
+        root=root, store=store, sweep=sweep, before=before, after=after, replicate=replicate
+    )
     code, out, err = made.check()
     assert code == 0, f"FIXTURE checkout is not clean:\n{out}{err}"
     return made
@@ -266,8 +282,9 @@ def test_a_resealed_edit_breaks_the_id_and_every_citation(checkout: Checkout) ->
 
 
 def test_an_unguarded_run_is_never_policy_evidence(checkout: Checkout) -> None:
-    assert checkout.sweep.path is not None
+    assert checkout.sweep.path is not None and checkout.replicate.path is not None
     checkout.sweep.path.unlink()
+    checkout.replicate.path.unlink()
     make_sweep_run(
         name=SWEEP, axes=AXES, fixed=FIXED, ratio=0.5, guard=UNGUARDED,
         store=checkout.store, root=checkout.root,
@@ -354,11 +371,60 @@ def test_phrasings_of_hand_typed_outcomes_are_caught(checkout: Checkout, typed: 
 
 
 def test_run_deleted(checkout: Checkout) -> None:
-    assert checkout.sweep.path is not None
+    assert checkout.sweep.path is not None and checkout.replicate.path is not None
     checkout.sweep.path.unlink()
+    checkout.replicate.path.unlink()
     code, out, _ = checkout.check()
     assert code == 1
     assert f"sweep {SWEEP!r} with no guarded ok run" in out
+
+
+def test_a_policy_resting_on_one_run_is_provisional(checkout: Checkout) -> None:
+    # Deleting the replicate narrows the band to one run's: the verdict is provisional, and a
+    # provisional verdict backs no policy, even re-rendered.
+    assert checkout.replicate.path is not None
+    checkout.replicate.path.unlink()
+    _render_into(checkout.root, checkout.store)
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "provisional: the band rests on 1 run, not 2" in out
+    region = (checkout.root / "kernels" / "arch_caps.py").read_text(encoding="utf-8")
+    assert "# provisional: one run" in region
+
+
+def test_evidence_that_timed_other_arms_is_a_finding(
+    checkout: Checkout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Swap the threshold's arm to the evidence run's A arm: gluon's sweep would be presented
+    # as triton's evidence, or here sdpa_flash's as triton's.
+    swapped = (replace(_LIVE[0], arm="sdpa_flash", otherwise="triton"), *FIXTURE_POLICY[1:])
+    monkeypatch.setattr(arch_caps, "POLICY", swapped)
+    _render_into(checkout.root, checkout.store)
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert (
+        "timed B = 'triton' against A = 'sdpa_flash', not the threshold's arm 'sdpa_flash' "
+        "against its otherwise 'triton'" in out
+    )
+
+
+def test_flagged_cells_never_count_toward_a_predicate(
+    checkout: Checkout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.stats import aggregate, cell_stats, evaluate
+
+    flagged = dataclasses.replace(
+        checkout.sweep,
+        cells=tuple(
+            dataclasses.replace(c, flags=("kernel_mismatch",)) for c in checkout.sweep.cells
+        ),
+    )
+    evidence = _LIVE[0].evidence
+    ok, why = evaluate(evidence, flagged, [checkout.replicate])
+    assert not ok and "is empty" in why
+    whole = aggregate(cell_stats(flagged), evidence.population)
+    assert whole.count > 0  # shown, but not evidence
+    assert aggregate(cell_stats(flagged), evidence.population, trusted_only=True).untrusted
 
 
 def test_gate_run_deleted(checkout: Checkout) -> None:

@@ -32,6 +32,21 @@ FLAGGED = [
     pytest.param("nothing regresses", id="nothing-regresses"),  # tether: allow-figure
     pytest.param("every cell wins", id="every-cell"),  # tether: allow-figure
     pytest.param("all cells win", id="all-cells"),  # tether: allow-figure
+    # issue 21: claims written in words
+    pytest.param("about ten percent quicker", id="number-word-pct"),  # tether: allow-figure
+    pytest.param("a speedup of 1.4 on long rows", id="speedup-of"),  # tether: allow-figure
+    pytest.param("a speedup of about two", id="speedup-of-word"),  # tether: allow-figure
+    pytest.param("reaches 650 teraflops", id="teraflops"),  # tether: allow-figure
+    pytest.param("reaches 650 TFLOPs", id="tflops-lower-s"),  # tether: allow-figure
+    pytest.param("up 7 pct", id="pct-abbrev"),  # tether: allow-figure
+    pytest.param("trails cuDNN on every shape", id="trails-every"),  # tether: allow-figure
+    pytest.param("a loss at every shape", id="loss-at-every"),  # tether: allow-figure
+    pytest.param("1.5× faster", id="n-times-sign"),  # tether: allow-figure
+    pytest.param("two times faster", id="times-in-words"),  # tether: allow-figure
+    pytest.param("a twofold gain", id="twofold"),  # tether: allow-figure
+    pytest.param("a 3-fold gain", id="n-fold"),  # tether: allow-figure
+    pytest.param("twice as fast as flash", id="twice-as-fast"),  # tether: allow-figure
+    pytest.param("moves two terabytes per second", id="bandwidth-words"),  # tether: allow-figure
 ]
 
 CLEAN = [
@@ -143,6 +158,82 @@ def test_tree_walk_covers_every_hand_written_file_but_declared_fixtures(tmp_path
 
 def test_finding_prints_as_path_line_what() -> None:
     assert str(Finding("a.md", 3, "claim word")) == "a.md:3: claim word"
+
+
+TEMPLATE = (
+    "{# a comment may say 1.2x #}\n"  # tether: allow-figure
+    "geomean {{ a.geomean | ratio }} over {{ a.count }} cells\n"
+    "{% if a.verdict == 'win' %}every cell wins{% endif %}\n"  # tether: allow-figure
+    "{{ rate }} TFLOP/s\n"  # tether: allow-figure
+    "{{ word }} and {{ 'monotonic' }}\n"  # tether: allow-figure
+    "it is ten percent faster\n"  # tether: allow-figure
+)
+
+
+def test_templates_are_scanned_like_markdown_outside_expressions() -> None:
+    from tether._scan import scan_template
+
+    found = scan_template(TEMPLATE, "x.md.j2")
+    lines = sorted({f.line for f in found})
+    # line 1 is a jinja comment, line 2 and 5 only format data; 3, 4 and 6 type a claim, a
+    # bare unit (the same unit patterns as in Markdown) and a percentage in words
+    assert lines == [3, 4, 6], found
+
+
+def _project_with(tmp_path: Path, scan_table: str, text: str) -> Path:
+    root = tmp_path / "proj"
+    fixture_project(root, extra=scan_table)  # the fixture's last table is [tool.tether.scan]
+    (root / "NOTES.md").write_text(text, encoding="utf-8")
+    return root
+
+
+def test_the_claim_vocabulary_is_configurable(tmp_path: Path) -> None:
+    text = "the loss on every row stays small\nit outruns flash on every shape\n"
+    root = _project_with(tmp_path, 'include = ["*.md"]\n', text)
+    assert [f.line for f in scan_tree(root)] == [1]  # "loss" is a claim word by default
+    root2 = _project_with(
+        tmp_path / "b",
+        'include = ["*.md"]\nallow_words = ["loss"]\nclaim_words = ["outruns"]\n',
+        text,
+    )
+    assert [f.line for f in scan_tree(root2)] == [2]
+
+
+def test_a_baseline_keeps_old_findings_and_fails_new_ones(tmp_path: Path) -> None:
+    from tether._scan import apply_baseline, baseline_path, write_baseline
+
+    old = "intro\nTriton is 1.21x over cuDNN\n"  # tether: allow-figure
+    root = _project_with(tmp_path, 'include = ["*.md"]\n', old)
+    found = scan_tree(root)
+    assert len(found) == 1
+    write_baseline(root, found)
+    assert baseline_path(root).is_file()
+    assert apply_baseline(root, scan_tree(root)) == []
+    # the old line moves down: still the old finding; a new figure: reported
+    (root / "NOTES.md").write_text(
+        "intro\nmore intro\nTriton is 1.21x over cuDNN\nnow 650 teraflops\n",  # tether: allow-figure
+        encoding="utf-8",
+    )
+    left = apply_baseline(root, scan_tree(root))
+    assert [f.line for f in left] == [4]
+
+
+def test_check_baseline_on_the_command_line(tmp_path: Path) -> None:
+    import io
+
+    from tether.cli import main
+
+    root = _project_with(
+        tmp_path,
+        'include = ["*.md"]\n',
+        "Triton is 1.21x over cuDNN\n",  # tether: allow-figure
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--root", str(root), "check", "--baseline"], out, err) == 0
+    assert "wrote 1 scan finding" in out.getvalue()
+    out = io.StringIO()
+    main(["--root", str(root), "check"], out, io.StringIO())
+    assert "1.21x" not in out.getvalue()  # tether: allow-figure
 
 
 def test_this_repository_has_no_stray_figures_in_the_checks_own_modules() -> None:

@@ -106,8 +106,8 @@ def test_show_gives_medians_ratio_floor_and_verdict(project: Path) -> None:
     assert rc == 0
     for st in cell_stats(run):
         row = next(ln for ln in out.splitlines() if ln.strip().startswith(st.label))
-        assert f"{st.ratio:.4f}" in row and f"{st.floor[0]:.4f}-{st.floor[1]:.4f}" in row
-        assert st.verdict in row and f"{st.a_median * 1e6:.4g}" in row
+        assert f"{st.ratio:.4f}" in row and f"{st.noise[0]:.4f}-{st.noise[1]:.4f}" in row
+        assert row.endswith(st.word) and f"{st.a_median * 1e6:.4g}" in row
     rc, out, _ = run_cli(project, "store", "show", run.id, "--json")
     doc = json.loads(out)
     by_label = {c["label"]: c for c in doc["cells"]}
@@ -173,13 +173,76 @@ def test_compare_flags_cells_outside_both_floors_and_exits_1(project: Path) -> N
     from validate.suite.runfactory import DEFAULT_FIXED, grid_cells
 
     cells = grid_cells(AXES, DEFAULT_FIXED, ratio=0.9, noise=0.002, seed=2, per_cell_ratio=per_cell)
-    b = make_sweep_run(axes=AXES, cells=cells, store=store)
+    # Another commit's run: a change between two setups can differ.
+    b = make_sweep_run(axes=AXES, cells=cells, git_sha="b" * 40, store=store)
     rc, out, _ = run_cli(project, "compare", a.id, b.id, "--json")
     doc = json.loads(out)
     assert rc == 1 and doc["common"] == 4 and doc["agree"] == 3 and not doc["all_agree"]
     (bad,) = [c for c in doc["cells"] if not c["agree"]]
     assert bad["cell"] == "hq=16 seqlen=256" and bad["change"] == pytest.approx(0.9 / 0.6, rel=0.02)
-    assert bad["noise"][0] <= 1.0 <= bad["noise"][1]
+    assert bad["noise"][0] <= 1.0 <= bad["noise"][1] and bad["verdict"] == "DIFFERS"
+    # A regression threshold: B's run gained there, so nothing counts against it; exit 0.
+    rc, out, _ = run_cli(project, "compare", a.id, b.id, "--threshold", "5%", "--json")
+    assert rc == 0 and json.loads(out)["failing"] == 0
+    rc, out, _ = run_cli(project, "compare", b.id, a.id, "--threshold", "5%")
+    assert rc == 1 and "1 regress by more than 5.0%" in out
+    rc, out, _ = run_cli(project, "compare", b.id, a.id, "--threshold", "60%")
+    assert rc == 0
+
+
+def test_two_runs_of_one_commit_never_differ(project: Path) -> None:
+    # Replicates of one setup: what separates them is the noise being measured.
+    store = project / "results"
+    a = make_sweep_run(axes=AXES, ratio=0.9, noise=0.002, seed=1, store=store)
+    from validate.suite.runfactory import DEFAULT_FIXED, grid_cells
+
+    cells = grid_cells(
+        AXES, DEFAULT_FIXED, ratio=0.9, noise=0.002, seed=2, per_cell_ratio={(16, 256): 0.6}
+    )
+    b = make_sweep_run(axes=AXES, cells=cells, started="2026-01-01T00:05:00Z", store=store)
+    rc, out, _ = run_cli(project, "compare", a.id, b.id)
+    assert rc == 0, out
+    assert "DIFFERS" not in out and "too noisy to judge" in out
+    assert "the runs are replicates of one setup" in out
+
+
+def test_compare_control_must_be_a_replicate(project: Path) -> None:
+    store = project / "results"
+    a = make_sweep_run(axes=AXES, noise=0.0005, store=store)
+    b = make_sweep_run(axes=AXES, noise=0.0005, seed=3, git_sha="b" * 40, store=store)
+    other = make_sweep_run(axes=AXES, noise=0.0005, seed=4, git_sha="c" * 40, store=store)
+    rc, _, err = run_cli(project, "compare", a.id, b.id, "--control", other.id)
+    assert rc == 2 and "is not a replicate of RUN_A" in err and "git_sha" in err
+    rc, _, err = run_cli(project, "compare", a.id, b.id, "--control", a.id)
+    assert rc == 2 and "RUN_A itself" in err
+
+
+def test_compare_latest_revision_and_markdown(project: Path) -> None:
+    import subprocess
+
+    store = project / "results"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(
+        ["git", "-C", str(project), "-c", "user.name=f", "-c", "user.email=f@example.invalid",
+         "commit", "-q", "--allow-empty", "-m", "FIXTURE"],
+        check=True,
+    )  # fmt: skip
+    head = subprocess.run(
+        ["git", "-C", str(project), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    old = make_sweep_run(axes=AXES, noise=0.0005, git_sha=head, store=store)
+    new = make_sweep_run(
+        axes=AXES, noise=0.0005, seed=2, git_sha="d" * 40, started="2026-01-02T00:00:00Z",
+        store=store,
+    )  # fmt: skip
+    rc, out, _ = run_cli(project, "compare", "@HEAD", new.id, "--json")
+    assert rc == 0 and json.loads(out)["a"] == old.id
+    rc, out, _ = run_cli(project, "compare", old.id, "latest", "--json")
+    assert rc == 0 and json.loads(out)["b"] == new.id
+    rc, out, _ = run_cli(project, "compare", old.id, "latest", "--markdown")
+    assert rc == 0 and out.startswith("**tether compare**") and "| cell |" in out
+    rc, _, err = run_cli(project, "compare", "latest", "latest")
+    assert rc == 2 and "run id or a run file" in err
 
 
 def test_compare_uses_common_cells_and_a_control_band(project: Path) -> None:

@@ -189,3 +189,35 @@ def test_cpu_demo_end_to_end_tells_its_story(
     runs = load_store(scratch / "results")
     assert len(runs) == 2 and old[0].id not in {r.id for r in runs}
     assert "USDT" not in capfd.readouterr().err
+
+
+def test_the_cpu_demo_run_twice_compares_without_differences(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two runs of one commit on one machine: "agree" or "too noisy to judge", never "DIFFERS";
+    # and the second run's verdicts rest on two runs, so they are no longer provisional.
+    from tether import registry
+    from tether.bench.engine import TimingPolicy
+    from tether.bench.sweep import Target
+    from tether.cli.compare import compare_runs
+
+    toy = TimingPolicy(min_sample_s=2e-4, min_reps=3, max_reps=3, warmup_calls=1)
+    monkeypatch.setattr(
+        Target, "detect", staticmethod(lambda index=None: Target("cpu", "cpu", "cpu: test"))
+    )
+    reg = registry.load(["tether_kernels.bench"])
+    monkeypatch.setitem(reg.sweeps, "cpu-demo", reg.get_sweep("cpu-demo").replace(timing=toy))
+    scratch = tmp_path / "s"
+    texts = []
+    for _ in range(2):
+        out, err = io.StringIO(), io.StringIO()
+        rc = main(["--root", str(ROOT), "demo", "--scratch", str(scratch)], out, err)
+        assert rc == 0, err.getvalue()
+        texts.append(out.getvalue())
+    runs = sorted(load_store(scratch / "results"), key=lambda r: r.started)
+    assert len(runs) == 2
+    doc = compare_runs(runs[0], runs[1], runs=runs)
+    assert doc["differs"] == 0 and doc["failing"] == 0, doc
+    assert "provisional: the band rests on 1 run" in texts[0]
+    assert runs[0].evidence_grade and runs[1].evidence_grade  # the demo holds the guard
+    assert "provisional: the band rests on" not in texts[1]

@@ -139,7 +139,7 @@ def test_policy_regions_render_and_are_ruff_format_fixed_points(sweep_store: Pat
     out = render_all(ROOT, sweep_store)
     text = _text(out, Path("kernels/tether_kernels/arch_caps.py"))
     assert "# sweep prefill-vs-sdpa, population single-prefill-gate" in text
-    assert "beyond their noise" in text
+    assert "# cells " in text and " faster, " in text
     assert "# geomean_win: holds" in text or "# geomean_win: does not hold" in text
     assert "# not measured: the store has no guarded ok run of this sweep on gfx942." in text
     formatted = subprocess.run(
@@ -256,7 +256,7 @@ def test_a_sharded_run_is_also_judged_against_the_run_to_run_band(
 
     store = tmp_path / "results"
     first = make_sweep_run(axes=AXES, ratio=0.8, noise=0.0, n=5, started="2026-01-01T00:00:00Z")
-    # FIXTURE: the control drifts by three percent on one cell, the sharded run by two on
+    # FIXTURE: the control drifts by a factor 1.03 on one cell, the sharded run by 1.02 on
     # another, so that cell is outside both floors but inside the run-to-run band.
     first = with_b_faster(first, 0, 1.03)
     write_run(first, store)
@@ -310,8 +310,8 @@ def test_a_raised_gate_does_not_inherit_the_old_runs_pass() -> None:
     ("ratio", "verdict"),
     [
         # The FIXTURE's ratio is B's time over A's: below 1 means B is faster.
-        pytest.param(0.8, "B is faster than A (geomean beyond", id="faster"),
-        pytest.param(1.25, "B is slower than A (geomean beyond", id="slower"),
+        pytest.param(0.8, "B faster than A beyond the noise", id="faster"),
+        pytest.param(1.25, "B slower than A beyond the noise", id="slower"),
     ],
 )
 def test_each_sweep_section_states_its_verdict_from_the_data(

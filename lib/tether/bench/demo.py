@@ -84,12 +84,14 @@ def _fmt_floor(floor: tuple[float, float] | None) -> str:
     return "-" if floor is None else f"{floor[0]:.3f}-{floor[1]:.3f}"
 
 
-def summary_lines(run: Any) -> list[str]:
-    """What a run measured, in the docs' words: arms, cells, verdicts, geomean and A/A floor.
+def summary_lines(run: Any, runs: Any = ()) -> list[str]:
+    """What a run measured, in the docs' words: arms, cells, verdicts, geomean and noise.
 
-    Every number is recomputed from the raw samples by tether.stats, as the docs do.
+    Every number is recomputed from the raw samples by tether.stats, as the docs do, and
+    judged with the run's replicates among ``runs`` (the store it was written to): the words
+    are the ones ``store show``, ``compare`` and the rendered documents print.
     """
-    from tether.stats import aggregate, cell_stats
+    from tether.stats import MIN_RUNS, aggregate, judge
 
     arms = run.config.get("arms") or {}
     lines = [
@@ -102,7 +104,7 @@ def summary_lines(run: Any) -> list[str]:
     if run.status != "ok":
         lines.append(f"  {run.status}: {run.reason}")
         return lines
-    stats = cell_stats(run)
+    stats = judge(run, list(runs))
     if not stats:
         lines.append(f"  {len(run.cells)} cells, none with an A/A control to judge")
         return lines
@@ -110,11 +112,17 @@ def summary_lines(run: Any) -> list[str]:
     assert agg.geomean is not None and agg.worst is not None
     lines += [
         f"  {agg.count} cells: {agg.wins} faster, {agg.losses} slower, {agg.levels} level "
-        "(a cell is level when its ratio lies inside its A/A floor or its replicate band), "
-        f"{agg.flagged} flagged",
-        f"  geomean ratio median(A)/median(B) {agg.geomean:.3f} (above 1: B faster), "
-        f"A/A floor {_fmt_floor(agg.floor)}, replicate band {_fmt_floor(agg.band)}",
+        "(a cell is faster or slower only beyond its noise: its A/A floor times its replicate "
+        f"band, each symmetric about 1.0), {agg.flagged} flagged",
+        f"  geomean ratio median(A)/median(B) {agg.geomean:.3f} (above 1: B faster): "
+        f"{agg.word}; noise {_fmt_floor(agg.noise)} (A/A floor {_fmt_floor(agg.floor)}, "
+        f"replicate band {_fmt_floor(agg.band)})",
     ]
+    if agg.provisional:
+        lines.append(
+            f"  provisional: the band rests on {agg.runs} run; a verdict backs a policy or a "
+            f"gate only with {MIN_RUNS} runs of one commit from separate processes"
+        )
     shown = stats if len(stats) <= LISTED_CELLS else sorted(stats, key=lambda s: s.ratio)
     if len(stats) > LISTED_CELLS:
         shown = [*shown[:3], *shown[-3:]]
@@ -123,8 +131,8 @@ def summary_lines(run: Any) -> list[str]:
     for s in shown:
         flags = f"  [{', '.join(s.flags)}]" if s.flags else ""
         lines.append(
-            f"    {s.label.ljust(width)}  ratio {s.ratio:.3f}  A/A floor {_fmt_floor(s.floor)}"
-            f"  band {_fmt_floor(s.band)}  {s.verdict}{flags}"
+            f"    {s.label.ljust(width)}  ratio {s.ratio:.3f}  noise {_fmt_floor(s.noise)}"
+            f"  {s.word}{flags}"
         )
     return lines
 

@@ -303,7 +303,18 @@ def _sweep(args: argparse.Namespace, ctx: Context) -> int:
         ctx, args, f"tether {args.kind} {sweep.name}", args.kind, sweep.name, sweep.needs_gpu
     ) as bench:
         run = bench.sweep(sweep)
+    from tether.bench.demo import summary_lines
+
+    for line in summary_lines(run, _store_runs(ctx.store)):
+        print(line, file=ctx.out)
     return _report_run(run, ctx)
+
+
+def _store_runs(store: Any) -> list[Any]:
+    """The runs of ``store`` that load (a run's replicates for its summary's verdicts)."""
+    from tether.store.audit import load_store_checked
+
+    return list(load_store_checked(store).runs) if store.is_dir() else []
 
 
 def _gate(args: argparse.Namespace, ctx: Context) -> int:
@@ -358,7 +369,7 @@ def _demo(args: argparse.Namespace, ctx: Context) -> int:
     store = scratch / "results" if in_scratch else ctx.store
     docs = scratch / "docs"
     result = run_demo(ctx.project, store=store, docs=docs, target=Target.detect(), err=ctx.err)
-    for line in summary_lines(result.run):
+    for line in summary_lines(result.run, _store_runs(store)):
         print(line, file=ctx.out)
     code = _report_run(result.run, ctx)
     if in_scratch:

@@ -27,13 +27,33 @@ folder is judged.
 """
 
 
+def _write_baseline(ctx: Context) -> int:
+    from tether._scan import scan_tree, write_baseline
+
+    findings = scan_tree(ctx.root)
+    path = write_baseline(ctx.root, findings)
+    print(
+        f"tether check: wrote {len(findings)} scan finding(s) to {path}; from now on only new "
+        "ones fail",
+        file=ctx.out,
+    )
+    return 0
+
+
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
+    if args.baseline:
+        return _write_baseline(ctx)
     diffs: list[str] = []
     store = ctx.read_store()
     with snapshot(ctx.root, rev=args.rev, worktree=args.worktree) as snap:
         # The store travels with the snapshot when it lies in the project; a --store outside
         # it is judged as given.
         findings = run_check(snap.root, snap.moved(store, ctx.root), diffs, full=args.full)
+    if args.since:
+        # Append-only is a question for git about the repository itself, not the snapshot.
+        from tether.check import check_append_only
+
+        findings = sorted(findings + check_append_only(ctx.root, store, args.since))
     if args.json:
         doc = {
             "clean": not findings,
@@ -92,5 +112,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--worktree",
         action="store_true",
         help="judge the files on disk, untracked ones included, instead of the index",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="REV",
+        help="also fail when a run file the store held at the merge-base of REV and HEAD is "
+        "modified or gone (the store is append-only; pre-commit and CI pass the main branch)",
+    )
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="write the scan's current findings to the baseline file ([tool.tether.scan] "
+        "baseline, default tether-scan-baseline.json) and exit; later checks report only new "
+        "ones",
     )
     parser.set_defaults(handler=_handle)

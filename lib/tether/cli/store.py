@@ -62,13 +62,14 @@ def register(sub: Any) -> None:
 
     show = verbs.add_parser(
         "show",
-        help="one run: provenance, and per cell the medians, ratio, A/A floor and verdict",
+        help="one run: provenance, and per cell the medians, ratio, noise and verdict",
         description=(
             "Show one run. Per cell: the median seconds per call of each role, the ratio "
-            "median(A)/median(B) (above 1: B is faster), the A/A floor (the range of "
-            "median(A)/median(A2) over the full sets and the even/odd halves, widened to "
-            "include 1.0) and the verdict (win above the floor, loss below, level inside), "
-            "all recomputed from the raw samples."
+            "median(A)/median(B) (above 1: B is faster), the noise (the A/A floor times the "
+            "replicate band over the run's blocks and its replicate runs in the store, each "
+            "symmetric about 1.0) and the verdict the documents print (faster above the noise, "
+            "slower below, level inside; provisional when the band rests on one run), all "
+            "recomputed from the raw samples."
         ),
     )
     show.add_argument("run", metavar="RUN", help="a run id, a unique id prefix, or a run file")
@@ -189,14 +190,15 @@ def _us(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e6:.4g}"
 
 
-def cell_rows(run: Run) -> list[dict[str, Any]]:
+def cell_rows(run: Run, runs: list[Run] | None = None) -> list[dict[str, Any]]:
     """Per cell, recomputed from the raw samples: sample counts and median seconds per role;
-    for cells with A, A2 and B also the ratio, the A/A floor and the verdict (tether.stats)."""
-    from tether.stats import cell_stats, key_label
+    for cells with A, A2 and B also the ratio, the noise its verdict used and the verdict,
+    judged with the run's replicates in ``runs`` (tether.stats.judge, as the docs judge it)."""
+    from tether.stats import judge, key_label
 
     judged = {}
     if run.cells and all(set(SWEEP_ROLES) <= set(c.samples) for c in run.cells):
-        judged = {s.label: s for s in cell_stats(run)}
+        judged = {s.label: s for s in judge(run, runs or [])}
     rows = []
     for cell in run.cells:
         label = key_label(cell.key)
@@ -211,7 +213,11 @@ def cell_rows(run: Run) -> list[dict[str, Any]]:
                 },
                 "ratio": None if st is None else st.ratio,
                 "aa_floor": None if st is None else list(st.floor),
+                "band": None if st is None else list(st.band),
+                "noise": None if st is None else list(st.noise),
+                "runs": None if st is None else st.runs,
                 "verdict": None if st is None else st.verdict,
+                "word": None if st is None else st.word,
                 "flags": list(cell.flags),
             }
         )
@@ -221,7 +227,9 @@ def cell_rows(run: Run) -> list[dict[str, Any]]:
         return sorted(rows, key=lambda r: r["label"])
 
 
-def describe(run: Run, current_harness: str | None = None) -> list[str]:
+def describe(
+    run: Run, current_harness: str | None = None, runs: list[Run] | None = None
+) -> list[str]:
     """Lines of a human summary of ``run``: provenance, then per cell the medians per role
     (microseconds per call), the ratio, the A/A floor and the verdict."""
     prov = run.provenance
@@ -258,14 +266,14 @@ def describe(run: Run, current_harness: str | None = None) -> list[str]:
         + (f", lock {run.guard.lock}" if run.guard.lock else "")
     )
     lines.append(f"cells:    {len(run.cells)}")
-    rows = cell_rows(run)
+    rows = cell_rows(run, runs)
     if not rows:
         return lines
     roles = sorted({role for r in rows for role in r["samples"]})
     judged = any(r["ratio"] is not None for r in rows)
     header = ["key", *(f"{role} us (n)" for role in roles)]
     if judged:
-        header += ["ratio A/B", "A/A floor", "verdict"]
+        header += ["ratio A/B", "noise", "verdict"]
     header.append("flags")
     body = []
     for r in rows:
@@ -274,35 +282,49 @@ def describe(run: Run, current_harness: str | None = None) -> list[str]:
             n = r["samples"].get(role)
             line.append("-" if n is None else f"{_us(r['median_s'][role])} ({n})")
         if judged:
-            floor = r["aa_floor"]
+            noise = r["noise"]
             line += [
                 "-" if r["ratio"] is None else f"{r['ratio']:.4f}",
-                "-" if floor is None else f"{floor[0]:.4f}-{floor[1]:.4f}",
-                r["verdict"] or "-",
+                "-" if noise is None else f"{noise[0]:.4f}-{noise[1]:.4f}",
+                r["word"] or "-",
             ]
         line.append(",".join(r["flags"]))
         body.append(line)
     lines += ["  " + line for line in table(body, header)]
     if judged:
         lines.append(
-            "  ratio A/B = median(A)/median(B), above 1: B faster; A/A floor = range of "
-            "median(A)/median(A2) over full sets and even/odd halves, widened to 1.0"
+            "  ratio A/B = median(A)/median(B), above 1: B faster; noise = the A/A floor "
+            "(median(A)/median(A2) over full sets and even/odd halves) times the replicate band "
+            "(blocks and replicate runs), each symmetric about 1.0; faster or slower only "
+            "beyond it; provisional: the band rests on one run"
         )
     return lines
 
 
+def _replicate_pool(store: Path) -> list[Run]:
+    """The store's runs that load, for a shown run's replicates: one malformed neighbour must
+    not stop ``show`` (``validate`` and ``check`` report it)."""
+    from tether.store.audit import load_store_checked
+
+    if not store.is_dir():
+        return []
+    return list(load_store_checked(store).runs)
+
+
 def _show(args: argparse.Namespace, ctx: Context) -> int:
-    run = find_run(args.run, ctx.read_store())
+    store = ctx.read_store()
+    run = find_run(args.run, store)
+    runs = _replicate_pool(store)
     current = harness_fingerprint(ctx.root)
     if args.json:
         doc = run.to_json()
         doc.pop("cells")
         doc["path"] = str(run.path) if run.path else None
         doc["superseded"] = run.harness_fingerprint != current
-        doc["cells"] = cell_rows(run)
+        doc["cells"] = cell_rows(run, runs)
         _dump(doc, ctx)
         return 0
-    for line in describe(run, current):
+    for line in describe(run, current, runs):
         print(line, file=ctx.out)
     return 0
 

@@ -15,7 +15,6 @@ are no evidence about this kernel and are not cited.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,29 +72,12 @@ class CompileDoc:
 
 
 def compile_gates(root: Path) -> tuple[CompileGate, ...]:
-    """COMPILE_GATES of the project's policy file (() when it declares none).
+    """COMPILE_GATES of the project's policy file (() when it declares none), read by
+    ``tether.render.policy_file`` exactly as POLICY and GATES are."""
+    from tether.render.policy_file import policy_module_data
 
-    The policy module is found exactly as ``tether.render.context.policy`` finds it (which
-    loads it when no imported module is that file), so both read the same module.
-    """
-    from tether import project
-    from tether.render.context import _same_code, policy
-
-    if policy(root) is None:
-        return ()
-    path = project.get(root).policy
-    assert path is not None
-    raw = path.read_bytes()
-    for module in list(sys.modules.values()):
-        own = getattr(module, "__file__", None)
-        if not own or not hasattr(module, "POLICY"):
-            continue
-        own_path = Path(own).resolve()
-        if own_path == path.resolve() or (
-            own_path.name == path.name and _same_code(own_path.read_bytes(), raw)
-        ):
-            return tuple(getattr(module, "COMPILE_GATES", ()))
-    return ()
+    found = policy_module_data(root)
+    return () if found is None else tuple(found[2])
 
 
 def _occ(extra: dict[str, Any]) -> int:

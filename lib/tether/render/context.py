@@ -21,21 +21,24 @@ Top-level names (version 2):
 A document cites, for each ``(kind, name, arch)``, the newest evidence-grade run (status ok,
 measured under the guard; see ``tether.store.cite``). A cited run whose harness fingerprint is
 not the current one is marked superseded. Every number comes from tether.stats over raw
-samples; every verdict is judged against the A/A floor and the replicate band.
+samples; every verdict is judged by ``tether.stats.judge`` (the A/A floor times the replicate
+band over the run's blocks and its replicate runs, each symmetric about 1.0), the one rule
+``store show``, ``compare`` and the terminal summaries use too. ``verdict_word(v, provisional)``
+prints a verdict as every surface prints it. A sweep's verdicts are *provisional* while it has
+one run (``SweepDoc.provisional``), and *stale* when the kernel sources its arms use changed
+since it was measured (``SweepDoc.stale``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tether.policy import WHOLE_MAP, Gate, Population, Threshold, shape_fields
-from tether.render.env import TemplateError
+from tether.render.compiled import compile_context
+from tether.render.policy_file import policy
 from tether.stats import (
     Aggregate,
     BoundStat,
@@ -49,11 +52,15 @@ from tether.stats import (
     cell_stats,
     curve,
     gate_stat,
+    judge,
     key_label,
     monotonic,
+    overall,
     predicate_results,
     probe_bounds,
     rate_of,
+    split,
+    verdict_word,
 )
 from tether.store.cite import by_id, cited, matching, newest_attempt, siblings
 from tether.store.model import Run
@@ -168,6 +175,16 @@ class SweepDoc:
     shards_against: RunRef | None = None
     shards_control: RunRef | None = None
     shards_run: RunRef | None = None
+    runs: int = 0  # the cited run and its replicates: what the band rests on
+    stale: tuple[str, ...] = ()  # kernel files its arms use that changed since it was measured
+    clocks: Mapping[str, float] | None = None  # SM clock range over its samples (MHz)
+
+    @property
+    def provisional(self) -> bool:
+        """One run: its band misses run-to-run noise, so its verdicts are provisional."""
+        from tether.stats import MIN_RUNS
+
+        return self.run is not None and self.runs < MIN_RUNS
 
     @property
     def headline_aggregate(self) -> Aggregate | None:
@@ -191,7 +208,7 @@ def sweep_doc(
     if run is None:
         return SweepDoc(name, arch, None, attempt, None, None, (), None, (), {}, {}, None)
     sibs = siblings(runs, run)
-    stats = cell_stats(run, sibs)
+    stats = judge(run, runs)
     points = curve(stats)
     kernels: dict[str, set[str]] = {}
     for cell in run.cells:
@@ -220,7 +237,38 @@ def sweep_doc(
         shards_against=run_ref(twin, current) if twin is not None else None,
         shards_control=run_ref(control, current) if control is not None else None,
         shards_run=run_ref(sharded, current) if sharded is not None else None,
+        runs=1 + len(sibs),
+        clocks=clock_range(run),
     )
+
+
+def clock_range(run: Run) -> dict[str, float] | None:
+    """The SM clock over a run's samples as its cells recorded it (MHz): the lowest and
+    highest reading, the device's maximum, and the fraction of it below which a sample is
+    flagged ``clock_throttled``; None when the run recorded no clock."""
+    lows, highs, tops, ratios = [], [], [], []
+    for cell in run.cells:
+        extra = cell.extra if isinstance(cell.extra, Mapping) else {}
+        readings = [b.get("clock_mhz") for b in extra.get("blocks") or () if isinstance(b, Mapping)]
+        readings.append(extra.get("clock_mhz"))
+        for r in readings:
+            if not isinstance(r, Mapping) or r.get("min") is None:
+                continue
+            lows.append(float(r["min"]))
+            highs.append(float(r.get("max", r["min"])))
+            if r.get("device_max") is not None:
+                tops.append(float(r["device_max"]))
+            if r.get("ratio") is not None:
+                ratios.append(float(r["ratio"]))
+    if not lows:
+        return None
+    out = {"min": min(lows), "max": max(highs)}
+    if tops:
+        out["device_max"] = max(tops)
+    ratio = ratios[0] if ratios else run.config.get("timing", {}).get("throttle_ratio")
+    if ratio is not None:
+        out["ratio"] = float(ratio)
+    return out
 
 
 def _shard_comparison(runs: list[Run], run: Run) -> tuple[Run | None, Run | None, Run | None]:
@@ -284,6 +332,12 @@ class Measured:
     run: RunRef
     stat: RateStat | None
     role: str
+    replicates: int = 0  # other runs of its setup: none means its band is provisional
+    timed: str | None = None  # the arm the run timed in ``role``
+
+    @property
+    def provisional(self) -> bool:
+        return self.replicates == 0
 
 
 @dataclass(frozen=True)
@@ -301,7 +355,13 @@ def _measured(runs: list[Run], run_id: str | None, gate: Gate, role: str, curren
     run = by_id(runs, run_id)
     if run is None:
         return None
-    return Measured(run_ref(run, current), rate_of(run, gate.call, role), role)
+    return Measured(
+        run_ref(run, current),
+        rate_of(run, gate.call, role),
+        role,
+        replicates=len(siblings(runs, run)),
+        timed=run.arms.get(role),
+    )
 
 
 def gate_doc(runs: list[Run], gate: Gate, current: str) -> GateDoc:
@@ -325,18 +385,32 @@ def gate_doc(runs: list[Run], gate: Gate, current: str) -> GateDoc:
 
 @dataclass(frozen=True)
 class ThresholdDoc:
+    """A threshold's evidence: its sweep, the cells of its population that count (flagged
+    cells left out, ``evidence.untrusted``), its predicates, and whether the cited run timed
+    the threshold's own arm as B and its ``otherwise`` as A (``arms_match``)."""
+
     threshold: Threshold
     sweep: SweepDoc
     evidence: Aggregate | None
     predicates: Mapping[str, bool]
+    arms_match: bool = True
 
 
 def threshold_doc(
-    runs: list[Run], th: Threshold, current: str, figures: str | None
+    runs: list[Run], th: Threshold, current: str, figures: str | None, stale: Any = None
 ) -> ThresholdDoc:
     doc = sweep_doc(runs, th.arch, th.evidence.sweep, th.evidence.population, current, figures)
-    preds = predicate_results(th.evidence, doc.gate) if doc.gate is not None else {}
-    return ThresholdDoc(th, doc, doc.gate, preds)
+    if stale is not None:
+        doc = replace(doc, stale=stale(cited(runs, "sweep", th.evidence.sweep, th.arch)))
+    evidence = (
+        aggregate(doc.cells, th.evidence.population, trusted_only=True)
+        if doc.run is not None
+        else None
+    )
+    preds = predicate_results(th.evidence, evidence) if evidence is not None else {}
+    arms = doc.arms
+    match = doc.run is None or (arms.get("B") == th.arm and arms.get("A") == th.otherwise)
+    return ThresholdDoc(th, doc, evidence, preds, match)
 
 
 @dataclass(frozen=True)
@@ -418,75 +492,6 @@ def why_not_measured(runs: list[Run], arch: str, current: str) -> RunRef | None:
     return run_ref(bad[-1], current) if bad else None
 
 
-_POLICY_CACHE: dict[
-    tuple[str, bytes], tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]
-] = {}
-
-
-def _same_code(a: bytes, b: bytes) -> bool:
-    from tether.store.provenance import source_digest
-
-    return source_digest(a.decode("utf-8", "replace")) == source_digest(
-        b.decode("utf-8", "replace")
-    )
-
-
-def _policy_of(module: Any) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]:
-    return (
-        tuple(getattr(module, "POLICY", ())),
-        tuple(getattr(module, "GATES", ())),
-        tuple(getattr(module, "COMPILE_GATES", ())),
-    )
-
-
-def policy_module_data(
-    root: Path,
-) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]] | None:
-    """POLICY, GATES and COMPILE_GATES of the project at ``root`` (its [tool.tether] policy
-    file); None when it declares none.
-
-    The project's own file, not whatever module this interpreter imported under that name:
-    ``tether check --root OTHER`` must judge OTHER's policy against OTHER's store. A module
-    already imported from this very file is used as is (with whatever a test patched into
-    it), as is one whose code equals the file's (generated comments aside); any other is
-    loaded from the file (data and pure dataclasses, no torch at import), cached by content.
-    """
-    from tether import project
-
-    path = project.get(root).policy
-    if path is None:
-        return None
-    if not path.is_file():
-        raise TemplateError(f"{path}: the project's policy file is missing")
-    raw = path.read_bytes()
-    for module in list(sys.modules.values()):
-        own = getattr(module, "__file__", None)
-        if not own or not hasattr(module, "POLICY") or not hasattr(module, "GATES"):
-            continue
-        own_path = Path(own).resolve()
-        if own_path == path.resolve() or (
-            own_path.name == path.name and _same_code(own_path.read_bytes(), raw)
-        ):
-            return _policy_of(module)
-    key = (str(path.resolve()), hashlib.sha256(raw).digest())
-    if key not in _POLICY_CACHE:
-        name = "_tether_policy_" + key[1].hex()[:16]
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise TemplateError(f"{path}: cannot load the policy module")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses resolve their module through sys.modules
-        spec.loader.exec_module(module)
-        _POLICY_CACHE[key] = _policy_of(module)
-    return _POLICY_CACHE[key]
-
-
-def policy(root: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
-    """POLICY and GATES of the project at ``root`` (see ``policy_module_data``)."""
-    found = policy_module_data(root)
-    return None if found is None else (found[0], found[1])
-
-
 def _verify_runs(runs: list[Run]) -> tuple[Run | None, Run | None]:
     """(newest complete verify run, newer partial one or None): a verify run that ran a
     selection of the suite never becomes the Tested line."""
@@ -522,6 +527,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     arches = list(proj.doc_arches)
     arches += sorted({r.arch for r in runs} - set(arches))
     trends = {(t["arch"], t["sweep"]): t for t in trend_context(runs)["trends"] if not t["sharded"]}
+    stale = _staleness(root, runs)
     docs = []
     for arch in arches:
         ths = tuple(t for t in thresholds if t.arch == arch)
@@ -531,6 +537,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
             replace(
                 sweep_doc(runs, arch, s, pop, current, figures),
                 trend=_trend_with_figure(trends.get((arch, s)), figures),
+                stale=stale(cited(runs, "sweep", s, arch)),
             )
             for s in arch_sweeps(runs, arch, proj.headline, listed)
         )
@@ -551,8 +558,6 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     for run in runs:
         if run.kind == "tune" and run.evidence_grade:
             tunes[f"tune-{run.id}"] = tune_doc(run, current, siblings(runs, run))
-    from tether.render.compiled import compile_context
-
     return {
         **compile_context(root, runs, arches),
         "tether_context_version": CONTEXT_VERSION,
@@ -562,10 +567,36 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
         "verify": run_ref(verify_run, current) if verify_run is not None else None,
         "verify_results": dict(verify_run.results) if verify_run else None,
         "verify_partial": run_ref(partial, current) if partial is not None else None,
-        "thresholds": {t.region: threshold_doc(runs, t, current, figures) for t in thresholds},
+        "thresholds": {
+            t.region: threshold_doc(runs, t, current, figures, stale) for t in thresholds
+        },
         "gates": {g.region: gate_doc(runs, g, current) for g in gates},
         "tunes": tunes,
+        "verdict_word": verdict_word,
+        "overall": overall,
+        "split": split,
     }
+
+
+def _staleness(root: Path, runs: list[Run]) -> Any:
+    """A function from a cited run (or None) to the kernel files its arms use that changed
+    since it was measured (tether.freshness); ("unknown: why",) when git cannot tell."""
+    from tether import project
+    from tether.freshness import KernelDiff
+    from tether.store import kernels_fingerprint
+
+    current = kernels_fingerprint(root)
+    diff = KernelDiff(root, project.get(root).kernel_files())
+
+    def stale(run: Run | None) -> tuple[str, ...]:
+        if run is None:
+            return ()
+        found = diff.staleness(run, current)
+        if found.unknown is not None:
+            return (f"unknown: {found.unknown}",)
+        return found.used
+
+    return stale
 
 
 def _trend_with_figure(

@@ -1,0 +1,168 @@
+"""Whether a timing run still describes the code: the kernel files its arms use, unchanged.
+
+A run records the git commit it was measured at and a fingerprint of the project's kernel
+sources ([tool.tether.fingerprint] kernels). When the checkout's fingerprint differs, git
+tells which kernel files changed since the run's commit (code only: a docstring or comment
+edit does not change the fingerprint either). A changed file is one the run's arms use unless
+it defines jitted kernels and none of them is a kernel the run recorded its arms running
+(``Cell.kernels``): a file that defines no kernel (arms, routing, launch tables) may shape any
+arm, so it always counts.
+
+Also the append-only rule: ``store_changes_since`` lists run files that were in the store at
+a git revision and are now modified or gone.
+
+GPU-free and torch-free, like the check that calls it.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.store.model import Run
+
+GIT_TIMEOUT_S = 10.0
+
+
+class GitUnavailable(Exception):
+    """git could not answer (no repository, unknown revision, no git)."""
+
+
+def _git(root: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitUnavailable(str(exc)) from None
+    if done.returncode != 0:
+        raise GitUnavailable(done.stderr.strip() or f"git {' '.join(args)} failed")
+    return done.stdout
+
+
+def jitted_kernels(text: str) -> set[str]:
+    """Names of the functions ``text`` decorates with a ``*.jit`` (triton, gluon) decorator."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            last = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if last == "jit":
+                names.add(node.name)
+    return names
+
+
+def recorded_kernels(run: Run) -> set[str]:
+    """Every kernel name the run's cells recorded any arm running."""
+    return {name for cell in run.cells for names in cell.kernels.values() for name in names}
+
+
+def _ran(kernel: str, recorded: Iterable[str]) -> bool:
+    # Profilers print a Triton kernel under its function name, sometimes with a suffix.
+    return any(r == kernel or r.startswith(kernel + "_") for r in recorded)
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """What changed since a run: ``used`` the changed kernel files its arms use, ``unused``
+    the others; ``unknown`` says why git could not tell (then every change counts)."""
+
+    used: tuple[str, ...]
+    unused: tuple[str, ...]
+    unknown: str | None = None
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.used) or self.unknown is not None
+
+
+class KernelDiff:
+    """Which kernel files changed between a commit and the checkout, cached per commit."""
+
+    def __init__(self, root: Path, kernel_files: Iterable[Path]):
+        self.root = root
+        self.files = sorted(p.relative_to(root).as_posix() for p in kernel_files)
+        self._changed: dict[str, tuple[str, ...] | str] = {}
+
+    def changed(self, sha: str) -> tuple[str, ...] | str:
+        """Kernel files whose code differs at ``sha`` from the checkout, or why git cannot
+        tell (a string)."""
+        if sha not in self._changed:
+            self._changed[sha] = self._diff(sha)
+        return self._changed[sha]
+
+    def _diff(self, sha: str) -> tuple[str, ...] | str:
+        from tether.store.provenance import source_digest
+
+        if not sha or sha == "unknown":
+            return "the run recorded no git commit"
+        try:
+            named = _git(self.root, "diff", "--name-only", sha, "--", *self.files)
+        except GitUnavailable as exc:
+            return f"git cannot compare commit {sha[:12]} with the checkout ({exc})"
+        out = []
+        for rel in sorted(set(named.split())):
+            path = self.root / rel
+            now = path.read_text(encoding="utf-8") if path.is_file() else None
+            try:
+                then = _git(self.root, "show", f"{sha}:{rel}")
+            except GitUnavailable:
+                then = None
+            if now is None or then is None or source_digest(now) != source_digest(then):
+                out.append(rel)
+        return tuple(out)
+
+    def staleness(self, run: Run, current_fingerprint: str) -> Staleness:
+        """How ``run`` stands against the checkout's kernel sources."""
+        if run.provenance.kernels_fingerprint == current_fingerprint:
+            return Staleness((), ())
+        if run.provenance.git_dirty:
+            return Staleness((), (), "the run was measured from a dirty tree")
+        changed = self.changed(run.provenance.git_sha)
+        if isinstance(changed, str):
+            return Staleness((), (), changed)
+        recorded = recorded_kernels(run)
+        used, unused = [], []
+        for rel in changed:
+            path = self.root / rel
+            defined = jitted_kernels(path.read_text(encoding="utf-8")) if path.is_file() else set()
+            if defined and not any(_ran(k, recorded) for k in defined):
+                unused.append(rel)
+            else:
+                used.append(rel)
+        if not changed:
+            # The fingerprints differ but git sees no code change in the declared files: the
+            # declaration itself changed (a file added or removed), which git cannot place.
+            return Staleness((), (), "the declared kernel files differ from the run's")
+        return Staleness(tuple(used), tuple(unused))
+
+
+def store_changes_since(root: Path, store: Path, rev: str) -> list[tuple[str, str]]:
+    """Run files present in the store at the merge-base of ``rev`` and HEAD that are now
+    modified or gone (in the index or the working tree), as (path, what); raises
+    GitUnavailable when git cannot tell."""
+    base = _git(root, "merge-base", rev, "HEAD").strip()
+    rel = store.resolve().relative_to(root.resolve()).as_posix()
+    found: dict[str, str] = {}
+    for where, extra in (("committed or staged", ("--cached",)), ("in the working tree", ())):
+        listing = _git(root, "diff", *extra, "--no-renames", "--name-status", base, "--", rel)
+        for line in listing.splitlines():
+            status, _, path = line.partition("\t")
+            if not path.endswith(".json") or status[:1] not in ("M", "D", "T"):
+                continue
+            what = "removed" if status[:1] == "D" else "modified"
+            found.setdefault(path, f"{what} {where} since {base[:12]} (merge-base with {rev})")
+    return sorted(found.items())

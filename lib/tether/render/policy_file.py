@@ -1,0 +1,88 @@
+"""The project's policy file (its ``[tool.tether] policy``) as data: POLICY, GATES and
+COMPILE_GATES, read without torch so the renderer and ``tether check`` run on any machine.
+
+Kept apart from the template context and the compile evidence, which both read it, so that
+neither imports the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from tether.policy import Gate, Threshold
+from tether.render.env import TemplateError
+
+__all__ = ["policy", "policy_module_data"]
+
+
+_POLICY_CACHE: dict[
+    tuple[str, bytes], tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]
+] = {}
+
+
+def _same_code(a: bytes, b: bytes) -> bool:
+    from tether.store.provenance import source_digest
+
+    return source_digest(a.decode("utf-8", "replace")) == source_digest(
+        b.decode("utf-8", "replace")
+    )
+
+
+def _policy_of(module: Any) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]:
+    return (
+        tuple(getattr(module, "POLICY", ())),
+        tuple(getattr(module, "GATES", ())),
+        tuple(getattr(module, "COMPILE_GATES", ())),
+    )
+
+
+def policy_module_data(
+    root: Path,
+) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]] | None:
+    """POLICY, GATES and COMPILE_GATES of the project at ``root`` (its [tool.tether] policy
+    file); None when it declares none.
+
+    The project's own file, not whatever module this interpreter imported under that name:
+    ``tether check --root OTHER`` must judge OTHER's policy against OTHER's store. A module
+    already imported from this very file is used as is (with whatever a test patched into
+    it), as is one whose code equals the file's (generated comments aside); any other is
+    loaded from the file (data and pure dataclasses, no torch at import), cached by content.
+    """
+    from tether import project
+
+    path = project.get(root).policy
+    if path is None:
+        return None
+    if not path.is_file():
+        raise TemplateError(f"{path}: the project's policy file is missing")
+    raw = path.read_bytes()
+    for module in list(sys.modules.values()):
+        own = getattr(module, "__file__", None)
+        if not own or not hasattr(module, "POLICY") or not hasattr(module, "GATES"):
+            continue
+        own_path = Path(own).resolve()
+        if own_path == path.resolve() or (
+            own_path.name == path.name and _same_code(own_path.read_bytes(), raw)
+        ):
+            return _policy_of(module)
+    key = (str(path.resolve()), hashlib.sha256(raw).digest())
+    if key not in _POLICY_CACHE:
+        name = "_tether_policy_" + key[1].hex()[:16]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise TemplateError(f"{path}: cannot load the policy module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses resolve their module through sys.modules
+        spec.loader.exec_module(module)
+        _POLICY_CACHE[key] = _policy_of(module)
+    return _POLICY_CACHE[key]
+
+
+def policy(root: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
+    """POLICY and GATES of the project at ``root`` (see ``policy_module_data``)."""
+    found = policy_module_data(root)
+    return None if found is None else (found[0], found[1])

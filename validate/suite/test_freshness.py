@@ -1,0 +1,148 @@
+"""Evidence that describes the code: a timing run is stale when a kernel file its arms use
+changed since its commit, and the store is append-only against a git revision.
+
+Every repository here is a FIXTURE made in tmp_path with git: kernel files, commits, runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from tether.cli import main
+from tether.freshness import KernelDiff, jitted_kernels, store_changes_since
+from tether.store import kernels_fingerprint, write_run
+
+from validate.suite.fixture_project import fixture_project
+from validate.suite.runfactory import make_sweep_run, resealed
+
+USED = '''"""Kernels the FIXTURE run ran."""
+import triton
+
+
+@triton.jit
+def _attn_fwd(x):
+    return x
+'''
+OTHER = '''"""A kernel the FIXTURE run never ran."""
+import triton
+
+
+@triton.jit
+def _other_kernel(x):
+    return x
+'''
+ARMS = '''"""Arms: no kernel here, so any change may shape any arm."""
+ARMS = ("triton",)
+'''
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=f", "-c", "user.email=f@example.invalid", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.fail("git is needed for the freshness rules and is not on PATH")
+    root = tmp_path / "repo"
+    fixture_project(root)
+    (root / "kernels").mkdir()
+    (root / "kernels" / "used.py").write_text(USED, encoding="utf-8")
+    (root / "kernels" / "other.py").write_text(OTHER, encoding="utf-8")
+    (root / "kernels" / "arms.py").write_text(ARMS, encoding="utf-8")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "FIXTURE: kernels")
+    return root
+
+
+def _run_at_head(root: Path):
+    run = make_sweep_run(root=root)
+    cells = tuple(dataclasses.replace(c, kernels={"B": ("_attn_fwd",)}) for c in run.cells)
+    sha = _git(root, "rev-parse", "HEAD").strip()
+    return resealed(run, cells=cells, provenance={"git_sha": sha, "git_dirty": False})
+
+
+def _staleness(root: Path, run):
+    from tether import project
+
+    diff = KernelDiff(root, project.get(root).kernel_files())
+    return diff.staleness(run, kernels_fingerprint(root))
+
+
+def test_jitted_kernels_are_found_by_their_decorator() -> None:
+    assert jitted_kernels(USED) == {"_attn_fwd"}
+    assert jitted_kernels(ARMS) == set()
+
+
+def test_an_unchanged_checkout_is_fresh(repo: Path) -> None:
+    assert not _staleness(repo, _run_at_head(repo)).stale
+
+
+def test_a_changed_kernel_the_run_never_ran_does_not_stale_it(repo: Path) -> None:
+    run = _run_at_head(repo)
+    (repo / "kernels" / "other.py").write_text(OTHER + "\nY = 2\n", encoding="utf-8")
+    found = _staleness(repo, run)
+    assert not found.stale and found.unused == ("kernels/other.py",)
+
+
+def test_a_changed_kernel_the_run_ran_stales_it(repo: Path) -> None:
+    run = _run_at_head(repo)
+    (repo / "kernels" / "used.py").write_text(USED.replace("return x", "return x + 1"))
+    found = _staleness(repo, run)
+    assert found.stale and found.used == ("kernels/used.py",)
+
+
+def test_a_changed_file_without_kernels_stales_every_run(repo: Path) -> None:
+    run = _run_at_head(repo)
+    (repo / "kernels" / "arms.py").write_text(ARMS + "MORE = 1\n", encoding="utf-8")
+    assert _staleness(repo, run).used == ("kernels/arms.py",)
+
+
+def test_a_run_git_cannot_place_is_stale_and_says_why(repo: Path) -> None:
+    run = resealed(_run_at_head(repo), provenance={"git_sha": "f" * 40})
+    (repo / "kernels" / "used.py").write_text(USED + "\nZ = 1\n", encoding="utf-8")
+    found = _staleness(repo, run)
+    assert found.stale and found.unknown is not None and "git cannot compare" in found.unknown
+
+
+def _check(root: Path, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--root", str(root), "check", *args], out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_store_is_append_only_since_a_revision(repo: Path) -> None:
+    store = repo / "results"
+    first = write_run(make_sweep_run(root=repo), store)
+    second = write_run(make_sweep_run(root=repo, seed=1, started="2026-01-02T00:00:00Z"), store)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "FIXTURE: two runs")
+    _git(repo, "checkout", "-q", "-b", "topic")
+    assert store_changes_since(repo, store, "main") == []
+    # a new run is fine; removing or editing one that main holds is not
+    write_run(make_sweep_run(root=repo, seed=2, started="2026-01-03T00:00:00Z"), store)
+    assert store_changes_since(repo, store, "main") == []
+    Path(first).unlink()
+    text = Path(second).read_text(encoding="utf-8")
+    Path(second).write_text(text.replace('"ok"', '"ok" ', 1), encoding="utf-8")
+    changes = dict(store_changes_since(repo, store, "main"))
+    rel = {Path(p).relative_to(repo).as_posix() for p in (first, second)}
+    assert set(changes) == rel
+    assert any(w.startswith("removed") for w in changes.values())
+    assert any(w.startswith("modified") for w in changes.values())
+    code, out, _ = _check(repo, "--since", "main")
+    assert code == 1 and "the store is append-only" in out
+    code, _, err = _check(repo, "--since", "no-such-branch")
+    assert code == 2 and "--since no-such-branch" in err
