@@ -48,7 +48,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tether_kernels.arch_caps import AMD_ARCHES, COMPILE_GATES, LaunchConfig
+from tether_kernels.arch_caps import AMD_ARCHES, LaunchConfig
+from tether_kernels.gates import COMPILE_GATES
 from tether_kernels.shapes import DTYPES, Shape
 from tether_kernels_plugin import compile as C
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tether.errors import UnknownArchError, UsageError
-from tether.policy import CompileGate, Evidence, Gate, Population, Threshold
+from tether.policy import Evidence, Population, Threshold
 
 ARCHES: tuple[str, ...] = ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
 AMD_ARCHES: tuple[str, ...] = ("gfx942", "gfx950", "gfx1151")
@@ -498,7 +498,19 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128).
-# not measured: the store has no guarded ok run of this sweep on sm90.
+# run 20261201T102515Z-sweep-policy-chunked-sm90-sm90-d0f1f210b5f9
+# (2026-12-01, git e89bdb3bc772, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/arch_caps.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# 2 cells, geomean 1.079,
+# noise 0.990-1.010 (A/A floor 0.999-1.001
+# times replicate band 0.991-1.009): faster;
+# cells 2 faster, 0 slower, 0 level, 14 flagged cells not counted;
+# worst cell dtype=bf16 kv_len=8192 qo_len=8192
+# at 1.078.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
 _SM90_CHUNKED = Threshold(
     region="policy-sm90-single-prefill-chunked",
@@ -519,10 +531,22 @@ _SM90_CHUNKED = Threshold(
 #   head_dim == 128
 #   hq == 32
 #   hkv == 8
-#   qo_len >= 512
+#   qo_len >= 1024
 # sweep policy-square-sm90, population policy-square-sm90-region
-# (reachable from single_prefill, qo_len >= 512).
-# not measured: the store has no guarded ok run of this sweep on sm90.
+# (reachable from single_prefill, qo_len >= 1024).
+# run 20261201T102535Z-sweep-policy-square-sm90-sm90-2b5d752a2d59
+# (2026-12-01, git e89bdb3bc772, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/arch_caps.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# 10 cells, geomean 1.092,
+# noise 0.995-1.005 (A/A floor 0.999-1.001
+# times replicate band 0.995-1.005): faster;
+# cells 10 faster, 0 slower, 0 level;
+# worst cell dtype=f16 seqlen=4096
+# at 1.066.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
 _SM90 = Threshold(
     region="policy-single-prefill-sm90",
@@ -537,16 +561,22 @@ _SM90 = Threshold(
 # BEGIN GENERATED: policy-sm90-batch-prefill (tether render)
 # Evidence for sm90 batch_prefill -> gluon (else sdpa_cudnn)
 # where:
-#   causal == True
-#   kv_len == qo_len
-#   dtype == bf16
-#   head_dim == 128
-#   hq == 32
-#   hkv == 8
-#   qo_len >= 1024
+#   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
-# (reachable from batch_prefill, qo_len >= 1024).
-# not measured: the store has no guarded ok run of this sweep on sm90.
+# (reachable from batch_prefill).
+# run 20261201T102551Z-sweep-policy-batch-sm90-sm90-93caaaddf339
+# (2026-12-01, git e89bdb3bc772, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/arch_caps.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# 8 cells, geomean 0.891,
+# noise 0.998-1.002 (A/A floor 0.999-1.001
+# times replicate band 0.998-1.002): slower;
+# cells 0 faster, 7 slower, 1 level;
+# worst cell batch=16 seqlen=1024
+# at 0.751.
+# geomean_win: does not hold
+# no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
 _SM90_BATCH = Threshold(
     region="policy-sm90-batch-prefill",
@@ -640,109 +670,8 @@ CHUNKED_PREFILL_16K: dict[str, object] = {
     "causal": True,
 }
 
-# BEGIN GENERATED: gate-sm90-chunked-prefill-16k (tether render)
-# Gate sm90-chunked-prefill-16k-f16 on sm90: gluon, threshold 610.0 TFLOP/s.
-# before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A)
-#   measured 563.2 TFLOP/s,
-#   band 509.5 TFLOP/s to 570.1 TFLOP/s
-#   superseded (harness changed since; re-measure)
-# after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B)
-#   measured 656.1 TFLOP/s,
-#   band 643.8 TFLOP/s to 658.5 TFLOP/s
-#   superseded (harness changed since; re-measure)
-# END GENERATED: gate-sm90-chunked-prefill-16k
-_GATE_SM90 = Gate(
-    id="sm90-chunked-prefill-16k-f16",
-    region="gate-sm90-chunked-prefill-16k",
-    arch="sm90",
-    arm="gluon",
-    case="attention",
-    call=CHUNKED_PREFILL_16K,
-    # Set between the guarded before (the Triton kernel, role A) and after (the Gluon kernel,
-    # role B) of this call, measured side by side in short bursts from rest (sweep
-    # gate-calls-sm90), clear of both replicate bands; tether check holds it there.
-    threshold=610e12,
-    before_run="20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca",
-    after_run="20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca",
-    before_role="A",
-    after_role="B",
-)
-
-# The square causal call of the Hopper rate goal: the chunked call's heads and head_dim, 16K
-# queries against 16K keys, bf16.
-SQUARE_PREFILL_16K: dict[str, object] = {
-    **CHUNKED_PREFILL_16K,
-    "qo_len": 16384,
-    "dtype": "bf16",
-}
-
-# BEGIN GENERATED: gate-sm90-square-prefill-16k (tether render)
-# Gate sm90-square-prefill-16k-bf16 on sm90: gluon, threshold 590.0 TFLOP/s.
-# before: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role A)
-#   measured 530.5 TFLOP/s,
-#   band 525.5 TFLOP/s to 559.4 TFLOP/s
-#   superseded (harness changed since; re-measure)
-# after: 20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca (role B)
-#   measured 658.4 TFLOP/s,
-#   band 651.1 TFLOP/s to 669.5 TFLOP/s
-#   superseded (harness changed since; re-measure)
-# END GENERATED: gate-sm90-square-prefill-16k
-_GATE_SM90_SQUARE = Gate(
-    id="sm90-square-prefill-16k-bf16",
-    region="gate-sm90-square-prefill-16k",
-    arch="sm90",
-    arm="gluon",
-    case="attention",
-    call=SQUARE_PREFILL_16K,
-    threshold=590e12,  # set as the chunked gate's is
-    before_run="20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca",
-    after_run="20261130T223411Z-sweep-gate-calls-sm90-sm90-0e19a3bd21ca",
-    before_role="A",
-    after_role="B",
-)
-
-
-GATES: tuple[Gate, ...] = (_GATE_SM90, _GATE_SM90_SQUARE)
-
-# Compile gates (issue 13): every variant of _attn_fwd the Triton arms launch on the arch,
-# compiled by `tether compile` with no GPU, must not spill, must fit the arch's LDS (shared
-# memory), and must run its main loops on the matrix units for the dtypes the arch has
-# matrix instructions for: f16 and bf16 everywhere; f32 only on CDNA (v_mfma_f32_*_f32, in
-# the CDNA3 and CDNA4 ISA guides). RDNA3.5 WMMA takes no f32 inputs (RDNA3 ISA guide), and on
-# sm90 the f32 arm asks for IEEE products (input_precision="ieee"), which the tensor cores do
-# not compute; those dots run on FMAs by design. validate/gates/test_compile_gates.py judges
-# the newest compile run of each arch (compiling anew when it is stale).
-COMPILE_KERNEL = "attn-fwd"  # the compile run's name (tether_kernels_plugin.compile.KERNEL)
-COMPILE_GATES: tuple[CompileGate, ...] = (
-    CompileGate(
-        "compile-sm90",
-        "sm90",
-        COMPILE_KERNEL,
-        matrix_dtypes=("f16", "bf16"),
-        region="launch-configs-sm90",
-    ),
-    CompileGate(
-        "compile-gfx942",
-        "gfx942",
-        COMPILE_KERNEL,
-        matrix_dtypes=("f16", "bf16", "f32"),
-        region="launch-configs-gfx942",
-    ),
-    CompileGate(
-        "compile-gfx950",
-        "gfx950",
-        COMPILE_KERNEL,
-        matrix_dtypes=("f16", "bf16", "f32"),
-        region="launch-configs-gfx950",
-    ),
-    CompileGate(
-        "compile-gfx1151",
-        "gfx1151",
-        COMPILE_KERNEL,
-        matrix_dtypes=("f16", "bf16"),
-        region="launch-configs-gfx1151",
-    ),
-)
+# The throughput and compile gates live in gates.py: setting a gate from a measurement changes
+# no kernel source, so it never makes the evidence it rests on stale.
 
 
 def threshold_for(arch: str, entry: str = "single_prefill") -> Threshold | None:

@@ -279,8 +279,10 @@ def _triton_plan(margin: int) -> Callable[..., PerCall]:
 def _sdpa_kwargs(shape: Shape, device: object, bias_mode: str, sm_scale: float | None) -> dict:
     """SDPA's keyword arguments for one key: GQA, the scale, and how the bottom-right causal
     mask is expressed when kv_len != qo_len: "lower_right" is torch's causal_lower_right bias
-    (native in flash); "mask" is a boolean mask tensor, built here once per key (the backend
-    may still convert it inside its call: the fidelity check records what it launches)."""
+    (native in flash); "mask" is a boolean mask tensor and "additive" the same mask as an
+    additive bias in the inputs' dtype (0 where a key is seen, -inf where not), each built here
+    once per key. cuDNN converts a boolean mask into such a bias inside every call (a fill and
+    a where kernel, which the fidelity check flags), so its arm is handed the bias itself."""
     import torch
     from torch.nn.attention.bias import causal_lower_right
 
@@ -299,7 +301,12 @@ def _sdpa_kwargs(shape: Shape, device: object, bias_mode: str, sm_scale: float |
     elif shape.causal:
         i = torch.arange(shape.qo_len, device=device)[:, None]
         j = torch.arange(shape.kv_len, device=device)[None, :]
-        kwargs["attn_mask"] = j <= i + (shape.kv_len - shape.qo_len)
+        seen = j <= i + (shape.kv_len - shape.qo_len)
+        if bias_mode == "additive":
+            bias = torch.zeros(seen.shape, dtype=torch_dtype(shape.dtype), device=device)
+            kwargs["attn_mask"] = bias.masked_fill_(~seen, float("-inf"))
+        else:
+            kwargs["attn_mask"] = seen
     return kwargs
 
 
@@ -462,7 +469,7 @@ def _flash_serves(arch: str) -> Serves:
 _CUDNN_SM90 = Serves(
     GPU_HALF,
     _GPU_SDPA_DIMS,
-    "mask",
+    "additive",
     min_kv_len=2,
     max_batch_heads=GRID_AXIS_MAX,
     keyless_rows="cuDNN 9.19 returned wrong values silently on the H200 (issue 11)",
@@ -529,8 +536,8 @@ ARMS: dict[str, Arm] = {
             {"sm90": (r"cudnn.*sdpa|fprop",)},
             allowed_kernels=(r"Memset",),
             writes_out=False,
-            _prepare=_sdpa_prepare("CUDNN_ATTENTION", "mask"),
-            _plan=_sdpa_plan("CUDNN_ATTENTION", "mask"),
+            _prepare=_sdpa_prepare("CUDNN_ATTENTION", "additive"),
+            _plan=_sdpa_plan("CUDNN_ATTENTION", "additive"),
         ),
         Arm(
             "sdpa_efficient",

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 _NAMES = ("q", "k", "v")
 # Plans kept per process, oldest dropped first: a plan may hold a device mask (SDPA arms).
-PLAN_CACHE_SIZE = 256
+PLAN_CACHE_SIZE = 64
 
 
 def _check_tensors(entry: str, tensors: tuple[object, ...], layout: str) -> None:

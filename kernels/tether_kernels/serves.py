@@ -20,7 +20,10 @@ from tether_kernels.shapes import DTYPES, Shape
 # applies it; the value says where the work happens, for the reader and the fidelity check).
 BOTTOM_RIGHT = {
     "kernel": "the kernel masks each score itself",
-    "mask": "a boolean mask built by prepare, outside the timed call",
+    "mask": "a boolean mask built once per call key, outside the timed call (a backend may "
+    "still convert it inside its call: the fidelity check records what it launches)",
+    "additive": "the mask as an additive bias in the inputs' dtype, built once per call key, "
+    "which the backend applies as it is",
     "bias": "PyTorch's causal_lower_right bias: the backend applies it, or PyTorch builds the "
     "mask inside the call (the fidelity check flags that)",
 }

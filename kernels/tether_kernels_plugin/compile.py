@@ -38,12 +38,12 @@ from typing import Any, TextIO
 
 from tether.errors import TetherError, UsageError
 from tether_kernels.arch_caps import (
-    COMPILE_KERNEL,
     GPU_ARCHES,
     LaunchConfig,
     check_arch,
     launch_config,
 )
+from tether_kernels.gates import COMPILE_KERNEL
 from tether_kernels.shapes import DTYPES, Shape
 
 from tether_kernels_plugin.isa import (

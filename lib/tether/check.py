@@ -188,24 +188,27 @@ def _stale_docs(root: Path, expected: Iterable[Path]) -> list[Finding]:
 # -- policy evidence -------------------------------------------------------------------------
 
 
-def _policy_rel(root: Path) -> str:
+def _policy_files(root: Path) -> tuple[Path, ...]:
     from tether import project
 
     proj = project.get(root)
-    return proj.rel(proj.policy) if proj.policy else "pyproject.toml"
+    return proj.policies or ((proj.policy,) if proj.policy is not None else ())
 
 
-def _marker_line(root: Path, region: str) -> int:
-    """Line of the region's BEGIN marker in the policy file, so a finding points at it."""
+def _region_place(root: Path, region: str) -> tuple[str, int]:
+    """The policy file and line of the region's BEGIN marker, so a finding points at it."""
     from tether import project
 
-    path = project.get(root).policy
-    if path is not None and path.is_file():
-        needle = f"BEGIN GENERATED: {region}"
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if needle in line:
-                return number
-    return 1
+    proj = project.get(root)
+    needle = f"BEGIN GENERATED: {region}"
+    files = _policy_files(root)
+    for path in files:
+        if path.is_file():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            for number, line in enumerate(lines, start=1):
+                if needle in line:
+                    return proj.rel(path), number
+    return (proj.rel(files[0]) if files else "pyproject.toml"), 1
 
 
 def _superseded(run: Run, current: str) -> bool:
@@ -245,7 +248,7 @@ def check_thresholds(
     for th in policy:
         if not th.is_set:
             continue
-        where = (_policy_rel(root), _marker_line(root, th.region))
+        where = _region_place(root, th.region)
         label = (
             f"policy {th.region} ({th.arch} {th.entry} -> {th.arm} where {th.describe_region()})"
         )
@@ -313,7 +316,7 @@ def check_gates(root: Path, gates: Iterable[Gate], runs: list[Run], current: str
     for gate in gates:
         if gate.threshold is None:
             continue
-        where = (_policy_rel(root), _marker_line(root, gate.region))
+        where = _region_place(root, gate.region)
         bands = {}
         cited = (
             ("before", gate.before_run, gate.before_role),
@@ -541,8 +544,11 @@ def cited_timing_runs(
 def check_timing_freshness(
     root: Path, runs: list[Run], policy: Iterable[Threshold], gates: Iterable[Gate]
 ) -> list[Finding]:
-    """A cited timing run whose kernels fingerprint is not the checkout's is a finding, unless
-    none of the kernel files changed since its commit is one its arms use."""
+    """A timing run a threshold or a gate rests on whose kernels fingerprint is not the
+    checkout's is a finding, unless none of the kernel files changed since its commit is one
+    its arms use. A run the documents cite as a sweep's newest is rendered marked stale there
+    (``SweepDoc.stale``, the same rule), which the re-render holds them to, as it holds
+    superseded runs: history in the store stays citable as history, never as current."""
     from tether import project
     from tether.freshness import KernelDiff
     from tether.store import kernels_fingerprint
@@ -551,6 +557,8 @@ def check_timing_freshness(
     diff = KernelDiff(root, project.get(root).kernel_files())
     findings = []
     for run, why in cited_timing_runs(runs, policy, gates):
+        if why.startswith("the documents cite"):
+            continue
         found = diff.staleness(run, current)
         if not found.stale:
             continue

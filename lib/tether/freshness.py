@@ -93,8 +93,15 @@ class KernelDiff:
     """Which kernel files changed between a commit and the checkout, cached per commit."""
 
     def __init__(self, root: Path, kernel_files: Iterable[Path]):
+        from tether.store.history import origin
+
         self.root = root
         self.files = sorted(p.relative_to(root).as_posix() for p in kernel_files)
+        # A snapshot (tether check judges the index or a revision in a copy without .git)
+        # asks its repository: git runs there, on the project's paths inside it.
+        found = origin(root)
+        self.git_root, prefix = found if found is not None else (root, Path("."))
+        self.prefix = "" if prefix == Path(".") else prefix.as_posix() + "/"
         self._changed: dict[str, tuple[str, ...] | str] = {}
 
     def changed(self, sha: str) -> tuple[str, ...] | str:
@@ -110,15 +117,17 @@ class KernelDiff:
         if not sha or sha == "unknown":
             return "the run recorded no git commit"
         try:
-            named = _git(self.root, "diff", "--name-only", sha, "--", *self.files)
+            _git(self.git_root, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}")
         except GitUnavailable as exc:
             return f"git cannot compare commit {sha[:12]} with the checkout ({exc})"
         out = []
-        for rel in sorted(set(named.split())):
+        # Every declared file, compared as code (docstrings and comments aside) with the
+        # commit's version: the judged tree may be a snapshot of the index, not the work tree.
+        for rel in self.files:
             path = self.root / rel
             now = path.read_text(encoding="utf-8") if path.is_file() else None
             try:
-                then = _git(self.root, "show", f"{sha}:{rel}")
+                then = _git(self.git_root, "show", f"{sha}:{self.prefix}{rel}")
             except GitUnavailable:
                 then = None
             if now is None or then is None or source_digest(now) != source_digest(then):

@@ -61,7 +61,7 @@ class Project:
     store: Path
     scratch: Path
     templates: Path
-    policy: Path | None  # a Python file declaring POLICY, GATES (data the check judges)
+    policy: Path | None  # the first policy file (see ``policies``)
     plugins: tuple[str, ...]  # modules whose import registers arms, sweeps, gates, arches
     doc_arches: tuple[str, ...]  # arches the documents always list, measured or not
     headline: str | None  # the sweep the README's headline cites
@@ -77,6 +77,10 @@ class Project:
     # signatures count, and whether cited evidence must carry one (tether.store.signing).
     allowed_signers: Path | None = None
     require_signed: bool = False
+    # Python files declaring POLICY, GATES, COMPILE_GATES (data the check judges), read in
+    # order: routing thresholds beside the kernels they route to, gates where setting them
+    # changes no kernel source. [tool.tether] policy may name one file or a list.
+    policies: tuple[Path, ...] = ()
 
     def rel(self, path: Path | str) -> str:
         """``path`` relative to the root when it lies inside, else as given."""
@@ -199,7 +203,12 @@ def load(root: Path) -> Project:
         isinstance(k, str) and isinstance(v, str) for k, v in files.items()
     ):
         raise UsageError(f"{path}: [{TABLE}.render] files must map output paths to templates")
-    policy = _opt_str(table.get("policy"), "policy", path)
+    raw_policy = table.get("policy")
+    policies = (
+        _strings(raw_policy, "policy", path)
+        if isinstance(raw_policy, list)
+        else tuple(p for p in (_opt_str(raw_policy, "policy", path),) if p)
+    )
     signing = table.get("signing", {})
     allowed = _opt_str(signing.get("allowed_signers"), "signing.allowed_signers", path)
     require = signing.get("require", False)
@@ -238,7 +247,8 @@ def load(root: Path) -> Project:
         store=under("store", "results"),
         scratch=under("scratch", "scratch"),
         templates=templates,
-        policy=_inside(root, policy, "policy", path) if policy else None,
+        policy=_inside(root, policies[0], "policy", path) if policies else None,
+        policies=tuple(_inside(root, p, "policy", path) for p in policies),
         plugins=_strings(table.get("plugins"), "plugins", path),
         doc_arches=doc_arches,
         headline=_opt_str(table.get("headline"), "headline", path),

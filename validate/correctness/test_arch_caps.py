@@ -9,9 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 from tether.errors import UnknownArchError
-from tether_kernels import ARCHES, Shape, arch_caps
-from tether_kernels.arch_caps import GATES, POLICY, detect_arch, launch_config, parse_gcn_arch
+from tether_kernels import ARCHES, Shape, arch_caps, gates
+from tether_kernels.arch_caps import POLICY, detect_arch, launch_config, parse_gcn_arch
 from tether_kernels.arms import get_arm
+from tether_kernels.gates import GATES
+from tether_kernels.routing import ENTRY_POINTS, policy_choice
 
 
 @pytest.mark.parametrize(
@@ -90,7 +92,8 @@ def test_policy_is_conservative_and_complete() -> None:
     assert {th.arch for th in POLICY} == {"sm90", "gfx942", "gfx950", "gfx1151"}
     measured = _measured_arches()
     for th in POLICY:
-        assert th.arm == arch_caps.OWN_ARM.get(th.arch, "triton") and th.entry == "single_prefill"
+        assert th.arm == arch_caps.OWN_ARM.get(th.arch, "triton")
+        assert th.entry in ("single_prefill", "batch_prefill")
         if th.arch not in measured:
             # tether check evaluates set thresholds against the store; an arch with no runs
             # there can only hold the conservative default.
@@ -101,27 +104,34 @@ def test_policy_is_conservative_and_complete() -> None:
 
 def test_gate_shapes_are_the_issue_calls() -> None:
     shapes = {gate.id: Shape(**gate.call) for gate in GATES}  # type: ignore[arg-type]
-    chunked = shapes["sm90-chunked-prefill-16k-f16"]
+    chunked = shapes["sm90-api-chunked-1k-16k-bf16"]
     assert (chunked.qo_len, chunked.kv_len, chunked.hq, chunked.hkv, chunked.head_dim) == (
-        2048,
+        1024,
         16384,
         32,
         8,
         128,
     )
-    square = shapes["sm90-square-prefill-16k-bf16"]
+    square = shapes["sm90-api-square-2k-bf16"]
     assert (square.qo_len, square.kv_len, square.hq, square.hkv, square.dtype) == (
-        16384,
-        16384,
+        2048,
+        2048,
         32,
         8,
         "bf16",
     )
     assert len({g.region for g in GATES}) == len(GATES)
     for gate in GATES:
-        # The arm declares it serves the call (whether this host's Triton can run it is not
+        # A gate on a public entry point gates what that entry point routes the call to: the
+        # routed arm declares it serves the call (whether this host's Triton can run it is not
         # the gate's business: the gate runs on its arch's host).
-        assert get_arm(gate.arm).serves[gate.arch].refusal(shapes[gate.id]) is None
+        arm = (
+            policy_choice(gate.arm, shapes[gate.id], gate.arch)
+            if gate.arm in ENTRY_POINTS
+            else gate.arm
+        )
+        assert arm is not None, gate.id
+        assert get_arm(arm).serves[gate.arch].refusal(shapes[gate.id]) is None
         assert gate.case == "attention" and gate.unit == "FLOP"
         if gate.threshold is not None:
             # A threshold cites the runs it was set from (tether check verifies it sits between).
@@ -130,6 +140,7 @@ def test_gate_shapes_are_the_issue_calls() -> None:
 
 def test_every_region_has_its_markers() -> None:
     text = Path(arch_caps.__file__).read_text(encoding="utf-8")
+    text += Path(gates.__file__).read_text(encoding="utf-8")
     for region in [th.region for th in POLICY] + [g.region for g in GATES]:
         begin = f"# BEGIN GENERATED: {region} (tether render)"
         end = f"# END GENERATED: {region}"

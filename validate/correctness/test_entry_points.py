@@ -195,12 +195,16 @@ def test_every_gpu_arch_has_a_conservative_chunked_threshold() -> None:
         (th,) = chunked
         assert th.region == f"policy-{arch}-single-prefill-chunked"
         assert th.arm == arch_caps.OWN_ARM.get(arch, "triton")
+        assert th.otherwise == arch_caps.ROUTE_ORDER[arch][0]
+        assert ("kv_len", ">", "qo_len") in th.scope
         if arch != "sm90":  # the only arch with runs in the store so far
             assert th.takes is None
-        assert th.otherwise == arch_caps.ROUTE_ORDER[arch][0]
-        assert th.evidence.sweep == "chunked-prefill"
-        assert th.evidence.population.name == "single-prefill-chunked"
-        assert th.scope == (("kv_len", ">", "qo_len"),)
+            assert th.evidence.sweep == "chunked-prefill"
+            assert th.scope == (("kv_len", ">", "qo_len"),)
+        else:
+            # sm90's chunked threshold speaks only for the calls its evidence sweep covers.
+            assert th.evidence.sweep == "policy-chunked-sm90"
+            assert ("causal", "==", True) in th.scope
         # The general threshold stays first: the renderer's per-arch docs cite it.
         assert found[0].region == f"policy-single-prefill-{arch}"
     assert arch_caps.thresholds_for("cpu") == ()

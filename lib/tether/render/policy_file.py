@@ -44,9 +44,9 @@ def policy_module_data(
     root: Path,
 ) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]] | None:
     """POLICY, GATES and COMPILE_GATES of the project at ``root`` (its [tool.tether] policy
-    file); None when it declares none.
+    files, in order, concatenated); None when it declares none.
 
-    The project's own file, not whatever module this interpreter imported under that name:
+    The project's own files, not whatever module this interpreter imported under that name:
     ``tether check --root OTHER`` must judge OTHER's policy against OTHER's store. A module
     already imported from this very file is used as is (with whatever a test patched into
     it), as is one whose code equals the file's (generated comments aside); any other is
@@ -54,15 +54,25 @@ def policy_module_data(
     """
     from tether import project
 
-    path = project.get(root).policy
-    if path is None:
+    proj = project.get(root)
+    paths = proj.policies or ((proj.policy,) if proj.policy is not None else ())
+    if not paths:
         return None
+    found = [_one_file(path) for path in paths]
+    return (
+        tuple(t for f in found for t in f[0]),
+        tuple(g for f in found for g in f[1]),
+        tuple(c for f in found for c in f[2]),
+    )
+
+
+def _one_file(path: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]:
     if not path.is_file():
         raise TemplateError(f"{path}: the project's policy file is missing")
     raw = path.read_bytes()
     for module in list(sys.modules.values()):
         own = getattr(module, "__file__", None)
-        if not own or not hasattr(module, "POLICY") or not hasattr(module, "GATES"):
+        if not own or not any(hasattr(module, n) for n in ("POLICY", "GATES", "COMPILE_GATES")):
             continue
         own_path = Path(own).resolve()
         if own_path == path.resolve() or (

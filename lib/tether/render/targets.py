@@ -146,10 +146,23 @@ def render_regions(
 
     proj = project.get(root)
     available = region_bodies(context)
-    policy_file = proj.rel(proj.policy) if proj.policy else None
-    required = {r: policy_file for r in (*context["thresholds"], *context["gates"])}
+    # Each threshold and gate region belongs in the policy file that declares it; with several
+    # policy files, the one holding its marker (the first, which then reports it missing).
+    policy_files = [proj.rel(p) for p in (proj.policies or ((proj.policy,) if proj.policy else ()))]
+    texts = {
+        rel: (root / rel).read_text(encoding="utf-8")
+        for rel in policy_files
+        if (root / rel).is_file()
+    }
+
+    def home(region: str) -> str:
+        needle = f"BEGIN GENERATED: {region} "
+        return next((rel for rel in policy_files if needle in texts.get(rel, "")), policy_files[0])
+
+    regions = (*context["thresholds"], *context["gates"])
+    required = {r: home(r) for r in regions} if policy_files else {}
     out: dict[Path, bytes] = {}
-    files = sorted(set(proj.region_files) | ({policy_file} if policy_file and required else set()))
+    files = sorted(set(proj.region_files) | set(required.values()))
     for rel in files:
         source = root / rel
         try:

@@ -33,6 +33,16 @@ def forget_origin(tree: Path) -> None:
     _ORIGINS.pop(Path(tree).resolve(), None)
 
 
+def origin(path: Path) -> tuple[Path, Path] | None:
+    """For a path inside a registered snapshot: (the repository's top, the path's place in
+    it); None for a path in no snapshot (a real checkout answers git itself)."""
+    real = Path(os.path.realpath(path))
+    for tree, (top, _rev) in _ORIGINS.items():
+        if real == tree or tree in real.parents:
+            return top, real.relative_to(tree)
+    return None
+
+
 def _git(cwd: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(
