@@ -47,7 +47,8 @@ def test_cpu_demo_store_gets_a_cpu_section_with_its_headline(tmp_path: Path) -> 
     ratios = [np.median(c.samples["A"]) / np.median(c.samples["B"]) for c in run.cells]
     geomean = float(np.exp(np.mean(np.log(ratios))))
     assert (
-        f"sweep `cpu-demo` (triton against sdpa_flash): geomean {geomean:.3f} over 6 cells" in line
+        f"sweep `cpu-demo` (triton against sdpa_flash): whole map: geomean {geomean:.3f} over 6 "
+        "cells" in line
     )
     assert re.search(r"A/A floor \d\.\d{3}-\d\.\d{3}", line)
     assert "not measured" not in line
