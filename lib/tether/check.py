@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from tether.stats import CellStat
     from tether.store.model import Run
 
-FIX_COMMAND = "tether render  (or: make docs)"
+# The command that fixes generated text, in every project: tether's own Makefile has a
+# `make docs` alias, but an adopting project has no such target.
+FIX_COMMAND = "tether render"
 
 __all__ = [
     "FIX_COMMAND",

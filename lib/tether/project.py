@@ -45,7 +45,7 @@ _KEYS = {
         "notes",
     },
     "fingerprint": {"harness", "kernels"},
-    "render": {"files", "figures", "regions"},
+    "render": {"files", "figures", "regions", "region_templates"},
     "scan": {"include", "exclude"},
 }
 
@@ -66,10 +66,17 @@ class Project:
     kernel_globs: tuple[str, ...]  # the kernels whose change makes compile evidence stale
     render_files: Mapping[str, str]  # output path -> template, both relative
     figures: str | None  # folder (relative) holding rendered figures, owned by render
-    region_files: tuple[str, ...]  # hand-written files holding generated regions
+    region_files: tuple[str, ...]  # hand-written files holding generated regions (all of them)
+    # Hand-written file -> {region id -> template}: regions a project renders from its own
+    # templates into any file with a comment syntax ([tool.tether.render] region_templates).
+    region_templates: Mapping[str, Mapping[str, str]]
     scan_include: tuple[str, ...]  # globs of Markdown/Python files scanned for stray figures
     scan_exclude: tuple[str, ...]  # fixtures and other files excepted by declaration
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def templates_rel(self, name: str) -> str:
+        """A template's path as the project configured it (``benchmark/docs_src/x.j2``)."""
+        return f"{self.rel(self.templates)}/{name}"
 
     def rel(self, path: Path | str) -> str:
         """``path`` relative to the root when it lies inside, else as given."""
@@ -145,6 +152,23 @@ def _opt_str(value: Any, what: str, path: Path) -> str | None:
     return value
 
 
+def _region_templates(value: Any, path: Path) -> dict[str, dict[str, str]]:
+    where = f"{path}: [{TABLE}.render] region_templates"
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{where} must map hand-written files to {{region = template}} tables")
+    out: dict[str, dict[str, str]] = {}
+    for rel, regions in sorted(value.items()):
+        if not isinstance(regions, Mapping) or not regions:
+            raise UsageError(f"{where}: {rel!r} must map region ids to template names")
+        for region, template in regions.items():
+            if not isinstance(template, str) or not template:
+                raise UsageError(f"{where}: {rel!r}.{region} must name a template (a string)")
+        out[rel] = dict(sorted(regions.items()))
+    return out
+
+
 def load(root: Path) -> Project:
     """The project at ``root`` (its pyproject.toml must hold a [tool.tether] table)."""
     root = Path(root).resolve()
@@ -166,6 +190,8 @@ def load(root: Path) -> Project:
     ):
         raise UsageError(f"{path}: [{TABLE}.render] files must map output paths to templates")
     policy = _opt_str(table.get("policy"), "policy", path)
+    templated = _region_templates(render.get("region_templates"), path)
+    region_files = _strings(render.get("regions"), "render.regions", path)
 
     def under(name: str, default: str) -> Path:
         value = _opt_str(table.get(name), name, path) or default
@@ -184,7 +210,8 @@ def load(root: Path) -> Project:
         kernel_globs=_strings(fp.get("kernels"), "fingerprint.kernels", path),
         render_files=dict(sorted(files.items())),
         figures=_opt_str(render.get("figures"), "render.figures", path),
-        region_files=_strings(render.get("regions"), "render.regions", path),
+        region_files=tuple(sorted(set(region_files) | set(templated))),
+        region_templates=templated,
         scan_include=_strings(scan.get("include"), "scan.include", path)
         or ("**/*.md", "**/*.py", "**/*.j2"),
         scan_exclude=_strings(scan.get("exclude"), "scan.exclude", path),
@@ -202,9 +229,15 @@ def find_root(start: Path | None = None) -> Path:
         path = cand / CONFIG_FILE
         if path.is_file():
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError):
+                text = path.read_text(encoding="utf-8")
+            except OSError:
                 continue
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                # A broken pyproject.toml is the nearest project's own error, not a reason to
+                # look further up (or to say there is no project here).
+                raise UsageError(f"{path}: not valid TOML: {exc}") from None
             if isinstance(data.get("tool"), Mapping) and "tether" in data["tool"]:
                 return cand
     raise UsageError(

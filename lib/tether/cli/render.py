@@ -35,10 +35,18 @@ def refuse_empty_store(ctx: Context, store: Path, dest: Path) -> None:
             f"'not measured' and delete {len(figures)} figure(s); name the store with the runs"
         )
     if figures:
+        rel = ctx.project.rel(store)
+        if not store.exists():
+            fix = (
+                f"the store {rel!r} ([tool.tether] store in pyproject.toml) does not exist: "
+                f"fix that setting if it is a typo, restore the folder if it was deleted, or "
+                f"pass --store"
+            )
+        else:
+            fix = f"restore the store's runs from git (git checkout -- {rel}) or pass --store"
         raise UsageError(
             f"the store {store} holds no runs but {len(figures)} figure(s) exist under "
-            f"{dest / str(owned)}; rendering would delete what it cannot redraw. Restore the "
-            f"store (git checkout -- {ctx.project.rel(store)}) or pass --store"
+            f"{dest / str(owned)}; rendering would delete what it cannot redraw. {fix}"
         )
 
 

@@ -37,9 +37,12 @@ def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict
     runs = load_runs(store)
     context = build_context(root, runs)
     from tether import project
+    from tether.render.tables import table_context
+
+    context.update(table_context(runs, context))
 
     proj = project.get(root)
-    env = make_env(proj.templates)
+    env = make_env(proj.templates, proj.rel(proj.templates))
     texts: dict[Path, bytes] = {}
     texts.update(render_files(env, context, dict(proj.render_files)))
     texts.update(render_regions(root, env, context))
