@@ -246,6 +246,17 @@ def find_root(start: Path | None = None) -> Path:
     )
 
 
+def is_project(folder: Path) -> bool:
+    """Whether ``folder``'s pyproject.toml has a [tool.tether] table (False when it has none,
+    cannot be read, or is not valid TOML: the question is asked by tools that must not fail)."""
+    try:
+        data = tomllib.loads((Path(folder) / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    tool = data.get("tool")
+    return isinstance(tool, Mapping) and "tether" in tool
+
+
 _CACHE: dict[tuple[Path, float], Project] = {}
 
 
