@@ -124,7 +124,7 @@ def test_measure_prints_a_table_saves_a_run_and_compares(tmp_path: Path) -> None
     run = json.loads(saved.read_text(encoding="utf-8"))
     assert run["guard"]["mode"] == "unguarded"  # a test suite's record, never evidence
     assert run["cells"][0]["key"] == {"test": "test_measure.py::test_pair"}
-    # B made ten times the work: slower than the saved run by far more than 50%.
+    # B given ten times the work, so the comparison below must fail at its threshold.
     slow = {**os.environ, "FIXTURE_B_WORK": "4000"}
     env_backup = dict(os.environ)
     try:
