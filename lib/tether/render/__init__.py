@@ -23,9 +23,26 @@ __all__ = [
     "TemplateError",
     "embedded_digest",
     "render_all",
+    "render_builtin",
     "render_parts",
     "write_all",
 ]
+
+
+def render_builtin(root: Path, store: Path | Any, name: str) -> str:
+    """One of tether's built-in templates (``tether/<name>``) rendered with the project's full
+    context, written nowhere (``tether render --pr-comment``)."""
+    from tether import project
+    from tether.render.env import BUILTIN_PREFIX, render_template
+    from tether.render.tables import table_context
+
+    root = Path(root)
+    runs = load_runs(store)
+    context = build_context(root, runs)
+    context.update(table_context(runs, context))
+    proj = project.get(root)
+    env = make_env(proj.templates, proj.rel(proj.templates))
+    return render_template(env, BUILTIN_PREFIX + name, context)
 
 
 def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict[Path, FigureSpec]]:
