@@ -43,10 +43,12 @@ _KEYS = {
         "render",
         "scan",
         "notes",
+        "summary",
     },
     "fingerprint": {"harness", "kernels"},
     "render": {"files", "figures", "regions", "region_templates"},
     "scan": {"include", "exclude"},
+    "summary": {"rows"},
 }
 
 
@@ -72,6 +74,9 @@ class Project:
     region_templates: Mapping[str, Mapping[str, str]]
     scan_include: tuple[str, ...]  # globs of Markdown/Python files scanned for stray figures
     scan_exclude: tuple[str, ...]  # fixtures and other files excepted by declaration
+    # The front page's comparisons per arch ([tool.tether.summary] rows): label, sweep, and
+    # whole = true to report the whole map instead of the headline population.
+    summary_rows: tuple[Mapping[str, Any], ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def templates_rel(self, name: str) -> str:
@@ -169,6 +174,24 @@ def _region_templates(value: Any, path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def _summary_rows(value: Any, path: Path) -> tuple[dict[str, Any], ...]:
+    where = f"{path}: [{TABLE}.summary] rows"
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise UsageError(f"{where} must be a list of {{ label, sweep }} tables")
+    out = []
+    for i, row in enumerate(value):
+        if not isinstance(row, Mapping) or set(row) - {"label", "sweep", "whole"}:
+            raise UsageError(f"{where}[{i}]: a table of label, sweep and optional whole")
+        if not all(isinstance(row.get(k), str) and row.get(k) for k in ("label", "sweep")):
+            raise UsageError(f"{where}[{i}]: label and sweep must be non-empty strings")
+        if not isinstance(row.get("whole", False), bool):
+            raise UsageError(f"{where}[{i}]: whole must be true or false")
+        out.append(dict(row))
+    return tuple(out)
+
+
 def load(root: Path) -> Project:
     """The project at ``root`` (its pyproject.toml must hold a [tool.tether] table)."""
     root = Path(root).resolve()
@@ -212,6 +235,7 @@ def load(root: Path) -> Project:
         figures=_opt_str(render.get("figures"), "render.figures", path),
         region_files=tuple(sorted(set(region_files) | set(templated))),
         region_templates=templated,
+        summary_rows=_summary_rows(table.get("summary", {}).get("rows"), path),
         scan_include=_strings(scan.get("include"), "scan.include", path)
         or ("**/*.md", "**/*.py", "**/*.j2"),
         scan_exclude=_strings(scan.get("exclude"), "scan.exclude", path),
