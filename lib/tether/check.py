@@ -421,4 +421,17 @@ def run_check(
         findings += check_gates(root, own_gates if gates is None else gates, runs, current)
         findings += check_compile_evidence(root, runs)
     findings += scan_tree(root)
+    findings += check_config(root)
     return sorted(set(findings))
+
+
+def check_config(root: Path) -> list[Finding]:
+    """Configuration that would otherwise pass silently until a sweep: a plugin module that
+    does not exist (found without importing it)."""
+    from tether import project
+
+    proj = project.get(root)
+    return [
+        Finding("pyproject.toml", 1, f"[tool.tether] plugins: module {name!r} not found (a typo?)")
+        for name in proj.missing_plugins()
+    ]

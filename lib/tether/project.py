@@ -104,11 +104,46 @@ class Project:
     def kernel_files(self) -> list[Path]:
         return self.glob(self.kernel_globs)
 
+    def missing_plugins(self) -> list[str]:
+        """The configured plugin modules that cannot be found (a typo), without importing any."""
+        return [name for name in self.plugins if not locate_module(name, self.root)]
+
     def scanned(self, rel: str) -> bool:
         """Whether the root-relative path ``rel`` is scanned for stray figures."""
         if any(_match(rel, pat) for pat in self.scan_exclude):
             return False
         return any(_match(rel, pat) for pat in self.scan_include)
+
+
+def locate_module(name: str, root: Path) -> bool:
+    """Whether the module ``name`` can be found from ``root`` (the project root, first on the
+    path the plugins import from) or the installed packages, without importing anything: the
+    check must not run a plugin's imports (torch, a GPU stack) to see that it exists."""
+    import importlib.util
+
+    top, *rest = name.split(".")
+    places: list[Path] = []
+    if (root / top).is_dir() or (root / f"{top}.py").is_file():
+        places = [root / top] if (root / top).is_dir() else []
+        if not rest:
+            return True
+    else:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return False
+        if spec is None:
+            return False
+        if not rest:
+            return True
+        places = [Path(p) for p in (spec.submodule_search_locations or [])]
+    for i, part in enumerate(rest):
+        last = i == len(rest) - 1
+        found = [d / part for d in places if (d / part).is_dir()]
+        if last and (found or any((d / f"{part}.py").is_file() for d in places)):
+            return True
+        places = found
+    return False
 
 
 def _match(rel: str, pattern: str) -> bool:

@@ -91,3 +91,20 @@ def test_a_store_typo_is_not_answered_with_git_checkout(tmp_path: Path) -> None:
     rc, _, err = run_cli(root, "render")
     assert rc == 2 and "'result' ([tool.tether] store in pyproject.toml) does not exist" in err
     assert "git checkout" not in err
+
+
+def test_check_names_a_plugin_typo_without_importing_it(tmp_path: Path) -> None:
+    root = fixture_project(
+        tmp_path, plugins=["tether_kernels.bench", "benchmark.tether_bnch"], files={},
+        figures=None, headline=None,
+    )  # fmt: skip
+    (root / "docs_src").mkdir()
+    (root / "benchmark").mkdir()
+    (root / "benchmark" / "tether_bench.py").write_text("raise SystemExit(3)\n", encoding="utf-8")
+    rc, out, _ = run_cli(root, "check")
+    assert rc == 1 and "module 'benchmark.tether_bnch' not found" in out, out
+    assert "tether_kernels.bench" not in out
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    (root / "pyproject.toml").write_text(text.replace("tether_bnch", "tether_bench"), "utf-8")
+    rc, out, _ = run_cli(root, "check")
+    assert rc == 0, out  # found, and never imported (importing it would exit)
