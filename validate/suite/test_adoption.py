@@ -217,3 +217,27 @@ def test_an_outside_repository_reaches_a_rendered_region_in_its_own_readme(
     (repo / "README.md").write_bytes(text.replace(b"| 2048 |", b"| 2049 |"))
     drift = _run(repo, "check")
     assert drift.returncode == 1 and "tether render" in drift.stdout + drift.stderr
+
+
+@pytest.mark.parametrize(
+    ("files", "argv", "problem"),
+    [
+        pytest.param({"README.rst": b"Title\n=====\n"}, ("--readme", "README.rst"),
+                     "the results table init writes is Markdown", id="rst-readme"),
+        pytest.param({".pre-commit-config.yaml": b"repos: []\nci:\n  autofix: false\n"}, (),
+                     "`repos:` is not the last top-level key", id="hooks-not-last"),
+        pytest.param({"tether_bench.py": b"X = 1\n"}, (), "tether_bench.py: exists",
+                     id="plugin-exists"),
+    ],
+)  # fmt: skip
+def test_init_refuses_before_writing_anything(
+    tmp_path: Path, files: dict[str, bytes], argv: tuple[str, ...], problem: str
+) -> None:
+    from validate.suite.fixture_project import run_cli
+
+    for rel, data in files.items():
+        (tmp_path / rel).write_bytes(data)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    rc, _, err = run_cli(tmp_path, "init", *argv)
+    assert rc == 2 and problem in err, err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -6,7 +6,7 @@ It writes, and never overwrites:
 - a plugin module (default ``tether_bench.py``) with a case model, one example arm pair and a
   sweep that runs on the CPU, to be replaced by the project's own kernels;
 - a results template (``docs_src/results.md.j2``) that includes tether's built-in table;
-- a ``results`` region at the end of the README (created when there is none);
+- a ``results`` region at the end of the Markdown README (created when there is none);
 - the ``tether check`` hook in ``.pre-commit-config.yaml`` (created when there is none).
 
 Appended text takes each file's own line endings, so a CRLF file stays CRLF. Then
@@ -215,10 +215,14 @@ def plan(root: Path, plugin: str, templates: str, readme: str | None, store: str
         raise UsageError(f"{templates}/{TEMPLATE}: exists; pass another --templates folder")
     if readme is None:
         readme = next(
-            (n for n in ("README.md", "README.rst", "README.markdown") if (root / n).is_file()),
+            (n for n in ("README.md", "README.markdown") if (root / n).is_file()),
             "README.md",
         )
-    syntax_for(readme)  # a README whose type has no comment syntax is refused here, by name
+    if PurePosixPath(readme).suffix.lower() not in (".md", ".markdown"):
+        raise UsageError(
+            f"{readme}: the results table init writes is Markdown; pass --readme with a Markdown "
+            "file to hold it (README.md, docs/results.md, ...)"
+        )
     hooks = root / HOOKS
     if hooks.exists():
         _hook_addition(hooks.read_text(encoding="utf-8"))  # refuses before anything is written
