@@ -91,6 +91,10 @@ def check_rendered(
     ``also_rendered``: targets checked another way (figures whose digest matched), so they are
     not reported as stale files under docs/. SVG figures get a finding but no diff.
     """
+    from tether import project
+
+    proj = project.get(root)
+    store = f"{proj.rel(proj.store)}/"  # the configured store, as messages name it
     findings = []
     for rel in sorted(expected, key=lambda p: Path(p).as_posix()):
         name = Path(rel).as_posix()
@@ -106,13 +110,13 @@ def check_rendered(
         new = want.decode("utf-8", errors="replace").splitlines(keepends=True)
         line = _first_difference(old, new)
         findings.append(
-            Finding(name, line, f"differs from what results/ renders; run {FIX_COMMAND}")
+            Finding(name, line, f"differs from what {store} renders; run {FIX_COMMAND}")
         )
         if name.endswith(".svg"):
             continue
         diff_out.extend(
             difflib.unified_diff(
-                old, new, fromfile=f"{name} (on disk)", tofile=f"{name} (rendered from results/)"
+                old, new, fromfile=f"{name} (on disk)", tofile=f"{name} (rendered from {store})"
             )
         )
         if diff_out and not diff_out[-1].endswith("\n"):
@@ -397,6 +401,7 @@ def run_check(
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
     if loaded is not None:
+        from tether import project
         from tether.render import render_parts
         from tether.render.context import policy as checkout_policy
         from tether.store import harness_fingerprint
@@ -408,7 +413,7 @@ def run_check(
         except TetherError as exc:
             # A broken marker or template stops the render; report it among the other findings
             # so the scan and the policy checks below still run.
-            where = _rel(getattr(exc, "path", "docs_src"), root)
+            where = _rel(getattr(exc, "path", project.get(root).templates), root)
             findings.append(Finding(where, 1, f"cannot render: {exc}"))
         else:
             findings += check_rendered(root, expected, diffs, matched)
