@@ -7,6 +7,7 @@ re-renders such a region and fails when it drifted. FIXTURE projects in tmp_path
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -136,3 +137,37 @@ def test_pr_comment_prints_markdown_and_writes_nothing(tmp_path: Path) -> None:
     assert rc == 0 and out.startswith("### tether: cited runs")
     assert "| sm90 | prefill-vs-sdpa |" in out
     assert (root / "README.md").read_bytes() == README_CRLF
+
+
+def test_the_results_table_before_any_run_says_so(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    (root / "README.md").write_bytes(README_CRLF)
+    texts, _ = render_parts(root, root / "results")
+    assert b"No runs in the store yet for sweep `prefill-vs-sdpa`" not in texts[Path("README.md")]
+    assert b"`prefill-vs-sdpa` not measured." in texts[Path("README.md")]  # a listed arch
+    root2 = _project(tmp_path / "bare", headline="mine")
+    text = (root2 / "pyproject.toml").read_text(encoding="utf-8")
+    (root2 / "pyproject.toml").write_text(text.replace('"sm90"', ""), encoding="utf-8")
+    (root2 / "README.md").write_bytes(README_CRLF)
+    texts, _ = render_parts(root2, root2 / "results")
+    assert b"No runs in the store yet for sweep `mine`" in texts[Path("README.md")]
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        pytest.param('[tool.tether.render.region_templates]\n"README.md" = "x.j2"\n',
+                     "must map region ids to template names", id="not-a-table"),
+        pytest.param('[tool.tether.render.region_templates]\n"README.md" = { r = 1 }\n',
+                     "must name a template", id="not-a-name"),
+        pytest.param('[tool.tether.summary]\nrows = [{ label = "x" }]\n',
+                     "label and sweep must be non-empty strings", id="summary-row"),
+    ],
+)  # fmt: skip
+def test_config_mistakes_are_named(tmp_path: Path, extra: str, problem: str) -> None:
+    from tether import project
+    from tether.errors import UsageError
+
+    root = _project(tmp_path, extra=extra)
+    with pytest.raises(UsageError, match=re.escape(problem)):
+        project.load(root)
