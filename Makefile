@@ -2,7 +2,9 @@
 PY ?= .venv/bin/python
 TETHER = $(PY) -m tether
 # No GPU: the Triton kernels run in the interpreter (f16/f32 only; bf16 checks skip with why).
-NO_GPU := $(shell $(PY) -c 'import torch,sys; sys.exit(torch.cuda.is_available())' 2>/dev/null && echo 1)
+# Recursive (=), not simple (:=): make expands it when the test recipe runs, after `setup` has
+# made .venv in the same `make setup test`; at make's start there is no torch to ask yet.
+NO_GPU = $(shell $(PY) -c 'import torch,sys; sys.exit(torch.cuda.is_available())' 2>/dev/null && echo 1)
 TEST_ENV = $(if $(NO_GPU),TRITON_INTERPRET=1,)
 JOBS ?= 2
 

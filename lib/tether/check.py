@@ -48,7 +48,9 @@ if TYPE_CHECKING:
     from tether.stats import CellStat
     from tether.store.model import Run
 
-FIX_COMMAND = "tether render  (or: make docs)"
+# The command that fixes generated text, in every project: tether's own Makefile has a
+# `make docs` alias, but an adopting project has no such target.
+FIX_COMMAND = "tether render"
 
 __all__ = [
     "FIX_COMMAND",
@@ -105,6 +107,10 @@ def check_rendered(
     ``also_rendered``: targets checked another way (figures whose digest matched), so they are
     not reported as stale files under docs/. SVG figures get a finding but no diff.
     """
+    from tether import project
+
+    proj = project.get(root)
+    store = f"{proj.rel(proj.store)}/"  # the configured store, as messages name it
     findings = []
     for rel in sorted(expected, key=lambda p: Path(p).as_posix()):
         name = Path(rel).as_posix()
@@ -120,13 +126,13 @@ def check_rendered(
         new = want.decode("utf-8", errors="replace").splitlines(keepends=True)
         line = _first_difference(old, new)
         findings.append(
-            Finding(name, line, f"differs from what results/ renders; run {FIX_COMMAND}")
+            Finding(name, line, f"differs from what {store} renders; run {FIX_COMMAND}")
         )
         if name.endswith(".svg"):
             continue
         diff_out.extend(
             difflib.unified_diff(
-                old, new, fromfile=f"{name} (on disk)", tofile=f"{name} (rendered from results/)"
+                old, new, fromfile=f"{name} (on disk)", tofile=f"{name} (rendered from {store})"
             )
         )
         if diff_out and not diff_out[-1].endswith("\n"):
@@ -617,6 +623,7 @@ def run_check(
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
     if loaded is not None:
+        from tether import project
         from tether.render import render_parts
         from tether.render.context import policy as checkout_policy
         from tether.store import harness_fingerprint
@@ -629,7 +636,7 @@ def run_check(
         except TetherError as exc:
             # A broken marker or template stops the render; report it among the other findings
             # so the scan and the policy checks below still run.
-            where = _rel(getattr(exc, "path", "docs_src"), root)
+            where = _rel(getattr(exc, "path", project.get(root).templates), root)
             findings.append(Finding(where, 1, f"cannot render: {exc}"))
         else:
             findings += check_rendered(root, expected, diffs, matched)
@@ -653,4 +660,17 @@ def run_check(
 
         scanned = apply_baseline(root, scanned)
     findings += scanned
+    findings += check_config(root)
     return sorted(set(findings))
+
+
+def check_config(root: Path) -> list[Finding]:
+    """Configuration that would otherwise pass silently until a sweep: a plugin module that
+    does not exist (found without importing it)."""
+    from tether import project
+
+    proj = project.get(root)
+    return [
+        Finding("pyproject.toml", 1, f"[tool.tether] plugins: module {name!r} not found (a typo?)")
+        for name in proj.missing_plugins()
+    ]

@@ -90,6 +90,11 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
+# The reader of tether's output closed the pipe (``tether store ls | head``): 128 + SIGPIPE,
+# what a shell reports for a process the signal ended, but without a traceback.
+BROKEN_PIPE_EXIT = 141
+
+
 def exit_code_for(exc: BaseException) -> int:
     """Exit code for ``exc``; anything tether did not raise on purpose is 1."""
     for cls, code in EXIT_CODES:

@@ -45,11 +45,13 @@ _KEYS = {
         "scan",
         "notes",
         "signing",
+        "summary",
     },
     "fingerprint": {"harness", "kernels"},
-    "render": {"files", "figures", "regions"},
+    "render": {"files", "figures", "regions", "region_templates"},
     "scan": {"include", "exclude", "baseline", "claim_words", "allow_words"},
     "signing": {"allowed_signers", "require"},
+    "summary": {"rows"},
 }
 
 
@@ -69,9 +71,15 @@ class Project:
     kernel_globs: tuple[str, ...]  # the kernels whose change makes compile evidence stale
     render_files: Mapping[str, str]  # output path -> template, both relative
     figures: str | None  # folder (relative) holding rendered figures, owned by render
-    region_files: tuple[str, ...]  # hand-written files holding generated regions
+    region_files: tuple[str, ...]  # hand-written files holding generated regions (all of them)
+    # Hand-written file -> {region id -> template}: regions a project renders from its own
+    # templates into any file with a comment syntax ([tool.tether.render] region_templates).
+    region_templates: Mapping[str, Mapping[str, str]]
     scan_include: tuple[str, ...]  # globs of Markdown/Python files scanned for stray figures
     scan_exclude: tuple[str, ...]  # fixtures and other files excepted by declaration
+    # The front page's comparisons per arch ([tool.tether.summary] rows): label, sweep, and
+    # whole = true to report the whole map instead of the headline population.
+    summary_rows: tuple[Mapping[str, Any], ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
     # [tool.tether.signing]: the allowed-signers file (ssh-keygen's format) that says whose
     # signatures count, and whether cited evidence must carry one (tether.store.signing).
@@ -81,6 +89,10 @@ class Project:
     # order: routing thresholds beside the kernels they route to, gates where setting them
     # changes no kernel source. [tool.tether] policy may name one file or a list.
     policies: tuple[Path, ...] = ()
+
+    def templates_rel(self, name: str) -> str:
+        """A template's path as the project configured it (``benchmark/docs_src/x.j2``)."""
+        return f"{self.rel(self.templates)}/{name}"
 
     def rel(self, path: Path | str) -> str:
         """``path`` relative to the root when it lies inside, else as given."""
@@ -103,11 +115,46 @@ class Project:
     def kernel_files(self) -> list[Path]:
         return self.glob(self.kernel_globs)
 
+    def missing_plugins(self) -> list[str]:
+        """The configured plugin modules that cannot be found (a typo), without importing any."""
+        return [name for name in self.plugins if not locate_module(name, self.root)]
+
     def scanned(self, rel: str) -> bool:
         """Whether the root-relative path ``rel`` is scanned for stray figures."""
         if any(_match(rel, pat) for pat in self.scan_exclude):
             return False
         return any(_match(rel, pat) for pat in self.scan_include)
+
+
+def locate_module(name: str, root: Path) -> bool:
+    """Whether the module ``name`` can be found from ``root`` (the project root, first on the
+    path the plugins import from) or the installed packages, without importing anything: the
+    check must not run a plugin's imports (torch, a GPU stack) to see that it exists."""
+    import importlib.util
+
+    top, *rest = name.split(".")
+    places: list[Path] = []
+    if (root / top).is_dir() or (root / f"{top}.py").is_file():
+        places = [root / top] if (root / top).is_dir() else []
+        if not rest:
+            return True
+    else:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return False
+        if spec is None:
+            return False
+        if not rest:
+            return True
+        places = [Path(p) for p in (spec.submodule_search_locations or [])]
+    for i, part in enumerate(rest):
+        last = i == len(rest) - 1
+        found = [d / part for d in places if (d / part).is_dir()]
+        if last and (found or any((d / f"{part}.py").is_file() for d in places)):
+            return True
+        places = found
+    return False
 
 
 def _match(rel: str, pattern: str) -> bool:
@@ -183,6 +230,39 @@ def _globs_inside(patterns: tuple[str, ...], what: str, path: Path) -> tuple[str
     return patterns
 
 
+def _region_templates(value: Any, path: Path) -> dict[str, dict[str, str]]:
+    where = f"{path}: [{TABLE}.render] region_templates"
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{where} must map hand-written files to {{region = template}} tables")
+    out: dict[str, dict[str, str]] = {}
+    for rel, regions in sorted(value.items()):
+        if not isinstance(regions, Mapping) or not regions:
+            raise UsageError(f"{where}: {rel!r} must map region ids to template names")
+        for region, template in regions.items():
+            if not isinstance(template, str) or not template:
+                raise UsageError(f"{where}: {rel!r}.{region} must name a template (a string)")
+        out[rel] = dict(sorted(regions.items()))
+    return out
+
+
+def _summary_rows(value: Any, path: Path) -> tuple[dict[str, Any], ...]:
+    where = f"{path}: [{TABLE}.summary] rows"
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise UsageError(f"{where} must be a list of {{ label, sweep }} tables")
+    out = []
+    for i, row in enumerate(value):
+        if not isinstance(row, Mapping) or set(row) - {"label", "sweep"}:
+            raise UsageError(f"{where}[{i}]: a table of label and sweep")
+        if not all(isinstance(row.get(k), str) and row.get(k) for k in ("label", "sweep")):
+            raise UsageError(f"{where}[{i}]: label and sweep must be non-empty strings")
+        out.append(dict(row))
+    return tuple(out)
+
+
 def load(root: Path) -> Project:
     """The project at ``root`` (its pyproject.toml must hold a [tool.tether] table)."""
     root = Path(root).resolve()
@@ -219,6 +299,7 @@ def load(root: Path) -> Project:
             f"{path}: [{TABLE}.signing] require = true needs allowed_signers, the file that "
             "says whose signatures count"
         )
+    templated = _region_templates(render.get("region_templates"), path)
 
     def under(name: str, default: str) -> Path:
         value = _opt_str(table.get(name), name, path) or default
@@ -234,6 +315,16 @@ def load(root: Path) -> Project:
     regions = _strings(render.get("regions"), "render.regions", path)
     for region_file in regions:
         _inside(root, region_file, "render.regions entry", path)
+    for region_file, named in templated.items():
+        _inside(root, region_file, "render.region_templates file", path)
+        for template in named.values():
+            _inside(
+                root,
+                template,
+                f"render.region_templates template for {region_file!r}",
+                path,
+                templates,
+            )
     doc_arches = _strings(table.get("doc_arches"), "doc_arches", path)
     for arch in doc_arches:
         if not ARCH_RE.fullmatch(arch):
@@ -260,7 +351,9 @@ def load(root: Path) -> Project:
         ),
         render_files=dict(sorted(files.items())),
         figures=figures,
-        region_files=regions,
+        region_files=tuple(sorted(set(regions) | set(templated))),
+        region_templates=templated,
+        summary_rows=_summary_rows(table.get("summary", {}).get("rows"), path),
         scan_include=_strings(scan.get("include"), "scan.include", path)
         or ("**/*.md", "**/*.py", "**/*.j2"),
         scan_exclude=_strings(scan.get("exclude"), "scan.exclude", path),
@@ -282,15 +375,32 @@ def find_root(start: Path | None = None) -> Path:
         path = cand / CONFIG_FILE
         if path.is_file():
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError):
+                text = path.read_text(encoding="utf-8")
+            except OSError:
                 continue
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                # A broken pyproject.toml is the nearest project's own error, not a reason to
+                # look further up (or to say there is no project here).
+                raise UsageError(f"{path}: not valid TOML: {exc}") from None
             if isinstance(data.get("tool"), Mapping) and "tether" in data["tool"]:
                 return cand
     raise UsageError(
         f"not inside a tether project: no {CONFIG_FILE} with a [{TABLE}] table at or above "
         f"{here}; run inside one, pass --root, or set TETHER_ROOT"
     )
+
+
+def is_project(folder: Path) -> bool:
+    """Whether ``folder``'s pyproject.toml has a [tool.tether] table (False when it has none,
+    cannot be read, or is not valid TOML: the question is asked by tools that must not fail)."""
+    try:
+        data = tomllib.loads((Path(folder) / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    tool = data.get("tool")
+    return isinstance(tool, Mapping) and "tether" in tool
 
 
 _CACHE: dict[tuple[Path, float], Project] = {}

@@ -1,24 +1,34 @@
 """tether's pytest plugin: markers and hardware capabilities, in one place.
 
-Marks (registered here, skipped at collection time with the reason):
+It loads wherever tether is installed (its ``pytest11`` entry point), so it stays out of the
+way of projects that do not use it: its marks are namespaced, ``tether_gpu``, ``tether_triton``,
+``tether_arch``, ``tether_devtool``, ``tether_cpu_toy``. The short names (``gpu``, ``triton``,
+``arch``, ``devtool``, ``cpu_toy``) mean the same only in a project whose ``pyproject.toml`` has a
+``[tool.tether]`` table (ini ``tether_short_markers`` true/false decides it elsewhere), so an
+outside project's own ``gpu`` mark is never taken over.
 
-- ``gpu`` / ``gpu(reason=...)``: needs a CUDA or ROCm device (the reason says why, e.g. bf16).
-- ``triton``: runs a Triton kernel; needs a GPU or ``TRITON_INTERPRET=1`` (the CPU interpreter).
-- ``arch(*names)``: needs the detected arch to be one of ``names`` (e.g. ``arch("sm90")``).
-- ``devtool(*names)``: needs development tools (ruff, pre_commit, check-jsonschema, or
-  ``repo-venv`` for the checkout's .venv that the pre-commit hooks run). Where they are
+Marks (skipped at collection time with the reason):
+
+- ``tether_gpu`` / ``tether_gpu(reason=...)``: needs a CUDA or ROCm device (the reason says why).
+- ``tether_triton``: runs a Triton kernel; needs a GPU or ``TRITON_INTERPRET=1``.
+- ``tether_arch(*names)``: needs the detected arch to be one of ``names``.
+- ``tether_devtool(*names)``: needs development tools (ruff, pre_commit, check-jsonschema, or
+  ``repo-venv`` for the project's .venv that the pre-commit hooks run). Where they are
   missing the test skips saying so, except under CI (``CI`` set), where the dev extra is
   installed by .ci/run and a missing tool must fail, not vanish into a skip.
-- ``cpu_toy``: a toy run of the Triton interpreter on CPU tensors, in a subprocess with
+- ``tether_cpu_toy``: a toy run of the Triton interpreter on CPU tensors, in a subprocess with
   ``cpu_toy_env()``. It is the CPU host's check; a GPU host runs the compiled kernels instead.
-- ``gate``, ``slow``: descriptive (see pyproject.toml).
+- ``gate``, ``slow``: descriptive (see pyproject.toml), registered with the short names.
 
 The ``routed_case`` fixture counts routed public-API calls by the arm they ran on; the
 session writes the counts to ``$TETHER_VERIFY_SUMMARY`` when it is set (``tether verify``
-sets it and records the counts in the verify run), merged over xdist workers.
+sets it and records the counts in the verify run), merged over xdist workers. The
+``tether_measure`` fixture, its table and ``--tether-save``/``--tether-compare`` live in
+``tether._pytest_measure``.
 
-Under xdist each worker is pinned to one GPU (``tether.gpus``) before torch is imported.
-A skip here only ever reflects missing hardware; an error in a test is never turned into one.
+Under xdist each worker is pinned to one GPU (``tether.gpus``) before torch is imported, only
+when asked (``--tether-pin-gpus`` or ini ``tether_pin_gpus = true``). A skip here only ever
+reflects missing hardware; an error in a test is never turned into one.
 """
 
 from __future__ import annotations
@@ -36,15 +46,41 @@ from typing import Any
 
 import pytest
 
-MARKERS: tuple[str, ...] = (
-    "gpu(reason=...): needs a CUDA or ROCm device",
-    "triton: runs a Triton kernel (a GPU, or TRITON_INTERPRET=1 on the CPU)",
-    "arch(*names): needs the detected arch to be one of names",
-    "devtool(*names): needs development tools (skips outside CI when they are missing)",
-    "cpu_toy: a toy interpreter run on CPU tensors (the CPU host's check; skips on GPU hosts)",
+from tether import _pytest_measure
+from tether._pytest_measure import pytest_addoption, tether_measure
+
+__all__ = ["pytest_addoption", "tether_measure"]
+
+# The hardware marks: short name -> what it needs. Registered as tether_<name> always, and by
+# the short name only in projects that use tether (see short_markers).
+HARDWARE: dict[str, str] = {
+    "gpu": "gpu(reason=...): needs a CUDA or ROCm device",
+    "triton": "triton: runs a Triton kernel (a GPU, or TRITON_INTERPRET=1 on the CPU)",
+    "arch": "arch(*names): needs the detected arch to be one of names",
+    "devtool": "devtool(*names): needs development tools (skips outside CI when they are missing)",
+    "cpu_toy": "cpu_toy: a toy interpreter run on CPU tensors (the CPU host's check; skips on "
+    "GPU hosts)",
+}
+PREFIX = "tether_"
+DESCRIPTIVE: tuple[str, ...] = (
     "gate: throughput gate (measures a named shape and fails below its policy threshold)",
     "slow: takes more than a few seconds on the CPU",
 )
+MARKERS: tuple[str, ...] = tuple(PREFIX + line for line in HARDWARE.values())
+_SHORT = pytest.StashKey[bool]()
+
+
+def short_markers(config: pytest.Config) -> bool:
+    """Whether the unprefixed marks are tether's here: ini ``tether_short_markers`` when set to
+    true or false, else whether the pytest root's pyproject.toml has a [tool.tether] table."""
+    value = str(config.getini("tether_short_markers")).strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    from tether.project import is_project
+
+    return is_project(Path(str(config.rootpath)))
 
 
 def interpreter_on() -> bool:
@@ -93,110 +129,77 @@ def cpu_toy_env(**extra: str) -> dict[str, str]:
     }
 
 
-def dev_tool_present(name: str) -> bool:
-    """A dev tool is importable, beside this interpreter, or on PATH (``repo-venv``: .venv)."""
+def dev_tool_present(name: str, root: Path | None = None) -> bool:
+    """A dev tool is importable, beside this interpreter, or on PATH (``repo-venv``: the
+    ``.venv`` of the project at ``root``, the pytest root, that ``make setup`` creates)."""
     if name == "repo-venv":
-        return (Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python").exists()
+        base = root if root is not None else Path.cwd()
+        return (base / ".venv" / "bin" / "python").exists()
     if importlib.util.find_spec(name.replace("-", "_")) is not None:
         return True
     return (Path(sys.executable).parent / name).exists() or shutil.which(name) is not None
 
 
+def _mark(item: Any, name: str) -> Any:
+    """``item``'s ``tether_<name>`` mark, or its ``<name>`` mark where short names are tether's."""
+    found = item.get_closest_marker(PREFIX + name)
+    if found is None and item.config.stash.get(_SHORT, False):
+        found = item.get_closest_marker(name)
+    return found
+
+
 def skip_reason(item: Any) -> str | None:
     """Why ``item`` cannot run on this machine, or None."""
-    gpu_mark = item.get_closest_marker("gpu")
+    gpu_mark = _mark(item, "gpu")
     if gpu_mark is not None and not has_gpu():
         why = gpu_mark.kwargs.get("reason")
         return f"needs a CUDA or ROCm GPU; none is visible{f' ({why})' if why else ''}"
-    if item.get_closest_marker("triton") is not None and not (has_gpu() or interpreter_on()):
+    if _mark(item, "triton") is not None and not (has_gpu() or interpreter_on()):
         return "Triton needs a GPU, or TRITON_INTERPRET=1 to run on the CPU interpreter"
-    arch_mark = item.get_closest_marker("arch")
+    arch_mark = _mark(item, "arch")
     if arch_mark is not None and current_arch() not in arch_mark.args:
         return f"needs arch {'/'.join(arch_mark.args)}; this machine is {current_arch()}"
-    if item.get_closest_marker("cpu_toy") is not None and has_gpu():
+    if _mark(item, "cpu_toy") is not None and has_gpu():
         return CPU_TOY_REASON
-    tool_mark = item.get_closest_marker("devtool")
+    tool_mark = _mark(item, "devtool")
     if tool_mark is not None and not os.environ.get("CI"):
-        missing = [name for name in tool_mark.args if not dev_tool_present(name)]
+        root = Path(str(item.config.rootpath))
+        missing = [name for name in tool_mark.args if not dev_tool_present(name, root)]
         if missing:
             return f"dev tools not installed here: {', '.join(missing)} (pip install -e '.[dev]')"
     return None
 
 
+def pin_gpus(config: pytest.Config) -> bool:
+    """Pinning xdist workers to GPUs was asked for (option or ini)."""
+    flag = config.getoption("--tether-pin-gpus")
+    return bool(flag) if flag is not None else bool(config.getini("tether_pin_gpus"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    short = short_markers(config)
+    config.stash[_SHORT] = short
     for line in MARKERS:
         config.addinivalue_line("markers", line)
+    if short:
+        for line in (*HARDWARE.values(), *DESCRIPTIVE):
+            config.addinivalue_line("markers", line)
     config.stash[_ROUTED] = collections.Counter()
-    # Pin before anything imports torch: CUDA reads the visibility variables once.
-    from tether.gpus import pytest_configure_pinning
+    _pytest_measure.configure(config)
+    if pin_gpus(config):
+        # Pin before anything imports torch: CUDA reads the visibility variables once.
+        from tether.gpus import pytest_configure_pinning
 
-    pytest_configure_pinning(config)
+        pytest_configure_pinning(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    hardware = ("gpu", "triton", "arch", "devtool", "cpu_toy")
     for item in items:
-        if not any(item.get_closest_marker(m) is not None for m in hardware):
+        if not any(_mark(item, m) is not None for m in HARDWARE):
             continue  # items without hardware marks never pay for importing torch
         reason = skip_reason(item)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
-
-
-@pytest.fixture
-def tether_measure() -> Any:
-    """Measure one sweep cell inside a test, with tether's engine and statistics.
-
-        def test_fused_beats_ops(tether_measure):
-            stat = tether_measure({"A": ops_call, "A2": ops_call_2, "B": fused_call})
-            assert stat.verdict != "loss", stat
-
-    Roles: ``A`` (the baseline), ``B`` (the arm under test) and ``A2``, a second, separately
-    prepared instance of A (the A/A control; when left out, A is timed twice, which measures
-    timer noise only). Returns a ``tether.stats.CellStat`` judged against its A/A floor and
-    replicate band (``blocks`` replicate blocks of the engine's samples). ``device`` "cpu"
-    times host functions by the wall clock (default: this host's device, where the calls
-    launch GPU work and are timed by CUDA graphs). A test that needs a
-    number kept belongs in a sweep that writes a run; this is for checks a test can fail.
-    """
-    from collections.abc import Mapping
-
-    default_device = device  # the module's: where this host's tests run
-
-    def measure(
-        calls: Mapping[str, Callable[[], object]],
-        *,
-        policy: Any = None,
-        blocks: int = 2,
-        work: float = 1.0,
-        device: str | None = None,
-    ) -> Any:
-        from tether.bench.engine import TimingPolicy
-        from tether.bench.engine import measure as engine_measure
-        from tether.stats import cell_stat
-        from tether.store.model import Cell
-
-        if not {"A", "B"} <= set(calls):
-            raise pytest.UsageError("tether_measure: calls need roles A and B (and ideally A2)")
-        roles = {"A": calls["A"], "A2": calls.get("A2", calls["A"]), "B": calls["B"]}
-        timing = policy or TimingPolicy()
-        dev = device or default_device()
-        samples: dict[str, list[float]] = {r: [] for r in roles}
-        sizes = []
-        for block in range(max(1, blocks)):
-            got = engine_measure(roles, timing, device=dev, seed=timing.seed + block).samples
-            for role, vals in got.items():
-                samples[role].extend(vals)
-            sizes.append(len(got["A"]))
-        cell = Cell(
-            key={"cell": "tether_measure"},
-            work=work,
-            samples={r: tuple(v) for r, v in samples.items()},
-            blocks=tuple(sizes) if len(sizes) > 1 else (),
-        )
-        return cell_stat(cell, {})
-
-    return measure
 
 
 # ----- routed public-API cases, counted by arm ------------------------------------------------
@@ -223,6 +226,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     counts = node.config.stash[_ROUTED]
     for arm, n in getattr(node, "workeroutput", {}).get(_WORKER_OUTPUT, {}).items():
         counts[arm] += n
+    _pytest_measure.merge_worker(node.config, node)
 
 
 def write_routed_summary(path: Path, counts: collections.Counter) -> None:
@@ -251,7 +255,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: the controller merges and writes
         workeroutput[_WORKER_OUTPUT] = dict(counts)
+        workeroutput[_pytest_measure._WORKER_RESULTS] = _pytest_measure.worker_output(config)
         return
     path = os.environ.get(SUMMARY_ENV)
     if path:
         write_routed_summary(Path(path), counts)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and _pytest_measure.summary(reporter, config):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

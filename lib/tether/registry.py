@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import itertools
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -290,14 +291,21 @@ def load(plugins: Iterable[str], *, entry_points: bool = True) -> Registry:
 
 
 def for_project(project: Any) -> Registry:
-    """The registry with ``project``'s plugins loaded; a ``headline`` naming no registered
-    sweep is refused by name (the README would otherwise cite a sweep that can never run)."""
+    """The registry with ``project``'s plugins loaded, and its headline checked against it.
+
+    Plugins import from the project root first, as they do under ``python -m tether`` run
+    there: the ``tether`` console script's sys.path holds only its own folder, so a module in
+    a folder that is not an installed package (``benchmark.tether_bench``) would not import.
+    """
+    root = str(project.root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
     reg = load(project.plugins)
     headline = getattr(project, "headline", None)
-    if headline is not None and headline not in reg.sweeps:
+    if headline and headline not in reg.sweeps:
         known = ", ".join(sorted(reg.sweeps)) or "none registered"
         raise UsageError(
-            f"{project.root / 'pyproject.toml'}: [tool.tether] headline {headline!r} names no "
-            f"registered sweep (registered: {known})"
+            f"{project.root / 'pyproject.toml'}: [tool.tether] headline {headline!r} is not a "
+            f"registered sweep (registered by the plugins: {known})"
         )
     return reg

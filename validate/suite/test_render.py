@@ -50,7 +50,7 @@ def test_empty_store_renders_not_measured(tmp_path: Path) -> None:
     out = render_all(ROOT, tmp_path / "no-results-here")
     readme, backends = _text(out, README), _text(out, BACKENDS)
     for arch in ("sm90", "gfx942", "gfx950", "gfx1151"):
-        assert f"**{arch}**: not measured." in readme
+        assert f"### {arch}\n\nNot timed.\n" in readme
         assert f"## {arch}" in backends
     assert "Tested: not measured." in readme
     assert not re.search(r"geomean \d", readme)
@@ -81,9 +81,12 @@ def test_headline_matches_independent_numpy(sweep_store: Path) -> None:
     out = render_all(ROOT, sweep_store)
     readme, backends = _text(out, README), _text(out, BACKENDS)
     cells = f"{len(gate)} cell" + ("s" if len(gate) != 1 else "")
-    assert f"geomean {gm:.3f} over {cells} of population {pop.name}" in readme, readme
-    assert "0 flagged" in readme
-    assert f"`{run.id}`" in readme and "harness current" in readme
+    # The README's row reports the policy's population; the run and the detail are on the
+    # backends page (no run id on the front page).
+    assert f"| PyTorch SDPA | `triton` against `sdpa\\_flash` | {gm:.3f} |" in readme, readme
+    assert run.id not in readme
+    assert f"geomean {gm:.3f} over {cells} of population {pop.name}" in backends, backends
+    assert f"`{run.id}`" in backends and "harness current" in backends
     gm_whole = float(np.exp(np.mean(np.log(whole))))
     assert f"geomean {gm_whole:.3f} over {len(whole)} cells of population whole-map" in backends
     assert f"{sum(r < 1 for r in whole)} below 1.00" in backends
@@ -115,8 +118,8 @@ def test_superseded_run_is_marked(tmp_path: Path) -> None:
     write_run(resealed(run, provenance={"harness_fingerprint": "sha256:" + "0" * 64}), store)
     out = render_all(ROOT, store)
     mark = "superseded (harness changed since; re-measure)"
-    assert mark in _text(out, README)
-    assert "harness current" not in _text(out, README)
+    assert re.search(r"\| PyTorch SDPA \|[^\n]*, superseded \|", _text(out, README))
+    assert "harness current" not in _text(out, BACKENDS)
     assert mark in _text(out, BACKENDS)
     assert b"superseded" in out[Path("docs/figures/sm90-prefill-vs-sdpa.svg")]
 
@@ -130,7 +133,7 @@ def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
     guard = GuardRecord(mode="refused", holder=record, reason="host busy: lock held")
     write_run(resealed(run, guard=guard), store)
     readme = _text(render_all(ROOT, store), README)
-    assert "**gfx942**: not measured (newest attempt" in readme
+    assert "### gfx942\n\nNot timed: the newest attempt, on " in readme
     assert "host busy: lock held; host held by user ci, host gpu-1, pid 4242" in readme
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from tether.errors import RunFileError, UnknownArchError
 from tether.store import harness_fingerprint, kernels_fingerprint, new_run
 from tether.store.provenance import PRESENTATION_SOURCES, git_state, runtime_versions
 
-from validate.suite.fixture_project import fixture_project
+from validate.suite.fixture_project import REPO, fixture_project
 from validate.suite.runfactory import HELD, REFUSED
 
 ENGINE = '''"""Timing engine."""
@@ -213,3 +215,61 @@ def test_the_guard_holder_record_names_the_stamped_commit(
     monkeypatch.setenv("TETHER_GIT_SHA", sha)
     monkeypatch.setenv("TETHER_GIT_DIRTY", "0")
     assert lock._git_sha() == sha
+
+
+def _verify_run(root: Path):
+    results = {"passed": 1, "failed": 0, "skipped": 0, "errors": 0, "duration_s": 0.5,
+               "suite": "validate", "vendor": "cpu", "workers": 1, "complete": True}  # fmt: skip
+    return new_run(
+        "verify", "v", arch="cpu", device="cpu", config={}, results=results, root=root, guard=HELD
+    )
+
+
+def test_new_run_records_the_environment_that_changes_a_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    run = _verify_run(root)
+    env = run.provenance.environment
+    assert env is not None
+    assert env["TRITON_INTERPRET"] == "1" and env["OMP_NUM_THREADS"] == "3"
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["HIP_VISIBLE_DEVICES"] is None
+    assert env["cpu_count"] == str(os.cpu_count())
+    # It round-trips through the file format, and the digest covers it.
+    from tether.store.model import Run
+
+    again = Run.from_json(json.loads(run.dumps()))
+    assert again.provenance.environment == env and again.digest == run.digest
+    edited = json.loads(run.dumps())
+    edited["provenance"]["environment"]["OMP_NUM_THREADS"] = "64"
+    with pytest.raises(RunFileError, match="digest"):
+        Run.from_json(edited)
+
+
+def test_runs_without_an_environment_keep_loading_with_their_digests() -> None:
+    """Every run committed before provenance.environment existed loads, digest unchanged."""
+    from tether.store.model import Run
+
+    older = sorted((REPO / "results").rglob("*.json"))[:25]
+    assert older, "FIXTURE: the repository's store has runs"
+    for path in older:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "environment" in data["provenance"]:
+            continue
+        run = Run.load(path)
+        assert run.provenance.environment is None
+        assert "environment" not in run.to_json()["provenance"]
+        assert json.loads(run.dumps()) == data, path
+
+
+def test_a_bad_environment_entry_names_its_field(tmp_path: Path) -> None:
+    from tether.store.model import Run
+
+    data = json.loads(_verify_run(_tree(tmp_path)).dumps())
+    data["provenance"]["environment"]["not a name"] = "1"
+    with pytest.raises(RunFileError, match=r"provenance\.environment\.not a name"):
+        Run.from_json(data)

@@ -12,18 +12,21 @@ Verbs (``tether VERB --help`` for each):
   collect                 merge the nightly's per-host runs, then render and check
   compile                 compile every kernel variant per arch with no GPU (compile runs)
   sign                    sign runs with a host's SSH key (ssh-keygen -Y sign, as git does)
+  init                    set up tether in an existing repository (config, plugin, template)
 
 Global options (--root, --store, --debug) work before or after the verb. Exit codes: 0 ok,
 1 failed (a check, a gate, bad data), 2 usage, 70 an internal error (a bug in tether or in a
 template; --debug shows the traceback), 74 the system refused a read or write (no space,
 read-only, no permission), 75 host busy (nothing measured), 77 not run here (the hardware a
-verb needs is absent), 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM).
+verb needs is absent), 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM), 141 the reader
+closed the pipe (``tether store ls | head``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import traceback
@@ -34,7 +37,13 @@ from types import TracebackType
 from typing import TextIO
 
 from tether import project as project_mod
-from tether.errors import OSFailure, TetherError, UsageError, exit_code_for
+from tether.errors import (
+    BROKEN_PIPE_EXIT,
+    OSFailure,
+    TetherError,
+    UsageError,
+    exit_code_for,
+)
 
 # Not a TetherError: a bug (in tether, a plugin or a template), reported in one line that names
 # where it happened; --debug re-raises it with the traceback (EX_SOFTWARE).
@@ -51,7 +60,11 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tether.cli.compare",  # compare
     "tether.cli.compile",  # compile (compile evidence, no GPU)
     "tether.cli.sign",  # sign (a measuring host signs its runs)
+    "tether.cli.init",  # init (adopt tether in an existing repository)
 )
+# Verbs that run before any project exists: they take the working directory (or --root) as
+# the project-to-be instead of requiring a [tool.tether] table above it.
+NO_PROJECT_VERBS = frozenset({"init"})
 
 
 @dataclass
@@ -76,6 +89,14 @@ class Context:
             what = "is not a folder" if self.store.exists() else "does not exist"
             raise UsageError(f"--store {self.store}: {what}; name an existing results store")
         return self.store
+
+
+@dataclass
+class BareContext:
+    """What a verb that runs before any project exists gets (``tether init``)."""
+
+    out: TextIO
+    err: TextIO
 
 
 Handler = Callable[[argparse.Namespace, Context], int]
@@ -134,16 +155,34 @@ def _add_globals(parser: argparse.ArgumentParser, top: bool) -> None:
                 _add_globals(sub, top=False)
 
 
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Give every verb below ``parser`` a description: a verb registered with only a one-line
+    ``help`` shows that line under ``tether VERB --help`` too, so no help page starts empty."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        helps = {a.dest: a.help for a in action._choices_actions}
+        for name, sub in action.choices.items():
+            if not sub.description and helps.get(name):
+                text = str(helps[name])
+                sub.description = text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+            _describe(sub)
+
+
 def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
+    from tether import __version__
+
     parser = _Parser(
         prog="tether",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"tether {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="VERB", parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     _add_globals(parser, top=True)
+    _describe(parser)
     return parser
 
 
@@ -165,6 +204,20 @@ def _os_failure(exc: OSError, tb: TracebackType | None) -> OSFailure:
     return OSFailure(path, "read or write it", exc)
 
 
+def _quiet_broken_pipe(out: TextIO) -> int:
+    """The reader of ``out`` went away (``tether store ls | head``): stop without a traceback.
+
+    Python would report the failed flush of stdout again at exit, so the real stdout is
+    pointed at /dev/null first (the fix the Python docs give for SIGPIPE)."""
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass  # an injected or already-closed stream: nothing to redirect
+    return BROKEN_PIPE_EXIT
+
+
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
@@ -182,11 +235,17 @@ def main(
         if handler is None:
             parser.print_help(out)
             return 2
+        if args.command in NO_PROJECT_VERBS:
+            return handler(args, BareContext(out=out, err=err))  # type: ignore[arg-type]
         root = args.root.resolve() if args.root else project_mod.find_root()
         proj = project_mod.get(root)
         store = args.store.resolve() if args.store else proj.store
         ctx = Context(project=proj, store=store, out=out, err=err, store_given=bool(args.store))
-        return handler(args, ctx)
+        code = handler(args, ctx)
+        out.flush()  # a closed pipe shows here, inside the handler below, not at exit
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe(out)
     except TetherError as exc:
         print(f"tether: error: {exc}", file=err)
         return exit_code_for(exc)

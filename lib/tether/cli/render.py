@@ -19,6 +19,9 @@ and the project's own store may be empty only while no figures exist yet (a new 
 """
 
 
+PR_COMMENT = "pr_comment.md.j2"
+
+
 def refuse_empty_store(ctx: Context, store: Path, dest: Path) -> None:
     """UsageError when rendering ``store`` would replace measured docs with "not measured"
     and delete figures it cannot redraw: an explicit --store without runs, or the project's
@@ -35,17 +38,28 @@ def refuse_empty_store(ctx: Context, store: Path, dest: Path) -> None:
             f"'not measured' and delete {len(figures)} figure(s); name the store with the runs"
         )
     if figures:
+        rel = ctx.project.rel(store)
+        if not store.exists():
+            fix = (
+                f"the store {rel!r} ([tool.tether] store in pyproject.toml) does not exist: "
+                f"fix that setting if it is a typo, restore the folder if it was deleted, or "
+                f"pass --store"
+            )
+        else:
+            fix = f"restore the store's runs from git (git checkout -- {rel}) or pass --store"
         raise UsageError(
             f"the store {store} holds no runs but {len(figures)} figure(s) exist under "
-            f"{dest / str(owned)}; rendering would delete what it cannot redraw. Restore the "
-            f"store (git checkout -- {ctx.project.rel(store)}) or pass --store"
+            f"{dest / str(owned)}; rendering would delete what it cannot redraw. {fix}"
         )
 
 
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.render import write_all
+    from tether.render import render_builtin, write_all
 
     store = ctx.read_store()
+    if args.pr_comment:
+        ctx.out.write(render_builtin(ctx.root, store, PR_COMMENT))
+        return 0
     out_root: Path | None = args.out.resolve() if args.out else None
     where = out_root or ctx.root
     refuse_empty_store(ctx, store, where)
@@ -69,5 +83,11 @@ def register(sub: Any) -> None:
         type=Path,
         metavar="DIR",
         help="render into DIR instead of the checkout (e.g. the demo's scratch folder)",
+    )
+    parser.add_argument(
+        "--pr-comment",
+        action="store_true",
+        help="print a Markdown summary of the cited runs for a pull-request comment (writes "
+        "nothing; e.g. `tether render --pr-comment | gh pr comment N --body-file -`)",
     )
     parser.set_defaults(handler=_handle)

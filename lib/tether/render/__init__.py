@@ -22,9 +22,37 @@ __all__ = [
     "TemplateError",
     "embedded_digest",
     "render_all",
+    "render_builtin",
     "render_parts",
     "write_all",
 ]
+
+
+def extra_context(runs: Any, context: dict[str, Any], proj: Any) -> dict[str, Any]:
+    """What the built-in results table (``results_tables``) and the front page's per-arch
+    table (``summary``) need, computed from the context ``build_context`` made."""
+    from tether.render.summary import summary_context
+    from tether.render.tables import table_context
+
+    return {
+        **table_context(runs, context),
+        **summary_context(context, proj.summary_rows, proj.headline),
+    }
+
+
+def render_builtin(root: Path, store: Path | Any, name: str) -> str:
+    """One of tether's built-in templates (``tether/<name>``) rendered with the project's full
+    context, written nowhere (``tether render --pr-comment``)."""
+    from tether import project
+    from tether.render.env import BUILTIN_PREFIX, render_template
+
+    root = Path(root)
+    runs = load_runs(store)
+    context = build_context(root, runs)
+    proj = project.get(root)
+    context.update(extra_context(runs, context, proj))
+    env = make_env(proj.templates, proj.rel(proj.templates))
+    return render_template(env, BUILTIN_PREFIX + name, context)
 
 
 def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict[Path, FigureSpec]]:
@@ -38,7 +66,8 @@ def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict
     from tether import project
 
     proj = project.get(root)
-    env = make_env(proj.templates)
+    context.update(extra_context(runs, context, proj))
+    env = make_env(proj.templates, proj.rel(proj.templates))
     texts: dict[Path, bytes] = {}
     texts.update(render_files(env, context, dict(proj.render_files)))
     texts.update(render_regions(root, env, context))

@@ -40,6 +40,7 @@ from tether.policy import WHOLE_MAP, Gate, Population, Threshold, shape_fields
 from tether.render.compiled import compile_context
 from tether.render.policy_file import policy
 from tether.stats import (
+    VERDICT_WORDS,
     Aggregate,
     BoundStat,
     CellStat,
@@ -575,6 +576,8 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
         "verdict_word": verdict_word,
         "overall": overall,
         "split": split,
+        # The column heading of a verdict split, in the words every surface uses.
+        "split_header": " / ".join(VERDICT_WORDS[k] for k in ("win", "level", "loss")),
     }
 
 

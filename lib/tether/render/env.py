@@ -100,12 +100,27 @@ FILTERS = {
 }
 
 
-def make_env(templates: Path) -> jinja2.Environment:
-    """The strict environment over the folder ``templates`` (``docs_src/``)."""
+# tether's own partials (``{% include "tether/results.md.j2" %}``), beside the project's.
+BUILTIN_TEMPLATES = Path(__file__).resolve().parent / "templates"
+BUILTIN_PREFIX = "tether/"
+
+
+def make_env(templates: Path, label: str | None = None) -> jinja2.Environment:
+    """The strict environment over the folder ``templates`` (the project's configured
+    ``templates``), plus tether's built-in partials under ``tether/``. ``label`` is how messages
+    name the folder (its path relative to the project root; default: as given)."""
+    label = label or str(templates)
     if not templates.is_dir():
-        raise TemplateError(f"{templates}: template folder not found")
+        raise TemplateError(f"{label}: template folder not found ([tool.tether] templates)")
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates), encoding="utf-8"),
+        loader=jinja2.ChoiceLoader(
+            [
+                jinja2.PrefixLoader(
+                    {BUILTIN_PREFIX.rstrip("/"): jinja2.FileSystemLoader(str(BUILTIN_TEMPLATES))}
+                ),
+                jinja2.FileSystemLoader(str(templates), encoding="utf-8"),
+            ]
+        ),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -115,7 +130,14 @@ def make_env(templates: Path) -> jinja2.Environment:
         auto_reload=False,
     )
     env.filters.update(FILTERS)
+    env.globals["tether_templates"] = label  # where the project's templates live, for messages
     return env
+
+
+def _where(env: jinja2.Environment, name: str) -> str:
+    if name.startswith(BUILTIN_PREFIX):
+        return f"tether's built-in {name}"
+    return f"{env.globals.get('tether_templates', 'docs_src')}/{name}"
 
 
 def render_template(env: jinja2.Environment, name: str, context: dict[str, object]) -> str:
@@ -123,10 +145,10 @@ def render_template(env: jinja2.Environment, name: str, context: dict[str, objec
     try:
         return env.get_template(name).render(**context)
     except jinja2.TemplateNotFound as exc:
-        raise TemplateError(f"docs_src/{name}: template not found ({exc.name})") from exc
+        raise TemplateError(f"{_where(env, name)}: template not found ({exc.name})") from exc
     except jinja2.UndefinedError as exc:
-        raise TemplateError(f"docs_src/{name}: undefined value: {exc.message}") from exc
+        raise TemplateError(f"{_where(env, name)}: undefined value: {exc.message}") from exc
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(
-            f"docs_src/{exc.name or name}:{exc.lineno}: template syntax: {exc.message}"
+            f"{_where(env, exc.name or name)}:{exc.lineno}: template syntax: {exc.message}"
         ) from exc

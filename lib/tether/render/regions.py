@@ -1,17 +1,25 @@
 """Generated regions inside hand-written files: find the markers, replace only what lies between.
 
-Python files:   ``# BEGIN GENERATED: <id> (tether render)`` ... ``# END GENERATED: <id>``
-Markdown files: ``<!-- BEGIN GENERATED: <id> (tether render) -->`` ... ``<!-- END GENERATED: <id> -->``
+Any file with a line comment syntax can hold regions; the marker is that comment:
 
-The marker lines themselves are kept byte for byte (including their indentation), so the
-text a person wrote around a region never changes when the region is re-rendered.
+- ``#`` files (Python, YAML, TOML, shell, ...): ``# BEGIN GENERATED: <id> (tether render)``
+  ... ``# END GENERATED: <id>``
+- Markdown and HTML: ``<!-- BEGIN GENERATED: <id> (tether render) -->`` ...
+  ``<!-- END GENERATED: <id> -->``
+- reStructuredText: ``.. BEGIN GENERATED: <id> (tether render)`` ... ``.. END GENERATED: <id>``
+- C-family (``//``), SQL and Lua (``--``), TeX (``%``).
+
+The marker lines themselves, and every byte outside the regions, are kept as they are
+(indentation, trailing text, the file's own line endings: a CRLF file stays CRLF, and the
+lines rendered into a region take the ending of its BEGIN line), so the text a person wrote
+around a region never changes when the region is re-rendered.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from tether.errors import TetherError
 
@@ -38,32 +46,78 @@ class Syntax:
 
 
 _ID = r"(?P<id>[A-Za-z0-9][A-Za-z0-9._:-]*)"
-PYTHON = Syntax(
-    begin=re.compile(
-        r"^(?P<indent>[ \t]*)# BEGIN GENERATED: " + _ID + r"(?: \((?P<cmd>[^)]*)\))?[ \t]*$"
-    ),
-    end=re.compile(r"^(?P<indent>[ \t]*)# END GENERATED: " + _ID + r"[ \t]*$"),
-    begin_fmt="# BEGIN GENERATED: {id} (" + COMMAND + ")",
-    end_fmt="# END GENERATED: {id}",
-    loose=re.compile(r"^[ \t]*#\s*(?:BEGIN|END)\s+GENERATED"),
-)
-MARKDOWN = Syntax(
-    begin=re.compile(
-        r"^(?P<indent>[ \t]*)<!-- BEGIN GENERATED: " + _ID + r"(?: \((?P<cmd>[^)]*)\))? -->[ \t]*$"
-    ),
-    end=re.compile(r"^(?P<indent>[ \t]*)<!-- END GENERATED: " + _ID + r" -->[ \t]*$"),
-    begin_fmt="<!-- BEGIN GENERATED: {id} (" + COMMAND + ") -->",
-    end_fmt="<!-- END GENERATED: {id} -->",
-    loose=re.compile(r"^[ \t]*<!--\s*(?:BEGIN|END)\s+GENERATED"),
-)
 
 
-def syntax_for(path: Path) -> Syntax:
-    if path.suffix == ".py":
-        return PYTHON
-    if path.suffix == ".md":
-        return MARKDOWN
-    raise RegionError(path, "*", f"no generated-region syntax for {path.suffix!r} files")
+def comment_syntax(opener: str, closer: str = "") -> Syntax:
+    """Markers written as the comment ``opener ... closer`` (closer empty for line comments)."""
+    o = re.escape(opener)
+    c = (" " + re.escape(closer)) if closer else ""
+    tail = (" " + closer) if closer else ""
+    return Syntax(
+        begin=re.compile(
+            r"^(?P<indent>[ \t]*)" + o + r" BEGIN GENERATED: " + _ID
+            + r"(?: \((?P<cmd>[^)]*)\))?" + c + r"[ \t]*$"
+        ),
+        end=re.compile(r"^(?P<indent>[ \t]*)" + o + r" END GENERATED: " + _ID + c + r"[ \t]*$"),
+        begin_fmt=opener + " BEGIN GENERATED: {id} (" + COMMAND + ")" + tail,
+        end_fmt=opener + " END GENERATED: {id}" + tail,
+        loose=re.compile(r"^[ \t]*" + o + r"\s*(?:BEGIN|END)\s+GENERATED"),
+    )  # fmt: skip
+
+
+PYTHON = HASH = comment_syntax("#")
+MARKDOWN = comment_syntax("<!--", "-->")
+RST = comment_syntax("..")
+SLASHES = comment_syntax("//")
+DASHES = comment_syntax("--")
+PERCENT = comment_syntax("%")
+
+# File suffix (lower case) -> its comment syntax. A file type missing here is refused by name
+# rather than guessed at: a marker in the wrong comment syntax would corrupt the file.
+SUFFIXES: dict[str, Syntax] = {
+    **dict.fromkeys(
+        (".py", ".pyi", ".pyx", ".sh", ".bash", ".zsh", ".yaml", ".yml", ".toml", ".cfg",
+         ".ini", ".conf", ".txt", ".r", ".rb", ".pl", ".cmake", ".mk", ".dockerfile"),
+        HASH,
+    ),
+    **dict.fromkeys((".md", ".markdown", ".html", ".htm", ".xml"), MARKDOWN),
+    ".rst": RST,
+    **dict.fromkeys(
+        (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".cu", ".cuh", ".js", ".ts", ".rs", ".go",
+         ".java", ".kt", ".swift", ".scala", ".mlir"),
+        SLASHES,
+    ),
+    **dict.fromkeys((".sql", ".lua", ".hs"), DASHES),
+    **dict.fromkeys((".tex", ".sty"), PERCENT),
+}  # fmt: skip
+# Files known by name, with no suffix.
+NAMES: dict[str, Syntax] = {"Makefile": HASH, "Dockerfile": HASH, "CMakeLists.txt": HASH}
+
+
+def syntax_for(path: PurePath | str) -> Syntax:
+    """The comment syntax of ``path``'s markers, by its name or suffix."""
+    path = PurePath(path)
+    if path.name in NAMES:
+        return NAMES[path.name]
+    found = SUFFIXES.get(path.suffix.lower())
+    if found is None:
+        raise RegionError(
+            path,
+            "*",
+            f"no generated-region syntax for {path.suffix or path.name!r} files (known: "
+            f"{', '.join(sorted(SUFFIXES))})",
+        )
+    return found
+
+
+def _lines(text: str) -> list[str]:
+    """``text`` split on LF; a CR before the LF stays on its line (see ``_bare``)."""
+    return text.split("\n")
+
+
+def _bare(line: str) -> str:
+    """``line`` without the CR of a CRLF ending, for matching markers."""
+    return line[:-1] if line.endswith("\r") else line
 
 
 @dataclass(frozen=True)
@@ -79,12 +133,13 @@ class Span:
 def find_regions(text: str, path: Path) -> dict[str, Span]:
     """Every region in ``text``; any stray, nested, duplicated or unclosed marker is an error."""
     syntax = syntax_for(path)
-    lines = [ln.removesuffix("\r") for ln in text.split("\n")]  # a CRLF file's markers too
+    lines = _lines(text)
     spans: dict[str, Span] = {}
     open_id: str | None = None
     open_at = 0
     open_indent = ""
-    for i, line in enumerate(lines):
+    for i, raw in enumerate(lines):
+        line = _bare(raw)
         b, e = syntax.begin.match(line), syntax.end.match(line)
         if b:
             rid = b.group("id")
@@ -106,10 +161,13 @@ def find_regions(text: str, path: Path) -> dict[str, Span]:
     return spans
 
 
-def _indent_body(body: str, indent: str) -> list[str]:
+def _indent_body(body: str, indent: str, eol: str = "") -> list[str]:
+    """The lines of ``body`` indented like the markers; ``eol`` is "\\r" in a CRLF file (the
+    split on LF leaves it to each line), so rendered lines end as the file's own do."""
     if body and not body.endswith("\n"):
         body += "\n"
-    return [(indent + ln) if ln else ln for ln in body.split("\n")[:-1]]
+    body = body.replace("\r\n", "\n")
+    return [((indent + ln) if ln else ln) + eol for ln in body.split("\n")[:-1]]
 
 
 def replace_regions(text: str, path: Path, bodies: dict[str, str]) -> str:
@@ -118,14 +176,12 @@ def replace_regions(text: str, path: Path, bodies: dict[str, str]) -> str:
     missing = sorted(set(bodies) - set(spans))
     if missing:
         raise RegionError(path, missing[0], "marker not found (add BEGIN/END GENERATED lines)")
-    lines = text.split("\n")
-    # The file's own line endings survive: a CRLF file's lines keep their "\r", and so do
-    # the generated ones put between its markers.
-    cr = "\r" if "\r\n" in text else ""
+    lines = _lines(text)
     # Replace bottom-up so earlier line indices stay valid.
     for rid in sorted(bodies, key=lambda r: spans[r].begin, reverse=True):
         span = spans[rid]
-        new = [ln + cr for ln in _indent_body(bodies[rid], span.indent)]
+        eol = "\r" if lines[span.begin].endswith("\r") else ""
+        new = _indent_body(bodies[rid], span.indent, eol)
         lines[span.begin + 1 : span.end] = new
     return "\n".join(lines)
 
@@ -136,5 +192,5 @@ def region_body(text: str, path: Path, region: str) -> str:
     if region not in spans:
         raise RegionError(path, region, "marker not found")
     span = spans[region]
-    lines = text.split("\n")[span.begin + 1 : span.end]
+    lines = _lines(text)[span.begin + 1 : span.end]
     return "".join(ln + "\n" for ln in lines)

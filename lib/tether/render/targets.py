@@ -16,7 +16,7 @@ from tether import trends
 from tether.render import plots
 from tether.render.env import TemplateError, render_template
 from tether.render.figures import FigureSpec, inputs_digest
-from tether.render.regions import RegionError, find_regions, replace_regions
+from tether.render.regions import RegionError, find_regions, replace_regions, syntax_for
 
 THRESHOLD_TEMPLATE = "policy_threshold.py.j2"
 GATE_TEMPLATE = "policy_gate.py.j2"
@@ -117,6 +117,12 @@ def _check_python_region(path: str, region: str, body: str) -> None:
 TUNE_PREFIX = "tune-"
 
 
+def read_text_exact(path: Path) -> str:
+    """The file's text with its line endings as they are (``read_text`` would turn CRLF into
+    LF, and a render would then rewrite every line of a CRLF file)."""
+    return path.read_bytes().decode("utf-8")
+
+
 def missing_tune_regions(root: Path, run_ids: set[str]) -> list[tuple[str, str]]:
     """(file, region) for each ``tune-<id>`` marker in a declared region file whose run is not
     among ``run_ids``: a document citing a tuning run the store does not hold."""
@@ -127,7 +133,7 @@ def missing_tune_regions(root: Path, run_ids: set[str]) -> list[tuple[str, str]]
         path = root / rel
         if not path.is_file():
             continue
-        for region in find_regions(path.read_text(encoding="utf-8"), Path(rel)):
+        for region in find_regions(read_text_exact(path), Path(rel)):
             if region.startswith(TUNE_PREFIX) and region[len(TUNE_PREFIX) :] not in run_ids:
                 found.append((rel, region))
     return found
@@ -138,9 +144,10 @@ def render_regions(
 ) -> dict[Path, bytes]:
     """Each declared region file as it reads with every region re-rendered.
 
-    Every marker in a declared file must name a region the context renders (a marker no
-    target renders is an error), and every threshold and gate region must have its marker in
-    the policy file.
+    Every marker in a declared file must name a region the context renders or one the project
+    declared with its template ([tool.tether.render] region_templates; a marker no target
+    renders is an error), every declared region must have its markers, and every threshold and
+    gate region must have its marker in the policy file.
     """
     from tether import project
 
@@ -166,22 +173,33 @@ def render_regions(
     for rel in files:
         source = root / rel
         try:
-            # Bytes decoded, not read_text: its newline translation would rewrite a CRLF file
-            # to LF (replace_regions keeps the file's own line endings).
-            text = source.read_bytes().decode("utf-8")
+            text = read_text_exact(source)
         except FileNotFoundError as exc:
             raise TemplateError(f"{rel}: declared region file not found") from exc
+        declared = {r: (t, {}) for r, t in proj.region_templates.get(rel, {}).items()}
+        here = {**available, **declared}
         spans = find_regions(text, Path(rel))
         # A tuning run's region whose run this store lacks (a fixture store, a store copied
         # partly) renders as saying so; `tether check` reports it as a citation of a missing run.
-        missing = {r for r in set(spans) - set(available) if r.startswith(TUNE_PREFIX)}
-        unknown = sorted(set(spans) - set(available) - missing)
+        missing = {r for r in set(spans) - set(here) if r.startswith(TUNE_PREFIX)}
+        unknown = sorted(set(spans) - set(here) - missing)
         if unknown:
             raise RegionError(
                 rel,
                 unknown[0],
-                "no target renders this region (a marker must name a threshold, "
-                "a gate or a tuning run of the store)",
+                "no target renders this region (a marker must name a threshold, a gate, a "
+                "tuning run of the store, or a region declared with its template in "
+                f'[tool.tether.render.region_templates] "{rel}")',
+            )
+        absent = sorted(set(declared) - set(spans))
+        if absent:
+            syntax = syntax_for(Path(rel))
+            raise RegionError(
+                rel,
+                absent[0],
+                "declared in [tool.tether.render.region_templates] but its markers are not in "
+                f"the file; add the lines {syntax.begin_fmt.format(id=absent[0])!r} and "
+                f"{syntax.end_fmt.format(id=absent[0])!r}",
             )
         wanted = set(spans) | {r for r, f in required.items() if f == rel}
         bodies = {}
@@ -190,7 +208,7 @@ def render_regions(
                 body = f"Run `{region[len(TUNE_PREFIX) :]}` is not in this store.\n"
                 bodies[region] = body
                 continue
-            template, extra = available[region]
+            template, extra = here[region]
             body = render_template(env, template, {**context, **extra})
             if not body.endswith("\n"):
                 body += "\n"

@@ -51,9 +51,18 @@ class Provenance:
     runtime: Mapping[str, str | None]
     started: str  # UTC YYYY-MM-DDTHH:MM:SSZ; sorts as text in time order
     ended: str
+    # What in the process environment changes what a sample means: TRITON_INTERPRET (kernels
+    # in the CPU interpreter), thread counts, the devices visible. None: not recorded (older).
+    environment: Mapping[str, str | None] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: (dict(v) if k == "runtime" else v) for k, v in self.__dict__.items()}
+        out = {
+            k: (dict(v) if k in ("runtime", "environment") and v is not None else v)
+            for k, v in self.__dict__.items()
+        }
+        if out["environment"] is None:
+            del out["environment"]  # an older run's canonical content, and so its digest, stays
+        return out
 
 
 @dataclass(frozen=True)
@@ -322,6 +331,11 @@ TOP_KEYS: tuple[str, ...] = (
     *(f.name for f in fields(Run) if f.name not in NOT_CONTENT),
     "digest",
 )
-PROVENANCE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Provenance))
+# Provenance keys a run may leave out: runs written before they existed keep loading, with
+# their digests unchanged (a key that is absent is not serialised).
+PROVENANCE_OPTIONAL: tuple[str, ...] = ("environment",)
+PROVENANCE_KEYS: tuple[str, ...] = tuple(
+    f.name for f in fields(Provenance) if f.name not in PROVENANCE_OPTIONAL
+)
 GUARD_KEYS: tuple[str, ...] = tuple(f.name for f in fields(GuardRecord))
 CELL_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Cell))

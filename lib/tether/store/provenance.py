@@ -210,6 +210,31 @@ def runtime_versions(extra: Mapping[str, str | None] | None = None) -> dict[str,
     return out
 
 
+# Environment variables that change what a sample means, recorded as set (None: unset).
+ENVIRONMENT_VARS: tuple[str, ...] = (
+    "TRITON_INTERPRET",  # the kernels ran in Triton's CPU interpreter, not compiled
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+)
+
+
+def run_environment(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """``provenance.environment``: the variables above as set, the host's CPU count and the
+    threads torch uses on the CPU (only when torch is already imported: the store never
+    imports it)."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str | None] = {name: env.get(name) for name in ENVIRONMENT_VARS}
+    cpus = os.cpu_count()
+    out["cpu_count"] = str(cpus) if cpus is not None else None
+    torch = sys.modules.get("torch")
+    threads = getattr(torch, "get_num_threads", None) if torch is not None else None
+    out["torch_threads"] = str(threads()) if callable(threads) else None
+    return out
+
+
 def make_id(kind: str, name: str, arch: str, started: str, digest: str) -> str:
     """``<yyyymmddTHHMMSSZ>-<kind>-<name>-<arch>-<digest's first hex digits>``: readable, sorted
     by time, and content-addressed (see tether.store.model.digest_of)."""
@@ -263,6 +288,7 @@ def new_run(
         runtime=runtime_versions(runtime),
         started=start,
         ended=end,
+        environment=run_environment(),
     )
     draft = Run(
         id="draft",

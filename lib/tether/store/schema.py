@@ -25,6 +25,7 @@ from tether.store.model import (
     ID_DIGITS,
     KINDS,
     PROVENANCE_KEYS,
+    PROVENANCE_OPTIONAL,
     SCHEMA,
     STATUSES,
     TOP_KEYS,
@@ -41,6 +42,7 @@ SHA_RE = re.compile(r"[0-9a-f]{40}")
 FINGERPRINT_RE = re.compile(r"sha256:[0-9a-f]{64}")
 STAMP_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 AXIS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_KEY_RE = AXIS_RE  # provenance.environment keys: variable names and counters
 VENDORS = ("cuda", "rocm", "cpu")
 # kind -> {field: (types, description)} of ``results`` when a run is ok.
 NUM = (int, float)
@@ -292,7 +294,11 @@ def parse_json_text(text: str, source: object) -> dict[str, Any]:
 
 def _provenance(c: _Checker, value: object) -> Provenance:
     prov = c.obj(value, "provenance")
-    c.keys(prov, "provenance", PROVENANCE_KEYS)
+    c.keys(
+        {k: v for k, v in prov.items() if k not in PROVENANCE_OPTIONAL},
+        "provenance",
+        PROVENANCE_KEYS,
+    )
     sha = prov["git_sha"]
     if not (sha == "unknown" or (isinstance(sha, str) and SHA_RE.fullmatch(sha))):
         c.fail("provenance.git_sha", f"expected 40 lowercase hex or 'unknown', got {sha!r}")
@@ -316,6 +322,15 @@ def _provenance(c: _Checker, value: object) -> Provenance:
             c.fail(f"provenance.runtime.{k}", "bad key")
         if v is not None:
             c.text(v, f"provenance.runtime.{k}")
+    environment = None
+    if "environment" in prov:
+        environment = c.obj(prov["environment"], "provenance.environment")
+        for k, v in environment.items():
+            if not ENV_KEY_RE.fullmatch(k):
+                c.fail(f"provenance.environment.{k}", "bad key")
+            if v is not None:
+                c.text(v, f"provenance.environment.{k}")
+        environment = dict(environment)
     for stamp in ("started", "ended"):
         if not (isinstance(prov[stamp], str) and STAMP_RE.fullmatch(prov[stamp])):
             c.fail(f"provenance.{stamp}", f"expected YYYY-MM-DDTHH:MM:SSZ, got {prov[stamp]!r}")
@@ -333,6 +348,7 @@ def _provenance(c: _Checker, value: object) -> Provenance:
         runtime=dict(runtime),
         started=prov["started"],
         ended=prov["ended"],
+        environment=environment,
     )
 
 

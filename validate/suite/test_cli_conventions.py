@@ -1,0 +1,110 @@
+"""CLI conventions a maintainer expects: --version, a quiet exit on a closed pipe, a description
+on every verb's help, and config mistakes (broken TOML, an unknown plugin module or headline
+sweep) named as such. FIXTURE projects in tmp_path."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tether import __version__
+from tether.cli import build_parser
+
+from validate.suite.fixture_project import fixture_project, run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from tether.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"tether {__version__}"
+
+
+def _verbs(parser: argparse.ArgumentParser, prefix: str = "tether"):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield f"{prefix} {name}", sub
+                yield from _verbs(sub, f"{prefix} {name}")
+
+
+def test_every_verb_has_a_description() -> None:
+    verbs = dict(_verbs(build_parser()))
+    assert {"tether init", "tether sweep", "tether store ls", "tether compile"} <= set(verbs)
+    empty = sorted(name for name, sub in verbs.items() if not (sub.description or "").strip())
+    assert not empty, f"verbs whose --help has no description: {empty}"
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """`tether store ls | head`: the reader is gone before tether writes; no traceback."""
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_ROOT"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether", "store", "ls"], cwd=REPO, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader goes away at once, as `head -0` would
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_broken_toml_is_named_not_read_as_no_project(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.tether\nstore = 1\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_ROOT"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "check"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "pyproject.toml: not valid TOML" in done.stderr, done.stderr
+    assert "not inside a tether project" not in done.stderr
+
+
+def test_an_unknown_plugin_module_is_named(tmp_path: Path) -> None:
+    root = fixture_project(tmp_path, plugins=["benchmark.no_such_module"], headline=None)
+    rc, _, err = run_cli(root, "sweep", "--list")
+    assert rc == 2 and "plugin module 'benchmark.no_such_module'" in err, err
+
+
+def test_an_unknown_headline_sweep_is_named(tmp_path: Path) -> None:
+    root = fixture_project(tmp_path, plugins=["tether_kernels.bench"], headline="prefil-vs-sdpa")
+    rc, _, err = run_cli(root, "sweep", "--list")
+    assert rc == 2 and "headline 'prefil-vs-sdpa' is not a registered sweep" in err, err
+    assert "prefill-vs-sdpa" in err  # the registered names, so the typo is plain
+
+
+def test_a_store_typo_is_not_answered_with_git_checkout(tmp_path: Path) -> None:
+    root = fixture_project(tmp_path, files={}, headline=None, doc_arches=())
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    (root / "pyproject.toml").write_text(text.replace('"results"', '"result"'), encoding="utf-8")
+    (root / "docs" / "figures").mkdir(parents=True)
+    (root / "docs" / "figures" / "sm90-x.svg").write_text("<svg/>", encoding="utf-8")
+    (root / "docs_src").mkdir()
+    rc, _, err = run_cli(root, "render")
+    assert rc == 2 and "'result' ([tool.tether] store in pyproject.toml) does not exist" in err
+    assert "git checkout" not in err
+
+
+def test_check_names_a_plugin_typo_without_importing_it(tmp_path: Path) -> None:
+    root = fixture_project(
+        tmp_path, plugins=["tether_kernels.bench", "benchmark.tether_bnch"], files={},
+        figures=None, headline=None,
+    )  # fmt: skip
+    (root / "docs_src").mkdir()
+    (root / "benchmark").mkdir()
+    (root / "benchmark" / "tether_bench.py").write_text("raise SystemExit(3)\n", encoding="utf-8")
+    rc, out, _ = run_cli(root, "check")
+    assert rc == 1 and "module 'benchmark.tether_bnch' not found" in out, out
+    assert "tether_kernels.bench" not in out
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    (root / "pyproject.toml").write_text(text.replace("tether_bnch", "tether_bench"), "utf-8")
+    rc, out, _ = run_cli(root, "check")
+    assert rc == 0, out  # found, and never imported (importing it would exit)
