@@ -9,6 +9,8 @@
 #   lane 0 (GPU 0): the public API as routed: `tether verify` (the suite, whose run records the
 #                   routed cases by arm), then validate/gpu_routed_grid.py, then more runs;
 #   lane 1 (GPU 1): the sweeps of PLAN, one after another, each its own guarded run.
+# PLAN "api": the public entry points as called and the sm90 policy's evidence, each sweep twice;
+# "final": "api" and then the routed-API grid; "verify": the suite, the grid and the gates.
 # PLAN "evidence": lane 0 verifies, then tunes, probes and runs the demos; lane 1 measures the
 # sweeps the policy cites twice each (two runs give the run-to-run band), the gated calls and
 # the peers. PLAN "gates": once the policy and the gates are set from that evidence: the suite
@@ -49,7 +51,7 @@ API_SWEEPS="api-chunked-fa3 api-square-fa3 api-eager-fa3 api-host-fa3 api-chunke
 lane0() {  # the public API as routed (the suite, recorded; the issue's wider grid), then more
   export CUDA_VISIBLE_DEVICES=$1
   local s="$T sweep --no-progress --wait 30"
-  if [ "$PLAN" = api ]; then
+  if [ "$PLAN" = api ] || [ "$PLAN" = final ]; then
     return
   fi
   if [ "$PLAN" = verify ]; then
@@ -78,12 +80,17 @@ lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run b
   if [ "$PLAN" = verify ]; then
     return
   fi
-  if [ "$PLAN" = api ]; then
+  if [ "$PLAN" = api ] || [ "$PLAN" = final ]; then
     for round in 1 2; do
       for name in $API_SWEEPS; do
         step lane1 "$name.$round" 120 $s "$name"
       done
     done
+    if [ "$PLAN" = final ]; then
+      # The public API as routed, checked against the reference on this GPU (the issue 11
+      # grid and the suite's: every arm route picks, every head_dim, LSE, strides).
+      step lane1 routed-grid 150 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14
+    fi
     return
   fi
   if [ "$PLAN" = gates ]; then

@@ -222,8 +222,10 @@ def _superseded(run: Run, current: str) -> bool:
 
 
 def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
-    """Where ``th`` applies but its evidence has no cell: each lower bound of its region
-    (``field >= v`` or ``field > v``) must be reached by some evidence cell at or below it, or
+    """Where ``th`` applies but its evidence has no cell. Each lower bound of its region
+    (``field >= v`` or ``field > v``) must be reached by some evidence cell at or below it,
+    and every value its scope names (``field == v``, ``field in (...)``: the dtypes, head dims,
+    heads, causality and batch it speaks for) must be among the evidence cells' values, or
     the threshold routes calls that no measurement saw. Empty when the region is covered."""
     if th.takes is None:
         return []
@@ -238,6 +240,19 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
             gaps.append(
                 f"{name} {op} {value} starts below the evidence, whose cells begin at "
                 f"{name} {min(seen)}"
+            )
+    for name, op, value in th.scope + th.takes:
+        if op == "in":
+            wanted = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+        elif op == "==" and not (isinstance(value, str) and cells and value in cells[0].fields):
+            wanted = (value,)
+        else:
+            continue
+        have = {c.fields.get(name) for c in cells}
+        missing = [v for v in wanted if v not in have]
+        if missing:
+            gaps.append(
+                f"{name} {', '.join(map(str, missing))} is routed but no evidence cell has it"
             )
     return gaps
 

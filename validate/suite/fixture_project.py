@@ -23,7 +23,7 @@ def _toml_list(values: Iterable[str]) -> str:
 def fixture_project(
     root: Path,
     *,
-    policy: str | None = None,
+    policy: str | Iterable[str] | None = None,
     plugins: Iterable[str] = (),
     files: Mapping[str, str] | None = None,
     figures: str | None = "docs/figures",
@@ -39,8 +39,9 @@ def fixture_project(
     root.mkdir(parents=True, exist_ok=True)
     if files is None:
         files = {"README.md": "README.md.j2", "docs/backends.md": "backends.md.j2"}
+    policies = [policy] if isinstance(policy, str) else list(policy or ())
     if regions is None:
-        regions = [policy] if policy else []
+        regions = policies
     lines = [
         "# FIXTURE project for tether's own tests",
         "[project]",
@@ -52,8 +53,10 @@ def fixture_project(
         'scratch = "scratch"',
         'templates = "docs_src"',
     ]
-    if policy:
+    if isinstance(policy, str):
         lines.append(f"policy = {json.dumps(policy)}")
+    elif policies:
+        lines.append(f"policy = {_toml_list(policies)}")
     lines.append(f"plugins = {_toml_list(plugins)}")
     lines.append(f"doc_arches = {_toml_list(doc_arches)}")
     if headline:

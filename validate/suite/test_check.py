@@ -23,7 +23,7 @@ import pytest
 from tether.cli import main
 from tether.policy import Evidence, Gate, Population, Threshold
 from tether.store import Run, write_run
-from tether_kernels import arch_caps
+from tether_kernels import arch_caps, gates
 
 from validate.suite.fixture_project import fixture_project
 from validate.suite.runfactory import (
@@ -35,12 +35,13 @@ from validate.suite.runfactory import (
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_FILE = REPO / "kernels" / "tether_kernels" / "arch_caps.py"
+GATES_FILE = REPO / "kernels" / "tether_kernels" / "gates.py"
 SWEEP = "prefill-vs-sdpa"
 OLD_HARNESS = "sha256:" + "0" * 64  # FIXTURE: a harness that no longer exists
 AXES = {"seqlen": [2048, 4096]}
 FIXED = {"batch": 1, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "f16", "causal": True}
 POLICY_REGION = "policy-single-prefill-sm90"
-GATE_REGION = "gate-sm90-chunked-prefill-16k"
+GATE_REGION = "gate-sm90-api-chunked-1k-16k"
 
 # The FIXTURE's live threshold stands in for the policy file's sm90 one; the other thresholds
 # are kept unset (their evidence is the real store's, not this fixture's), so every marker in
@@ -73,7 +74,7 @@ CALL = {"seqlen": 4096}  # the gated FIXTURE call (the gate runs' single cell)
 # The policy file's other gates, unset (as the other thresholds): their markers stay in the file.
 OTHER_GATES = tuple(
     replace(g, threshold=None, before_run=None, after_run=None)
-    for g in arch_caps.GATES
+    for g in gates.GATES
     if g.region != GATE_REGION
 )
 
@@ -133,11 +134,12 @@ def _render_into(root: Path, store: Path) -> None:
 def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Checkout:
     root = tmp_path / "repo"
     store = tmp_path / "store"
-    fixture_project(root, policy="kernels/arch_caps.py")
+    fixture_project(root, policy=["kernels/arch_caps.py", "kernels/gates.py"])
     # Real templates and the real policy file: the corpus drifts what users would drift.
     shutil.copytree(REPO / "docs_src", root / "docs_src")
     (root / "kernels").mkdir()
     shutil.copy2(POLICY_FILE, root / "kernels" / "arch_caps.py")
+    shutil.copy2(GATES_FILE, root / "kernels" / "gates.py")
     sweep = make_sweep_run(name=SWEEP, axes=AXES, fixed=FIXED, ratio=0.5, store=store, root=root)
     # A replicate run of the same commit (older, so the cited run stays ``sweep``): a band
     # from one run is provisional and backs no policy.
@@ -169,7 +171,7 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Checkout:
     )
     # The policy under test is the FIXTURE's: a live threshold and a gate set between two runs.
     monkeypatch.setattr(arch_caps, "POLICY", FIXTURE_POLICY)
-    monkeypatch.setattr(arch_caps, "GATES", fixture_gates(150e12, before.id, after.id))
+    monkeypatch.setattr(gates, "GATES", fixture_gates(150e12, before.id, after.id))
     _render_into(root, store)
     made = Checkout(
         root=root, store=store, sweep=sweep, before=before, after=after, replicate=replicate
@@ -315,7 +317,7 @@ def test_a_throttled_gate_measurement_is_no_before_or_after(
         name="fixture-gate", measured=210e12, call=CALL, flags=("clock_throttled",),
         started="2026-01-03T00:00:00Z", store=checkout.store, root=checkout.root,
     )  # fmt: skip
-    monkeypatch.setattr(arch_caps, "GATES", fixture_gates(150e12, checkout.before.id, hot.id))
+    monkeypatch.setattr(gates, "GATES", fixture_gates(150e12, checkout.before.id, hot.id))
     _render_into(checkout.root, checkout.store)
     code, out, _ = checkout.check()
     assert code == 1
@@ -439,7 +441,7 @@ def test_gate_threshold_outside_its_before_and_after(
     checkout: Checkout, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        arch_caps, "GATES", fixture_gates(250e12, checkout.before.id, checkout.after.id)
+        gates, "GATES", fixture_gates(250e12, checkout.before.id, checkout.after.id)
     )
     _render_into(checkout.root, checkout.store)  # the docs agree; only the bracket is wrong
     code, out, _ = checkout.check()
@@ -505,3 +507,22 @@ def test_a_tuning_region_whose_run_is_not_in_the_store_is_a_finding(tmp_path: Pa
     found = [f.what for f in run_check(REPO, store)]
     assert any("cites tuning run" in m and "not in the store" in m for m in found), found
     assert not any("cannot render" in m for m in found), found
+
+
+def test_a_scope_naming_values_its_evidence_lacks_fails(
+    checkout: Checkout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The evidence holds one dtype and one head_dim; a scope that routes another of each routes
+    # calls nobody measured, though every lower bound is covered.
+    fixed = dict(FIXED)
+    wider = (
+        ("dtype", "in", (fixed["dtype"], "f32")),
+        ("head_dim", "==", int(fixed["head_dim"]) * 2),
+    )
+    widened = (replace(_LIVE[0], scope=_LIVE[0].scope + wider), *FIXTURE_POLICY[1:])
+    monkeypatch.setattr(arch_caps, "POLICY", widened)
+    _render_into(checkout.root, checkout.store)
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert "dtype f32 is routed but no evidence cell has it" in out
+    assert f"head_dim {int(fixed['head_dim']) * 2} is routed but no evidence cell has it" in out

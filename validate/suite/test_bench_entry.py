@@ -1,0 +1,131 @@
+"""Entry arms and the engine's per-role timing: the public API timed as a caller calls it.
+
+On the CPU the entry points route to PyTorch's CPU SDPA (no interpreter needed), so a sweep
+with ``single_prefill`` as B is a real call through validation, routing and the output's
+allocation; the engine's per-role calibration, host sampler and over-cap flag are checked on
+plain Python calls.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from tether import registry
+from tether.bench import engine
+from tether.bench.engine import TimingPolicy, measure
+from tether.bench.fidelity import check_launches, repeated
+from tether.bench.sweep import Bench, Target
+from tether.registry import Sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU = Target("cpu", "cpu", "cpu: test fixture")
+QUICK = TimingPolicy(min_sample_s=2e-4, min_reps=3, max_reps=3, warmup_calls=1)
+FAST = TimingPolicy(min_sample_s=2e-3, min_reps=4, max_reps=4, cell_cap_s=5.0, warmup_calls=1)
+
+
+def _reg() -> registry.Registry:
+    return registry.load(["tether_kernels_plugin"])
+
+
+def _sleeper(seconds: float):
+    def call() -> None:
+        time.sleep(seconds)
+
+    return call
+
+
+def test_each_role_is_calibrated_on_its_own_call_time() -> None:
+    got = measure({"A": _sleeper(1e-4), "A2": _sleeper(1e-4), "B": _sleeper(2e-3)}, FAST)
+    calls = got.extra["calls_per_sample"]
+    # The slow role needs one or two calls to last a sample; the fast one many more.
+    assert calls["B"] <= 2 < calls["A"], calls
+    assert calls["A"] == pytest.approx(calls["A2"], rel=0.6)
+
+
+def test_the_host_sampler_times_issuing_calls() -> None:
+    got = measure({"A": _sleeper(1e-4), "B": _sleeper(1e-3)}, FAST.__class__(
+        **{**FAST.to_json(), "sampler": "host"}))  # fmt: skip
+    assert got.extra["sampler"] == "host"
+    assert min(got.samples["B"]) > 5 * min(got.samples["A"])
+
+
+def test_a_sample_longer_than_the_cap_is_flagged_before_timing() -> None:
+    policy = TimingPolicy(
+        min_sample_s=1e-4, min_reps=1, max_reps=2, cell_cap_s=0.01, warmup_calls=1
+    )
+    got = measure({"A": _sleeper(1e-4), "B": _sleeper(0.03)}, policy)
+    assert "sample_over_cap" in got.flags
+    assert got.extra["sample_over_cap"] == ["B"]
+
+
+def test_a_cell_stops_inside_the_cap_whatever_the_cycle() -> None:
+    policy = TimingPolicy(
+        min_sample_s=1e-4, min_reps=50, max_reps=60, cell_cap_s=0.05, warmup_calls=1, buffer_sets=1
+    )
+    t0 = time.perf_counter()
+    got = measure({"A": _sleeper(2e-3), "B": _sleeper(2e-3)}, policy)
+    assert got.extra["stop"] == "cap"
+    assert time.perf_counter() - t0 < 2.0
+    assert len(got.samples["A"]) == len(got.samples["B"]) < 50
+
+
+def test_a_kernel_launched_twice_in_one_call_is_found() -> None:
+    assert repeated(["k", "memset", "k", "Memset (Device)"]) == ["k"]
+    assert repeated(["k", "fill", "fill"]) == []
+
+    def profile(fn, device):
+        return ["cudnn_fprop", "cudnn_fprop"] if fn is twice else ["cudnn_fprop"]
+
+    def once() -> None: ...
+
+    def twice() -> None: ...
+
+    kernels, strays, repeats = check_launches(
+        {"A": once, "B": twice}, {"A": ("cudnn",), "B": ("cudnn",)}, "cuda", profile
+    )
+    assert kernels["B"] == ["cudnn_fprop"] and not strays
+    assert repeats == {"B": ["cudnn_fprop"]}
+    _, _, none = check_launches({"B": twice}, {"B": ("cudnn",)}, "cpu", profile)
+    assert none == {}  # CPU operators repeat by design (view ops): never judged there
+
+
+def test_single_prefill_as_an_entry_arm_on_the_cpu(tmp_path: Path) -> None:
+    reg = _reg()
+    sweep = Sweep(
+        name="fixture-entry",
+        case="attention",
+        axes={"seqlen": (32, 64)},
+        aliases={"seqlen": ("qo_len", "kv_len")},
+        fixed={"batch": 1, "hq": 4, "hkv": 2, "head_dim": 64, "dtype": "f32", "causal": True},
+        arms={"A": "sdpa_math", "B": "single_prefill"},
+        entry_points=("single_prefill", "batch_prefill"),
+        timing=QUICK,
+        needs_gpu=False,
+        replicates=1,
+    )
+    bench = Bench(ROOT, tmp_path, reg, CPU, unguarded_reason="FIXTURE: unit test")
+    run = bench.sweep(sweep)
+    assert run.status == "ok", run.reason
+    assert run.config["arms"] == {"A": "sdpa_math", "B": "single_prefill"}
+    for cell in run.cells:
+        assert set(cell.samples) == {"A", "A2", "B"}
+        # The entry point's call reached the arm route picks (the CPU's flash SDPA).
+        assert cell.reach["routes"]["single_prefill"] == "sdpa_flash"
+        assert any("flash_attention" in k for k in cell.kernels["B"])
+
+
+def test_an_entry_arm_refuses_what_its_entry_point_cannot_make() -> None:
+    reg = _reg()
+    arm = reg.get_arm("single_prefill")
+    case = reg.make_case(
+        "attention",
+        {"batch": 2, "qo_len": 8, "kv_len": 8, "hq": 2, "hkv": 2, "head_dim": 64, "dtype": "f32"},
+    )
+    assert "cannot make batch 2" in (arm.supports(case, "cpu") or "")
+    assert reg.get_arm("batch_prefill").supports(case, "cpu") is None
+
+
+def test_the_engine_default_is_unchanged_for_the_old_sampler_names() -> None:
+    assert set(engine.SAMPLERS) == {"auto", "graph", "events", "wall", "host"}
