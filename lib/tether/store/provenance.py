@@ -19,10 +19,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tether import project
 from tether._pysource import docstring_owners
 from tether.arch import check_arch
 from tether.atomic import utc_stamp
 from tether.store.model import Cell, GuardRecord, Provenance, Run, id_tail
+from tether.store.schema import validate_run
 
 # Modules of tether.bench whose code decides what a sample means (allocation, warm-up, timing,
 # interleaving, A/A, fidelity). A change to any of them supersedes earlier runs.
@@ -46,14 +48,10 @@ BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
 
 def default_root() -> Path:
     """The configured project found from the working directory."""
-    from tether.project import find_root
-
-    return find_root()
+    return project.find_root()
 
 
 def _project(root: Path | None) -> Any:
-    from tether import project
-
     return project.get(root)
 
 
@@ -244,7 +242,6 @@ def new_run(
     hip, cudnn versions). Raises UnknownArchError for a bad arch name, RunFileError for any
     other bad field.
     """
-    from tether.store.schema import validate_run  # schema imports model only; no cycle
 
     check_arch(arch)
     base = (root or default_root()).resolve()
