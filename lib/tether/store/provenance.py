@@ -55,9 +55,23 @@ def _project(root: Path | None) -> Any:
     return project.get(root)
 
 
-def harness_files(root: Path | None = None) -> list[Path]:
-    """tether's own measurement modules, then the project's declared harness files."""
-    own = sorted(BENCH_DIR.glob("*.py")) if BENCH_DIR.is_dir() else []
+def bench_dir(root: Path | None = None) -> Path:
+    """tether's own timing engine as the tree at ``root`` has it: its ``lib/tether/bench``
+    when ``root`` is a tether checkout (so a check of the index or of ``--rev``, which runs on
+    a copy of that tree, judges the engine being committed), else the installed one. In a
+    checkout with tether installed from it the two are the same folder."""
+    if root is not None:
+        own = Path(root) / "lib" / "tether" / "bench"
+        if (own / "engine.py").is_file() and (own.parent / "store" / "provenance.py").is_file():
+            return own.resolve()
+    return BENCH_DIR
+
+
+def harness_files(root: Path | None = None, engine: Path | None = None) -> list[Path]:
+    """tether's own measurement modules (of ``engine``, default ``bench_dir(root)``), then
+    the project's declared harness files."""
+    engine = engine if engine is not None else bench_dir(root)
+    own = sorted(engine.glob("*.py")) if engine.is_dir() else []
     own = [p for p in own if p.stem not in PRESENTATION_SOURCES]
     return own + _project(root).harness_files()
 
@@ -120,8 +134,9 @@ def _file_digest(path: Path) -> bytes:
 def _label(path: Path, root: Path) -> str:
     """A file's name in a fingerprint: tether's own modules by their package path (the same
     wherever tether is installed), the project's files relative to the project root."""
-    if path.is_relative_to(BENCH_DIR):
-        return "tether/bench/" + path.relative_to(BENCH_DIR).as_posix()
+    for engine in (BENCH_DIR, bench_dir(root)):
+        if path.is_relative_to(engine):
+            return "tether/bench/" + path.relative_to(engine).as_posix()
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
 
 
@@ -135,10 +150,18 @@ def fingerprint(files: Iterable[Path], root: Path) -> str:
 
 
 def harness_fingerprint(root: Path | None = None) -> str:
-    """Fingerprint of the measurement harness (see MEASUREMENT_SOURCES and the project's
-    [tool.tether.fingerprint] harness)."""
+    """Fingerprint of the measurement harness of the tree at ``root`` (see MEASUREMENT_SOURCES
+    and the project's [tool.tether.fingerprint] harness): what the check and the renderer
+    judge runs against."""
     base = (root or default_root()).resolve()
     return fingerprint(harness_files(base), base)
+
+
+def measured_harness_fingerprint(root: Path | None = None) -> str:
+    """Fingerprint of the harness that measures in this process: the installed timing engine
+    (the code that actually runs), with the project's harness files. Recorded in new runs."""
+    base = (root or default_root()).resolve()
+    return fingerprint(harness_files(base, BENCH_DIR), base)
 
 
 def kernels_fingerprint(root: Path | None = None) -> str:
@@ -251,7 +274,7 @@ def new_run(
     provenance = Provenance(
         git_sha=sha,
         git_dirty=dirty,
-        harness_fingerprint=harness_fingerprint(base),
+        harness_fingerprint=measured_harness_fingerprint(base),
         kernels_fingerprint=kernels_fingerprint(base),
         host=host if host is not None else (socket.gethostname() or os.uname().nodename),
         arch=arch,
