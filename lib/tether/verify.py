@@ -20,12 +20,13 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from tether.errors import RunFileError, UsageError, WrongVendorError
 from tether.guard import devinfo
 from tether.guard.hold import run_held
 from tether.guard.idle import detect_vendor
+from tether.store.results import VerifyResults
 
 VENDORS = ("auto", "cuda", "rocm")
 DEFAULT_SUITE = "validate"
@@ -238,21 +239,21 @@ def run_verify(
     ended = time.time()
     ok = counts is not None and counts.failed == counts.errors == 0 and counts.passed > 0
     complete = is_complete(suite, DEFAULT_SUITE, extra)
-    results: dict[str, Any] = {
-        "passed": counts.passed if counts else 0,
-        "failed": counts.failed if counts else 0,
-        "skipped": counts.skipped if counts else 0,
-        "errors": counts.errors if counts else 1,
-        "duration_s": round(duration, 3),
-        "suite": suite,
-        "vendor": vendor,
-        "workers": workers,
-        "gpus": gpus,
-        "complete": complete,
-        "selection": [str(a) for a in extra],
-    }
-    if routed is not None:
-        results["routed_cases"] = routed
+    summary_of_run = VerifyResults(
+        passed=counts.passed if counts else 0,
+        failed=counts.failed if counts else 0,
+        skipped=counts.skipped if counts else 0,
+        errors=counts.errors if counts else 1,
+        duration_s=round(duration, 3),
+        suite=suite,
+        vendor=vendor,
+        workers=workers,
+        gpus=gpus,
+        complete=complete,
+        selection=tuple(str(a) for a in extra),
+        routed_cases=routed,
+    )
+    results = summary_of_run.to_json()
     from tether.bench.sweep import record_of
     from tether.store import new_run, write_run
 

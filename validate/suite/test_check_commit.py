@@ -154,3 +154,21 @@ def test_a_real_hook_refuses_docs_without_their_run(repo: Path) -> None:
     _git(repo, "add", str(run_file))
     done = _commit(repo)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_tether_checkout_is_judged_by_its_own_timing_engine(tmp_path: Path) -> None:
+    """A check of the index runs on a copy of the tree: for tether's own repository the
+    harness it judges runs by is the copy's lib/tether/bench, not the installed one."""
+    from tether.store.provenance import BENCH_DIR, bench_dir, harness_fingerprint
+
+    root = fixture_project(tmp_path / "repo")
+    assert bench_dir(root) == BENCH_DIR  # not a tether checkout: the installed engine
+    shutil.copytree(BENCH_DIR, root / "lib" / "tether" / "bench")
+    (root / "lib" / "tether" / "store").mkdir(parents=True)
+    shutil.copy2(BENCH_DIR.parent / "store" / "provenance.py", root / "lib/tether/store")
+    assert bench_dir(root) == (root / "lib" / "tether" / "bench").resolve()
+    installed = harness_fingerprint(fixture_project(tmp_path / "other"))
+    assert harness_fingerprint(root) == installed  # the same engine, the same fingerprint
+    engine = root / "lib" / "tether" / "bench" / "engine.py"
+    engine.write_text(engine.read_text(encoding="utf-8") + "\nCHANGED = 1\n", encoding="utf-8")
+    assert harness_fingerprint(root) != installed

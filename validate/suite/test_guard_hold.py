@@ -12,9 +12,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tether import verify
 from tether.cli import main
 from tether.errors import RunFileError
-from tether.guard import api, lock, probes, verify
+from tether.guard import api, lock, probes
 from tether.guard.lock import HostLock
 from tether.guard.probes import BUSY, IDLE, ProbeResult
 from tether.store import load_store

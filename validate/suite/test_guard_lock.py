@@ -130,7 +130,14 @@ def test_sigkilled_holder_frees_the_lock_at_once(tmp_path: Path) -> None:
 
 
 def _child_pgid(guard_pid: int) -> int:
-    kids = [p for p in _proc.all_pids() if _proc.parent(p) == guard_pid]
+    # The guard writes its holder record (and fsyncs the lock folder) before it starts the
+    # command: on a loaded host the child appears a moment after the record.
+    deadline = time.monotonic() + 20
+    while True:
+        kids = [p for p in _proc.all_pids() if _proc.parent(p) == guard_pid]
+        if kids or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     assert kids, "the guard has no child"
     return os.getpgid(kids[0])
 

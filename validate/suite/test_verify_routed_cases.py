@@ -14,9 +14,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tether import verify
 from tether.cli import main
 from tether.errors import RunFileError
-from tether.guard import lock, verify
+from tether.guard import lock
 from tether.pytest_plugin import SUMMARY_ENV, read_routed_summary
 from tether.store import load_store, run_from_json
 

@@ -5,6 +5,7 @@ See SCHEMA.md beside this file for the contract. Importing this package never im
 
 from __future__ import annotations
 
+from tether.store import model as _model
 from tether.store.io import is_superseded, load_run, load_store, write_run
 from tether.store.merge import MergeReport, merge
 from tether.store.model import (
@@ -21,6 +22,11 @@ from tether.store.model import (
 from tether.store.provenance import harness_fingerprint, kernels_fingerprint, new_run
 from tether.store.safe import check_safe_text
 from tether.store.schema import run_from_json, validate_run
+
+# Run.new / from_json / load / validate / write dispatch here (see tether.store.model).
+_model.LIFECYCLE.update(
+    new=new_run, from_json=run_from_json, load=load_run, validate=validate_run, write=write_run
+)
 
 __all__ = [
     "GUARD_MODES",

@@ -18,12 +18,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 SCHEMA = "tether.run/2"
+# Run's lifecycle is implemented in the modules that build on this one: provenance (new),
+# schema (from_json, validate) and io (load, write). They import the model, so the model
+# imports none of them; tether.store's __init__ (which Python runs before any module of the
+# package) registers their functions here. One way through for a write: model -> schema
+# (validate) -> io (write), with no import circle and no function-level import.
+LIFECYCLE: dict[str, Callable[..., Any]] = {}
 KINDS: tuple[str, ...] = ("sweep", "gate", "probe", "tune", "verify", "compile")
 STATUSES: tuple[str, ...] = ("ok", "rejected", "not_measured")
 # How a run held the host: took the lock itself, ran under an enclosing hold (a parent
@@ -284,41 +290,32 @@ class Run:
     def with_path(self, path: Path | None) -> Run:
         return replace(self, path=path)
 
-    # -- the lifecycle (implemented in provenance, schema and io; here so callers see one API)
+    # -- the lifecycle (implemented in provenance, schema and io; here so callers see one API,
+    #    dispatched through LIFECYCLE so this module imports none of them: see below)
 
     @staticmethod
     def new(kind: str, name: str, **kwargs: Any) -> Run:
         """A validated new run with full provenance and a fresh unique id (see
         ``tether.store.provenance.new_run`` for the arguments)."""
-        from tether.store.provenance import new_run
-
-        return new_run(kind, name, **kwargs)
+        return LIFECYCLE["new"](kind, name, **kwargs)
 
     @staticmethod
     def from_json(data: object, source: object = "<run>") -> Run:
         """Validate parsed JSON and build the Run; RunFileError names the field."""
-        from tether.store.schema import run_from_json
-
-        return run_from_json(data, source)
+        return LIFECYCLE["from_json"](data, source)
 
     @staticmethod
     def load(path: Path) -> Run:
         """Load and validate one run file (id == stem, arch == folder, digest matches)."""
-        from tether.store.io import load_run
-
-        return load_run(path)
+        return LIFECYCLE["load"](path)
 
     def validate(self, source: object = "<run>") -> None:
         """Validate this run by the same rules as a file (a JSON round trip)."""
-        from tether.store.schema import validate_run
-
-        validate_run(self, source)
+        LIFECYCLE["validate"](self, source)
 
     def write(self, store: Path) -> Path:
         """Validate and write to ``store/<arch>/<id>.json``; never overwrites."""
-        from tether.store.io import write_run
-
-        return write_run(self, store)
+        return LIFECYCLE["write"](self, store)
 
 
 # -- the run's shape, derived from the dataclasses (SCHEMA.md describes the same) -----------

@@ -19,10 +19,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tether import project
 from tether._pysource import docstring_owners
 from tether.arch import check_arch
 from tether.atomic import utc_stamp
 from tether.store.model import Cell, GuardRecord, Provenance, Run, id_tail
+from tether.store.schema import validate_run
 
 # Modules of tether.bench whose code decides what a sample means (allocation, warm-up, timing,
 # interleaving, A/A, fidelity). A change to any of them supersedes earlier runs.
@@ -46,20 +48,30 @@ BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
 
 def default_root() -> Path:
     """The configured project found from the working directory."""
-    from tether.project import find_root
-
-    return find_root()
+    return project.find_root()
 
 
 def _project(root: Path | None) -> Any:
-    from tether import project
-
     return project.get(root)
 
 
-def harness_files(root: Path | None = None) -> list[Path]:
-    """tether's own measurement modules, then the project's declared harness files."""
-    own = sorted(BENCH_DIR.glob("*.py")) if BENCH_DIR.is_dir() else []
+def bench_dir(root: Path | None = None) -> Path:
+    """tether's own timing engine as the tree at ``root`` has it: its ``lib/tether/bench``
+    when ``root`` is a tether checkout (so a check of the index or of ``--rev``, which runs on
+    a copy of that tree, judges the engine being committed), else the installed one. In a
+    checkout with tether installed from it the two are the same folder."""
+    if root is not None:
+        own = Path(root) / "lib" / "tether" / "bench"
+        if (own / "engine.py").is_file() and (own.parent / "store" / "provenance.py").is_file():
+            return own.resolve()
+    return BENCH_DIR
+
+
+def harness_files(root: Path | None = None, engine: Path | None = None) -> list[Path]:
+    """tether's own measurement modules (of ``engine``, default ``bench_dir(root)``), then
+    the project's declared harness files."""
+    engine = engine if engine is not None else bench_dir(root)
+    own = sorted(engine.glob("*.py")) if engine.is_dir() else []
     own = [p for p in own if p.stem not in PRESENTATION_SOURCES]
     return own + _project(root).harness_files()
 
@@ -122,8 +134,9 @@ def _file_digest(path: Path) -> bytes:
 def _label(path: Path, root: Path) -> str:
     """A file's name in a fingerprint: tether's own modules by their package path (the same
     wherever tether is installed), the project's files relative to the project root."""
-    if path.is_relative_to(BENCH_DIR):
-        return "tether/bench/" + path.relative_to(BENCH_DIR).as_posix()
+    for engine in (BENCH_DIR, bench_dir(root)):
+        if path.is_relative_to(engine):
+            return "tether/bench/" + path.relative_to(engine).as_posix()
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
 
 
@@ -137,10 +150,18 @@ def fingerprint(files: Iterable[Path], root: Path) -> str:
 
 
 def harness_fingerprint(root: Path | None = None) -> str:
-    """Fingerprint of the measurement harness (see MEASUREMENT_SOURCES and the project's
-    [tool.tether.fingerprint] harness)."""
+    """Fingerprint of the measurement harness of the tree at ``root`` (see MEASUREMENT_SOURCES
+    and the project's [tool.tether.fingerprint] harness): what the check and the renderer
+    judge runs against."""
     base = (root or default_root()).resolve()
     return fingerprint(harness_files(base), base)
+
+
+def measured_harness_fingerprint(root: Path | None = None) -> str:
+    """Fingerprint of the harness that measures in this process: the installed timing engine
+    (the code that actually runs), with the project's harness files. Recorded in new runs."""
+    base = (root or default_root()).resolve()
+    return fingerprint(harness_files(base, BENCH_DIR), base)
 
 
 def kernels_fingerprint(root: Path | None = None) -> str:
@@ -269,7 +290,6 @@ def new_run(
     hip, cudnn versions). Raises UnknownArchError for a bad arch name, RunFileError for any
     other bad field.
     """
-    from tether.store.schema import validate_run  # schema imports model only; no cycle
 
     check_arch(arch)
     base = (root or default_root()).resolve()
@@ -279,7 +299,7 @@ def new_run(
     provenance = Provenance(
         git_sha=sha,
         git_dirty=dirty,
-        harness_fingerprint=harness_fingerprint(base),
+        harness_fingerprint=measured_harness_fingerprint(base),
         kernels_fingerprint=kernels_fingerprint(base),
         host=host if host is not None else (socket.gethostname() or os.uname().nodename),
         arch=arch,

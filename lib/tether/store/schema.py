@@ -36,6 +36,7 @@ from tether.store.model import (
     digest_of,
     id_tail,
 )
+from tether.store.results import BY_KIND
 from tether.store.safe import check_id, check_name, check_safe_text
 
 SHA_RE = re.compile(r"[0-9a-f]{40}")
@@ -44,44 +45,18 @@ STAMP_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 AXIS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ENV_KEY_RE = AXIS_RE  # provenance.environment keys: variable names and counters
 VENDORS = ("cuda", "rocm", "cpu")
-# kind -> {field: (types, description)} of ``results`` when a run is ok.
+# kind -> {field: (types, description)} of ``results`` when a run is ok, and the optional
+# fields checked when present: derived from the typed summaries (tether.store.results), so a
+# field is declared once. Sweeps and tuning runs carry no summary.
 NUM = (int, float)
 RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
-    # A gate's verdict is recomputed from its samples; the run records what it was judged
-    # against (threshold in the sweep's unit per second) and which policy declared it.
-    "gate": {
-        "threshold": (NUM, "number"),
-        "gate": ((str,), "string"),
-        "shape": ((str,), "string"),
-        "policy": ((str,), "string"),
-    },
-    # A probe's bounds keep their raw samples (see _bounds); rates are recomputed.
-    "probe": {"bounds": ((dict,), "object")},
-    "verify": {
-        "passed": ((int,), "int"),
-        "failed": ((int,), "int"),
-        "skipped": ((int,), "int"),
-        "errors": ((int,), "int"),
-        "duration_s": (NUM, "number"),
-        "suite": ((str,), "string"),
-        "vendor": ((str,), "string"),
-        "workers": ((int,), "int"),
-        "complete": ((bool,), "bool"),
-    },
-    "sweep": {},
-    "tune": {},
-    "compile": {},
+    kind: {} for kind in ("sweep", "tune", "gate", "probe", "verify", "compile")
 }
-# Optional results fields per kind (validated when present).
-OPTIONAL_RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
-    # routed_cases: the routed public-API cases the suite ran, by the arm the router picked;
-    # gpus: how many GPUs the suite's workers were spread over.
-    "verify": {
-        "routed_cases": ((dict,), "object"),
-        "selection": ((list,), "list"),
-        "gpus": ((int,), "int"),
-    },
-}
+OPTIONAL_RESULTS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {}
+for _kind, _summary in BY_KIND.items():
+    RESULTS[_kind] = _summary.required()
+    if _summary.optional():
+        OPTIONAL_RESULTS[_kind] = _summary.optional()
 # Roles each ok cell must carry samples for.
 REQUIRED_ROLES = {
     "sweep": ("A", CONTROL, "B"),
@@ -96,20 +71,6 @@ REQUIRED_ROLES = {
 # A compile run records what the compiler made of each kernel variant, with no GPU: its cells
 # are the variants, with no timing samples and no FLOPs (0), and each cell's ``extra`` carries
 # the compiler's figures that the compile gates (tether.policy.CompileGate) read.
-RESULTS["compile"] = {
-    "compiler": ((str,), "string"),
-    "compiler_version": ((str,), "string"),
-    "target": ((str,), "string"),
-    "variants": ((int,), "int"),
-    "spills_total": ((int,), "int"),
-    "variants_spilling": ((int,), "int"),
-    "variants_over_lds": ((int,), "int"),
-    "variants_loop_without_matrix": ((int,), "int"),
-    "occupancy_min": ((int,), "int"),
-    "occupancy_max": ((int,), "int"),
-    "occupancy_unit": ((str,), "string"),
-    "seconds": (NUM, "number"),
-}
 REQUIRED_ROLES["compile"] = ()
 COMPILE_EXTRA: dict[str, tuple[type, ...]] = {
     "spills": (int,),

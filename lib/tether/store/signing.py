@@ -180,6 +180,25 @@ def sign_message(message: str, key: Path) -> str:
     return done.stdout.decode("ascii")
 
 
+def listed_principals(key_blob: bytes, allowed: Path) -> tuple[str, ...]:
+    """The principals whose line in ``allowed`` carries ``key_blob``, read in Python (one
+    ssh-keygen call per run saved; ``-Y verify`` still judges the line's options). Lines are
+    ``principals [options] keytype base64-key [comment]``."""
+    try:
+        text = allowed.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ()
+    wanted = base64.b64encode(key_blob).decode("ascii")
+    found: list[str] = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if wanted in words[1:]:
+            found.extend(p for p in words[0].split(",") if p)
+    return tuple(dict.fromkeys(found))
+
+
 def principals_of(signature: Path, allowed: Path) -> tuple[str, ...]:
     """The principals ``allowed`` (an allowed-signers file) lists for the key that made
     ``signature``; empty when the key is not an allowed signer."""
@@ -230,7 +249,7 @@ def verify_run(run_path: Path, digest: str, allowed: Path) -> Verdict:
         return Verdict(False, f"has a malformed signature: {exc}")
     if sig.namespace != NAMESPACE:
         return Verdict(False, f"is signed for namespace {sig.namespace!r}, not {NAMESPACE!r}")
-    found = principals_of(path, allowed)
+    found = listed_principals(sig.key_blob, allowed) or principals_of(path, allowed)
     if not found:
         return Verdict(False, f"is signed by {sig.label}, which {allowed.name} does not allow")
     good = tuple(p for p in found if verify_message(digest, path, allowed, p))
