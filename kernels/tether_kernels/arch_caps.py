@@ -171,8 +171,9 @@ def launch_config(
         if head_dim <= 64:
             return LaunchConfig(block_m=128, block_n=64, num_warps=4, num_stages=3)
         if head_dim <= 128:
-            # v6, from the v4 and v5 tuning runs on an H200 (kernels/NOTES.md; the runs are
-            # kernels/tuning/sm90-tune-v4-2026-11-29.json and -v5-): two query heads per
+            # v6, picked from the v4 and v5 tuning summaries of an H200 session
+            # (kernels/tuning/sm90-tune-v4-2026-11-29.json and -v5-; no raw samples in the
+            # store: a choice, not evidence; kernels/NOTES.md): two query heads per
             # program, launched longest first, on a 128 x 64 tile with 4 stages. A call too
             # small to fill the GPU about twice with such programs takes the 64 x 64 tile,
             # one head per program, also longest first (the v5 run's best at 1K).

@@ -412,12 +412,12 @@ def _ref_prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
 
 # --- What each arm serves, per arch: the one place routing reads (see serves.py) -------
 #
-# What is known, and from where. sm90 (an H200 with torch 2.11, cuDNN 9.19, triton 3.6):
-# issue 11's grid of 816 calls through single_prefill and batch_prefill (head_dim 64 and
-# 128, f16 and bf16, GQA 8/8, 8/2 and 8/1, lengths 1 to 4096 on either side, causal on and
-# off) and the suite's arm tests (validate/correctness/test_arms.py, test_triton_kernel.py).
-# There the Triton arm was right on every call; cuDNN returned wrong values, silently, for
-# causal calls with qo_len > kv_len (the rows that see no key) and refused kv_len 1. The CPU
+# What is known, and from where. sm90 (an H200 with torch 2.11, cuDNN 9.19, triton 3.6): the
+# routed-API grid (validate/gpu_routed_grid.py: issue 11's calls through single_prefill and
+# batch_prefill, head_dim 64 and 128, f16 and bf16, GQA 8/8, 8/2 and 8/1, lengths 1 to 4096
+# on either side, causal on and off) and the suite's arm tests, whose outcomes the verify
+# runs in the store record. There cuDNN returned wrong values, silently, for causal calls
+# with qo_len > kv_len (the rows that see no key) and refused kv_len 1. The CPU
 # facts are checked on every CPU run of the suite. What a GPU backend does outside what was
 # run there is not known from a CPU host, so its declaration leaves it out (not served) and
 # says so; widening one takes a run of validate/correctness/test_routed_api.py (or

@@ -217,9 +217,10 @@ registry.sweep(
         fixed={"batch": 1, "kv_len": 16384, "hq": 32, "hkv": 8, "head_dim": 128, "causal": True},
         arms={"A": "triton", "B": "gluon"},
         entry_points=ENTRY_POINTS,
-        # The stated clock fraction for these absolute rates: an H200 at its 700 W limit holds
-        # these calls at 1620-1755 MHz of 1980 when sustained, so from rest a sample at or above
-        # 0.85 of the maximum is a burst before the power limit bites, and a lower one is flagged.
+        # The stated clock fraction for these absolute rates: an H200 at its power limit holds
+        # these calls below its maximum SM clock when sustained (each run's recorded clock range
+        # is in docs/backends.md), so from rest a sample at or above 0.85 of the maximum is a
+        # burst before the power limit bites, and a lower one is flagged.
         timing=TimingPolicy(
             min_reps=6, max_reps=12, cell_cap_s=0.4, cooldown_s=3.0, throttle_ratio=0.85
         ),

@@ -137,6 +137,7 @@ def test_only_sdpa_arms_return_their_own_tensor() -> None:
         "sdpa_cudnn",
         "sdpa_efficient",
         "sdpa_math",
+        "sdpa",  # PyTorch SDPA as a user calls it
         "flashinfer_fa3",
         "flashinfer_fa2",
     }

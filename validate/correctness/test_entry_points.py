@@ -251,11 +251,12 @@ def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, m
 
 
 def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
-    general, chunked = arch_caps.thresholds_for("sm90")
+    general, chunked = arch_caps.thresholds_for("sm90")[:2]
     general = _set(general, scope=())  # speaks for every call, as on the arches without runs
     # An unset chunked threshold does not veto the general one.
     unset_chunked = _set(chunked, takes=None)
     at_1k = (("qo_len", ">=", 1024),)
+    at_4k = (("qo_len", ">=", 4096),)  # above CHUNKED's queries: the general one does not take
     monkeypatch.setattr(arch_caps, "POLICY", (_set(general, takes=at_1k), unset_chunked))
     assert route("single_prefill", CHUNKED, "sm90") == general.arm
     # Both set: order decides between their arms.
@@ -264,7 +265,7 @@ def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
     assert route("single_prefill", CHUNKED, "sm90") == "triton_eager"
     assert route("single_prefill", SQUARE, "sm90") == general.arm
     # None takes its arm: the first threshold that applies names the other arm.
-    idle = (_set(chunked, otherwise="sdpa_flash", takes=None), general)
+    idle = (_set(chunked, otherwise="sdpa_flash", takes=None), _set(general, takes=at_4k))
     monkeypatch.setattr(arch_caps, "POLICY", idle)
     assert route("single_prefill", CHUNKED, "sm90") == "sdpa_flash"
     assert route("single_prefill", SQUARE, "sm90") == "sdpa_cudnn"

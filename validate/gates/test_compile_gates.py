@@ -29,8 +29,8 @@ Known = Callable[[Mapping[str, object]], bool]
 KNOWN: dict[str, tuple[Known, str]] = {
     "compile-sm90": (
         lambda key: key["config"] == "m128 n64 w8 s4 longest_first hpp2",
-        "sm90's f16/bf16 head_dim 128 tile (two heads per program) was chosen by timing runs "
-        "on the H200 (kernels/NOTES.md, v6); ptxas spills a "
+        "sm90's f16/bf16 head_dim 128 tile (two heads per program) was picked from the v4/v5 "
+        "tuning summaries of an H200 session (kernels/NOTES.md, v6); ptxas spills a "
         "few registers of it; a tile is changed on a timing run, not on a compile run",
     ),
     "compile-gfx1151": (
