@@ -391,9 +391,15 @@ def make_fixture_store(store: Path, *, root: Path | None = None) -> list[Run]:
     ]
 
 
+# FIXTURE: where write_conservative_policy puts the policy files, for a fixture checkout's
+# [tool.tether] policy (the real project lists its routing thresholds and its gates).
+CONSERVATIVE_POLICY = ("kernels/arch_caps.py", "kernels/gates.py")
+
+
 def write_conservative_policy(root: Path) -> Path:
-    """FIXTURE: the real policy file (kernels/tether_kernels/arch_caps.py) with every threshold
-    and gate unset, written to ``root/kernels/arch_caps.py``.
+    """FIXTURE: the real policy files (kernels/tether_kernels/arch_caps.py and gates.py) with
+    every threshold and gate unset, written to ``root`` at CONSERVATIVE_POLICY's paths; returns
+    the routing file's path.
 
     A fixture checkout has a fixture store, which holds none of the runs the real policy
     cites; the checkout's policy therefore starts where every arch starts, unmeasured.
@@ -401,20 +407,27 @@ def write_conservative_policy(root: Path) -> Path:
     """
     import re
 
-    source = (
-        Path(__file__).resolve().parents[2] / "kernels" / "tether_kernels" / "arch_caps.py"
-    ).read_text(encoding="utf-8")
-    text, n_thresholds = re.subn(
-        r'(_(?:chunked_)?threshold\(\s*"\w+", "\w+", )\d+(?=[,)])', r"\1None", source
+    real = Path(__file__).resolve().parents[2] / "kernels" / "tether_kernels"
+    source = (real / "arch_caps.py").read_text(encoding="utf-8")
+    # Thresholds built by the helpers take their lower bound positionally; those written out
+    # in full (sm90's) name what they take.
+    text, n_helpers = re.subn(
+        r'(_(?:chunked_)?threshold\(\s*"\w+", "\w+", )(?:\d+|None)(?=[,)])', r"\1None", source
     )
-    text, n_gates = re.subn(r"threshold=[0-9.e]+,", "threshold=None,", text)
-    text = re.sub(r"\n\s*(?:before_run|after_run|before_role|after_role)=[^\n]*,", "", text)
-    if "threshold=None" not in text or re.search(r"threshold=[0-9]", text):
+    text, n_takes = re.subn(r"\btakes=\(\([^\n]*?\),\),", "takes=None,", text)
+    gates, n_gates = re.subn(
+        r"\bthreshold=(?:[0-9.e]+|None),",
+        "threshold=None,",
+        (real / "gates.py").read_text(encoding="utf-8"),
+    )
+    gates = re.sub(r"\n\s*(?:before_run|after_run|before_role|after_role)=[^\n]*,", "", gates)
+    unset = not re.search(r"\btakes=\(|\bthreshold=[0-9]", text + gates)
+    if not (n_helpers and n_takes and n_gates and unset):
         raise AssertionError(
             "FIXTURE: arch_caps.py layout changed; update write_conservative_policy"
         )
-    target = root / "kernels" / "arch_caps.py"
+    target = root / CONSERVATIVE_POLICY[0]
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
-    del n_thresholds, n_gates
+    (root / CONSERVATIVE_POLICY[1]).write_text(gates, encoding="utf-8")
     return target

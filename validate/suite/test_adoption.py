@@ -41,6 +41,11 @@ def _ok(repo: Path, *argv: str) -> str:
     return done.stdout
 
 
+def _stage(repo: Path) -> None:
+    """`tether check` judges the index (what a commit records), so what it is to see is added."""
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+
+
 def _git_repo(path: Path, files: dict[str, bytes]) -> Path:
     if shutil.which("git") is None:
         pytest.fail("git is needed for the adoption tests and is not on PATH")
@@ -95,6 +100,7 @@ def test_tether_init_then_sweep_render_check_work_unedited(tmp_path: Path) -> No
     text = (repo / "README.md").read_bytes()
     assert text.startswith(readme) and b"\n" not in text.replace(b"\r\n", b"")
     assert b"| n |" in text and b"sweep `example`" in text
+    _stage(repo)
     assert "tether check: clean" in _ok(repo, "check")
     # A second init refuses rather than writing a second table.
     again = _run(repo, "init")
@@ -201,11 +207,11 @@ def test_an_outside_repository_reaches_a_rendered_region_in_its_own_readme(
         if ln.startswith("| 2048") or ln.startswith("| 16384")
     ]
     assert [r.split(" |")[0] for r in rows] == ["| 2048", "| 16384"]  # by value, not as text
+    _stage(repo)
     assert "tether check: clean" in _ok(repo, "check")
     # The repository's own pre-commit config, with tether's hook added, passes.
     env = {k: v for k, v in os.environ.items() if k not in ("TETHER_ROOT", "PYTHONPATH")}
     env.update(PRE_COMMIT_HOME=str(tmp_path / "pre-commit"), PATH=f"{TETHER.parent}:{env['PATH']}")
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     hooks = subprocess.run(
         [sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=repo, env=env,
         capture_output=True, text=True, timeout=300, check=False,
@@ -213,8 +219,10 @@ def test_an_outside_repository_reaches_a_rendered_region_in_its_own_readme(
     assert hooks.returncode == 0 and "tether check" in hooks.stdout, hooks.stdout + hooks.stderr
     # A contributor's edit outside the region needs no render; an edit inside it is drift.
     (repo / "README.md").write_bytes(text.replace(b"Apache-2.0", b"MIT"))
+    _stage(repo)
     _ok(repo, "check")
     (repo / "README.md").write_bytes(text.replace(b"| 2048 |", b"| 2049 |"))
+    _stage(repo)
     drift = _run(repo, "check")
     assert drift.returncode == 1 and "tether render" in drift.stdout + drift.stderr
 

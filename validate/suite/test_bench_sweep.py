@@ -281,7 +281,7 @@ def test_inputs_of_every_role_are_laid_out_alike_in_one_slab(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from tether_kernels import Shape
-    from tether_kernels import bench as attention
+    from tether_kernels_plugin import cases as attention
 
     # Fixture alignment: coarser than the CPU allocator's own, so the slab must move itself.
     monkeypatch.setitem(attention.SLAB_ALIGN, "cpu", 4096)

@@ -21,7 +21,11 @@ from tether.render import plots, write_all
 from tether.render.figures import embedded_digest, stamp
 
 from validate.suite.fixture_project import fixture_project
-from validate.suite.runfactory import make_sweep_run, write_conservative_policy
+from validate.suite.runfactory import (
+    CONSERVATIVE_POLICY,
+    make_sweep_run,
+    write_conservative_policy,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CURVE = Path("docs/figures/sm90-prefill-vs-sdpa.svg")
@@ -37,7 +41,7 @@ def _check(root: Path, store: Path, *extra: str) -> tuple[int, str]:
 @pytest.fixture
 def tree(tmp_path: Path) -> tuple[Path, Path]:
     root, store = tmp_path / "repo", tmp_path / "store"
-    fixture_project(root, policy="kernels/arch_caps.py")
+    fixture_project(root, policy=CONSERVATIVE_POLICY)
     shutil.copytree(REPO / "docs_src", root / "docs_src")
     write_conservative_policy(root)
     make_sweep_run(ratio=0.9, started="2026-11-01T02:00:00Z", store=store, root=root)

@@ -19,7 +19,7 @@ from tether.cli import main
 from tether.store import load_store
 
 from validate.suite.fixture_project import fixture_project
-from validate.suite.runfactory import write_conservative_policy
+from validate.suite.runfactory import CONSERVATIVE_POLICY, write_conservative_policy
 from validate.suite.standin import build_standin_artifacts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ EXPECT = ("gfx942", "gfx950", "gfx1151", "sm90")
 def _scratch_root(tmp_path: Path) -> Path:
     """A FIXTURE project with the real templates and an unset policy, so the real checkout is
     never touched."""
-    root = fixture_project(tmp_path / "checkout", policy="kernels/arch_caps.py")
+    root = fixture_project(tmp_path / "checkout", policy=CONSERVATIVE_POLICY)
     shutil.copytree(ROOT / "docs_src", root / "docs_src")
     write_conservative_policy(root)
     return root

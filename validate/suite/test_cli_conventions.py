@@ -75,7 +75,7 @@ def test_an_unknown_plugin_module_is_named(tmp_path: Path) -> None:
 
 
 def test_an_unknown_headline_sweep_is_named(tmp_path: Path) -> None:
-    root = fixture_project(tmp_path, plugins=["tether_kernels.bench"], headline="prefil-vs-sdpa")
+    root = fixture_project(tmp_path, plugins=["tether_kernels_plugin"], headline="prefil-vs-sdpa")
     rc, _, err = run_cli(root, "sweep", "--list")
     assert rc == 2 and "headline 'prefil-vs-sdpa' is not a registered sweep" in err, err
     assert "prefill-vs-sdpa" in err  # the registered names, so the typo is plain
@@ -95,7 +95,7 @@ def test_a_store_typo_is_not_answered_with_git_checkout(tmp_path: Path) -> None:
 
 def test_check_names_a_plugin_typo_without_importing_it(tmp_path: Path) -> None:
     root = fixture_project(
-        tmp_path, plugins=["tether_kernels.bench", "benchmark.tether_bnch"], files={},
+        tmp_path, plugins=["tether_kernels_plugin", "benchmark.tether_bnch"], files={},
         figures=None, headline=None,
     )  # fmt: skip
     (root / "docs_src").mkdir()
@@ -103,7 +103,7 @@ def test_check_names_a_plugin_typo_without_importing_it(tmp_path: Path) -> None:
     (root / "benchmark" / "tether_bench.py").write_text("raise SystemExit(3)\n", encoding="utf-8")
     rc, out, _ = run_cli(root, "check")
     assert rc == 1 and "module 'benchmark.tether_bnch' not found" in out, out
-    assert "tether_kernels.bench" not in out
+    assert "tether_kernels_plugin" not in out
     text = (root / "pyproject.toml").read_text(encoding="utf-8")
     (root / "pyproject.toml").write_text(text.replace("tether_bnch", "tether_bench"), "utf-8")
     rc, out, _ = run_cli(root, "check")

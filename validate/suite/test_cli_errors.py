@@ -34,7 +34,7 @@ def test_codes_are_distinct_from_drift() -> None:
 
 
 def _project(tmp_path: Path) -> Path:
-    root = fixture_project(tmp_path / "repo", plugins=["tether_kernels.bench"])
+    root = fixture_project(tmp_path / "repo", plugins=["tether_kernels_plugin"])
     shutil.copytree(REPO / "docs_src", root / "docs_src")
     return root
 

@@ -205,7 +205,7 @@ def test_the_cpu_demo_run_twice_compares_without_differences(
     monkeypatch.setattr(
         Target, "detect", staticmethod(lambda index=None: Target("cpu", "cpu", "cpu: test"))
     )
-    reg = registry.load(["tether_kernels.bench"])
+    reg = registry.load(["tether_kernels_plugin"])
     monkeypatch.setitem(reg.sweeps, "cpu-demo", reg.get_sweep("cpu-demo").replace(timing=toy))
     scratch = tmp_path / "s"
     texts = []

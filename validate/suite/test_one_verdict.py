@@ -28,6 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 AXES = {"batch": [1, 4], "seqlen": [1024, 2048, 4096]}
 # B's time over A's per cell: below 1 B is faster. One of each word, and one a hair off 1.0.
 PER_CELL = {(1, 1024): 0.8, (1, 2048): 1.25, (1, 4096): 0.999, (4, 1024): 1.0, (4, 4096): 0.7}
+# The sm90 square threshold and the sweep it cites: the replicated FIXTURE sweep is named for
+# it, so its policy region judges the same runs.
+SQUARE = next(t for t in arch_caps.POLICY if t.region == "policy-single-prefill-sm90")
+REPLICATED = SQUARE.evidence.sweep
 
 
 def test_the_rule_is_symmetric() -> None:
@@ -49,7 +53,7 @@ def store(tmp_path: Path) -> Path:
         cells = grid_cells(
             AXES, DEFAULT_FIXED, ratio=0.9, noise=0.004, n=7, seed=seed, per_cell_ratio=PER_CELL
         )
-        make_sweep_run(name="prefill-vs-sdpa", axes=AXES, cells=cells, started=started, store=store)
+        make_sweep_run(name=REPLICATED, axes=AXES, cells=cells, started=started, store=store)
     # A sweep of another name with one run: every verdict of it is provisional.
     make_sweep_run(
         name="chunked-prefill",
@@ -71,7 +75,7 @@ def _cell_word_in_table(doc: str, heading: str, label: str) -> str:
 
 def test_every_surface_prints_the_same_word(store: Path) -> None:
     runs = load_runs(store)
-    cited = {r.name: max((r for r in runs if r.name == n), key=lambda r: r.started) for n in ("prefill-vs-sdpa", "chunked-prefill") for r in runs if r.name == n}  # fmt: skip
+    cited = {r.name: max((r for r in runs if r.name == n), key=lambda r: r.started) for n in (REPLICATED, "chunked-prefill") for r in runs if r.name == n}  # fmt: skip
     out = render_all(ROOT, store)
     readme = out[Path("README.md")].decode()
     backends = out[Path("docs/backends.md")].decode()
@@ -79,12 +83,13 @@ def test_every_surface_prints_the_same_word(store: Path) -> None:
     trends = {p["run"]: p for t in trend_context(runs)["trends"] for p in t["points"]}
     current = harness_fingerprint(ROOT)
     seen_words: set[str] = set()
+    readme_rows = 0
     for run in runs:
         stats = judge(run, runs)
         whole = aggregate(stats, WHOLE_MAP)
         summary = "\n".join(summary_lines(run, runs))
         shown = describe(run, current, runs)
-        other = next(r for r in runs if r.name == run.name and r.id != run.id) if run.name == "prefill-vs-sdpa" else run  # fmt: skip
+        other = next(r for r in runs if r.name == run.name and r.id != run.id) if run.name == REPLICATED else run  # fmt: skip
         compared = {c["cell"]: c for c in compare_runs(run, other, runs=runs)["cells"]}
         # the run-level word: summaries, trends
         assert f"(above 1: B faster): {whole.word}; noise" in summary
@@ -100,17 +105,21 @@ def test_every_surface_prints_the_same_word(store: Path) -> None:
                 heading = f"### sm90: {run.name}\n"
                 assert _cell_word_in_table(backends, heading, st.label) == st.word
         if run is cited[run.name]:
-            assert f"geomean {whole.geomean:.3f} over {whole.count} cells of population whole-map (whole map): {whole.word}, noise {whole.noise[0]:.3f}-{whole.noise[1]:.3f}" in (readme if run.name == "prefill-vs-sdpa" else backends)  # fmt: skip
+            assert f"geomean {whole.geomean:.3f} over {whole.count} cells of population whole-map (whole map): {whole.word}, noise {whole.noise[0]:.3f}-{whole.noise[1]:.3f}" in backends  # fmt: skip
+            # the README's small table: a row of this sweep shows its whole map's word
+            for row in (ln for ln in readme.splitlines() if ln.startswith(f"| {run.name} |")):
+                assert row.split(" | ")[2] == f"{whole.geomean:.3f}, {whole.word}", row
+                readme_rows += 1
+    assert readme_rows == 1  # no configured row ran: sm90's own headline is its one row
     # the words differ between cells, so the equalities above say something
     assert {"faster", "slower", "level", "faster (provisional)"} <= seen_words
     # the policy region judges its own population with the same rule, flagged cells left out
-    th = next(t for t in arch_caps.POLICY if t.region == "policy-single-prefill-sm90")
-    ev = aggregate(judge(cited["prefill-vs-sdpa"], runs), th.evidence.population, trusted_only=True)
+    ev = aggregate(judge(cited[REPLICATED], runs), SQUARE.evidence.population, trusted_only=True)
     region = policy_file.split("BEGIN GENERATED" + ": policy-single-prefill-sm90", 1)[1]
     region = region.split("END GENERATED", 1)[0]
     assert ev.count and f"): {ev.word};" in region
     # and the floor printed is the interval the verdict used
-    st = judge(cited["prefill-vs-sdpa"], runs)[0]
+    st = judge(cited[REPLICATED], runs)[0]
     assert st.noise == (st.floor[0] * st.band[0], st.floor[1] * st.band[1])
     assert re.search(r"provisional verdicts: one run", readme + backends)
 

@@ -88,11 +88,11 @@ def test_doc_arches_must_be_arch_names(tmp_path: Path, arch: str) -> None:
 
 def test_the_headline_must_name_a_registered_sweep(tmp_path: Path) -> None:
     root = fixture_project(
-        tmp_path / "repo", plugins=["tether_kernels.bench"], headline="no-such-sweep"
+        tmp_path / "repo", plugins=["tether_kernels_plugin"], headline="no-such-sweep"
     )
-    with pytest.raises(UsageError, match="headline 'no-such-sweep' names no registered sweep"):
+    with pytest.raises(UsageError, match="headline 'no-such-sweep' is not a registered sweep"):
         registry.for_project(_load(root))
-    good = fixture_project(tmp_path / "good", plugins=["tether_kernels.bench"])
+    good = fixture_project(tmp_path / "good", plugins=["tether_kernels_plugin"])
     assert "prefill-vs-sdpa" in registry.for_project(_load(good)).sweeps
 
 

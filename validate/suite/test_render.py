@@ -81,13 +81,15 @@ def test_headline_matches_independent_numpy(sweep_store: Path) -> None:
     out = render_all(ROOT, sweep_store)
     readme, backends = _text(out, README), _text(out, BACKENDS)
     cells = f"{len(gate)} cell" + ("s" if len(gate) != 1 else "")
-    # The README's row reports the policy's population; the run and the detail are on the
-    # backends page (no run id on the front page).
-    assert f"| PyTorch SDPA | `triton` against `sdpa\\_flash` | {gm:.3f} |" in readme, readme
+    gm_whole = float(np.exp(np.mean(np.log(whole))))
+    # None of [tool.tether.summary]'s sweeps ran here, so the README's one row is the arch's
+    # own headline, its measured sweep: the whole map and the policy's population side by
+    # side; the run and the detail are on the backends page (no run id on the front page).
+    row = f"| {run.name} | `triton` against `sdpa\\_flash` | {gm_whole:.3f}, "
+    assert re.search(re.escape(row) + rf"[^|\n]+ \| {gm:.3f}, [^|\n]+ \|", readme), readme
     assert run.id not in readme
     assert f"geomean {gm:.3f} over {cells} of population {pop.name}" in backends, backends
     assert f"`{run.id}`" in backends and "harness current" in backends
-    gm_whole = float(np.exp(np.mean(np.log(whole))))
     assert f"geomean {gm_whole:.3f} over {len(whole)} cells of population whole-map" in backends
     assert f"{sum(r < 1 for r in whole)} below 1.00" in backends
     assert "Tested: 12 passed, 0 failed, 2 skipped" in readme
@@ -118,7 +120,7 @@ def test_superseded_run_is_marked(tmp_path: Path) -> None:
     write_run(resealed(run, provenance={"harness_fingerprint": "sha256:" + "0" * 64}), store)
     out = render_all(ROOT, store)
     mark = "superseded (harness changed since; re-measure)"
-    assert re.search(r"\| PyTorch SDPA \|[^\n]*, superseded \|", _text(out, README))
+    assert f"| {run.name} ({mark}) |" in _text(out, README)
     assert "harness current" not in _text(out, BACKENDS)
     assert mark in _text(out, BACKENDS)
     assert b"superseded" in out[Path("docs/figures/sm90-prefill-vs-sdpa.svg")]
@@ -126,9 +128,13 @@ def test_superseded_run_is_marked(tmp_path: Path) -> None:
 
 def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
     store = tmp_path / "results"
+    from tether import project
     from tether.store import GuardRecord
 
-    run = make_not_measured_run(arch="gfx942", reason="host busy: lock held")
+    # An attempt at the project's headline sweep, the first of the README's rows.
+    headline = project.get(ROOT).headline
+    assert headline is not None
+    run = make_not_measured_run(arch="gfx942", name=headline, reason="host busy: lock held")
     record = {"pid": 4242, "user": "ci", "host": "gpu-1"}
     guard = GuardRecord(mode="refused", holder=record, reason="host busy: lock held")
     write_run(resealed(run, guard=guard), store)
@@ -138,9 +144,20 @@ def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
 
 
 @pytest.mark.devtool("ruff")
-def test_policy_regions_render_and_are_ruff_format_fixed_points(sweep_store: Path) -> None:
-    out = render_all(ROOT, sweep_store)
+def test_policy_regions_render_and_are_ruff_format_fixed_points(tmp_path: Path) -> None:
+    from tether_kernels.arch_caps import thresholds_for
+
+    # A FIXTURE run of the sweep the sm90 policy's first threshold cites, over its scope.
+    th = thresholds_for("sm90")[0]
+    store = tmp_path / "results"
+    fixed = {"hq": 32, "hkv": 8, "head_dim": 128, "dtype": "f16", "causal": True}
+    arms = {"A": th.otherwise, "B": th.arm}
+    make_sweep_run(
+        name=th.evidence.sweep, axes=AXES, fixed=fixed, arms=arms, ratio=0.8, store=store
+    )
+    out = render_all(ROOT, store)
     text = _text(out, Path("kernels/tether_kernels/arch_caps.py"))
+    assert f"# sweep {th.evidence.sweep}, population {th.evidence.population.name}" in text
     assert "# sweep prefill-vs-sdpa, population single-prefill-gate" in text
     assert "# cells " in text and " faster, " in text
     assert "# geomean_win: holds" in text or "# geomean_win: does not hold" in text

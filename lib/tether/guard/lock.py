@@ -268,6 +268,8 @@ def describe_holder(record: dict[str, Any] | None) -> str:
     if not record:
         return "an unrecorded process"
     argv = " ".join(str(a) for a in record.get("argv") or [])
+    if len(argv) > 120:  # a long command line must not push out who holds it and since when
+        argv = argv[:117] + "..."
     return (
         f"pid {record.get('pid')} ({record.get('user')}@{record.get('host')}: {argv}) "
         f"since {record.get('acquired_at')}"

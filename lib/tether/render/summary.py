@@ -82,9 +82,12 @@ def summary_context(
         built = tuple(_row(arch_doc, spec) for spec in specs)
         if not any(r.measured for r in built):
             # No configured comparison ran here (a CPU demo store): the arch's own headline,
-            # its first measured sweep, is what it has to show.
+            # its first measured sweep, is what it has to show. A listed arch lists the
+            # project's headline sweep whether or not it ran, so an unmeasured one is passed.
             own = arch_doc.headline(headline)
-            if own is not None and own.run is not None and own.name not in {r.sweep for r in built}:
+            if own is None or own.run is None:
+                own = next((s for s in arch_doc.sweeps if s.run is not None), None)
+            if own is not None and own.name not in {r.sweep for r in built}:
                 built = (_row(arch_doc, {"label": own.name, "sweep": own.name}),)
         kernel = next((str(r.doc.arms.get("B")) for r in built if r.measured), None)
         out.append(SummaryArch(arch_doc.arch, kernel, built, arch_doc))
