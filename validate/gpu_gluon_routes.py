@@ -1,0 +1,68 @@
+"""The calls sm90's policy routes to the Gluon kernel, through the public API, checked on a GPU.
+
+validate/gpu_routed_grid.py's shapes (small heads, issue 11's grid) route nowhere near the
+Gluon thresholds' scope (32 query heads over 8 kv heads, head_dim 128), so this checks the
+scope's own calls: square and chunked, f16 and bf16, with and without the LSE, contiguous and
+strided, each twice (the second call runs the cached plan), against the f32 reference by the
+2x rule of kernels/API.md. Prints one line per case and a last line OK or FAILED; exit 1 on a
+failure.
+
+    python3 -m validate.gpu_gluon_routes
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from tether_kernels import Shape, route, single_prefill
+from tether_kernels.arms import attention_ref
+
+CASES = [
+    (qo, kv, dtype, lse, strided)
+    for qo, kv in ((1024, 1024), (2048, 2048), (1000, 1000), (128, 4096), (512, 8192), (2049, 5000))
+    for dtype in (torch.float16, torch.bfloat16)
+    for lse in (False, True)
+    for strided in (False, True)
+]
+
+
+def _inputs(qo: int, kv: int, dtype: torch.dtype, strided: bool, seed: int):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    if strided:  # views of one packed qkv buffer, as a serving stack holds them
+        packed = torch.randn(kv, 48, 128, device="cuda", dtype=dtype, generator=gen)
+        return packed[-qo:, :32], packed[:, 32:40], packed[:, 40:48]
+    q = torch.randn(qo, 32, 128, device="cuda", dtype=dtype, generator=gen)
+    k = torch.randn(kv, 8, 128, device="cuda", dtype=dtype, generator=gen)
+    v = torch.randn(kv, 8, 128, device="cuda", dtype=dtype, generator=gen)
+    return q, k, v
+
+
+def main() -> int:
+    failed = 0
+    for n, (qo, kv, dtype, lse, strided) in enumerate(CASES):
+        q, k, v = _inputs(qo, kv, dtype, strided, n)
+        name = {torch.float16: "f16", torch.bfloat16: "bf16"}[dtype]
+        arm = route("single_prefill", Shape(1, qo, kv, 32, 8, 128, name), "sm90", return_lse=lse)
+        ref, ref_lse = attention_ref(q[None], k[None], v[None], True, return_lse=True)
+        same = attention_ref(q[None], k[None], v[None], True).to(dtype).float()
+        tol = 2 * (same - ref).abs().max().item() + 1e-3
+        worst = 0.0
+        for _ in range(2):
+            got = single_prefill(q, k, v, causal=True, return_lse=lse)
+            out = got[0] if lse else got
+            worst = max(worst, (out.float() - ref[0]).abs().max().item())
+            if lse:
+                worst_lse = (got[1] - ref_lse[0]).abs().max().item()
+                worst = max(worst, worst_lse if worst_lse > 1e-2 else 0.0)
+        ok = worst <= tol
+        failed += not ok
+        print(f"{'ok ' if ok else 'BAD'} {qo}x{kv} {name} lse={lse} strided={strided} arm={arm} "
+              f"err {worst:.2e} tol {tol:.2e}")  # fmt: skip
+    print("OK: every case passed" if not failed else f"FAILED: {failed} of {len(CASES)} cases")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
