@@ -4,7 +4,7 @@ validate/gpu_routed_grid.py's shapes (small heads, issue 11's grid) route nowher
 Gluon thresholds' scope (32 query heads over 8 kv heads, head_dim 128), so this checks the
 scope's own calls: square and chunked, f16 and bf16, with and without the LSE, contiguous and
 strided, each twice (the second call runs the cached plan), against the f32 reference by the
-2x rule of kernels/API.md. Prints one line per case and a last line OK or FAILED; exit 1 on a
+accuracy rule of kernels/API.md. Prints one line per case and a last line OK or FAILED; exit 1 on a
 failure.
 
     python3 -m validate.gpu_gluon_routes

@@ -499,14 +499,16 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261201T102515Z-sweep-policy-chunked-sm90-sm90-d0f1f210b5f9
-# (2026-12-01, git e89bdb3bc772, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/arch_caps.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# the population has no cells in this run that count (14 flagged cells left out).
-# geomean_win: does not hold
-# no_loss_outside_floor: does not hold
+# run 20261201T112453Z-sweep-policy-chunked-sm90-sm90-11522c07a5b5
+# (2026-12-01, git 3d4434038a19, 1 blocks, 1 replicate runs)
+# 14 cells, geomean 2.130,
+# noise 0.987-1.013 (A/A floor 0.996-1.004
+# times replicate band 0.991-1.009): faster;
+# cells 14 faster, 0 slower, 0 level;
+# worst cell dtype=f16 kv_len=8192 qo_len=512
+# at 1.949.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
 _SM90_CHUNKED = Threshold(
     region="policy-sm90-single-prefill-chunked",
@@ -532,17 +534,14 @@ _SM90_CHUNKED = Threshold(
 #   qo_len >= 1024
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 1024).
-# run 20261201T102535Z-sweep-policy-square-sm90-sm90-2b5d752a2d59
-# (2026-12-01, git e89bdb3bc772, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/arch_caps.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# 10 cells, geomean 1.092,
-# noise 0.995-1.005 (A/A floor 0.999-1.001
-# times replicate band 0.995-1.005): faster;
+# run 20261201T112514Z-sweep-policy-square-sm90-sm90-1d468a9a6060
+# (2026-12-01, git 3d4434038a19, 1 blocks, 1 replicate runs)
+# 10 cells, geomean 1.103,
+# noise 0.989-1.011 (A/A floor 0.996-1.004
+# times replicate band 0.992-1.008): faster;
 # cells 10 faster, 0 slower, 0 level;
-# worst cell dtype=f16 seqlen=4096
-# at 1.066.
+# worst cell dtype=bf16 seqlen=4096
+# at 1.073.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -562,17 +561,14 @@ _SM90 = Threshold(
 #   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
 # (reachable from batch_prefill).
-# run 20261201T102551Z-sweep-policy-batch-sm90-sm90-93caaaddf339
-# (2026-12-01, git e89bdb3bc772, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/arch_caps.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# 8 cells, geomean 0.891,
-# noise 0.998-1.002 (A/A floor 0.999-1.001
+# run 20261201T112653Z-sweep-policy-batch-sm90-sm90-83a713fb2024
+# (2026-12-01, git 3d4434038a19, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 0.893,
+# noise 0.996-1.004 (A/A floor 0.998-1.002
 # times replicate band 0.998-1.002): slower;
-# cells 0 faster, 7 slower, 1 level;
+# cells 1 faster, 7 slower, 0 level;
 # worst cell batch=16 seqlen=1024
-# at 0.751.
+# at 0.749.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
