@@ -271,133 +271,106 @@ registry.sweep(
 _API = {"batch": 1, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "bf16", "causal": True}
 _API_TIMING = TimingPolicy(cell_cap_s=1.0)
 
-registry.sweep(
-    Sweep(
-        name="api-chunked-fa3",
-        case="attention",
-        axes={"qo_len": (128, 256, 512, 1024, 2048, 4096, 8192), "kv_len": (8192, 32768)},
-        fixed={k: v for k, v in _API.items() if k not in ("qo_len", "kv_len")},
-        arms={"A": "flashinfer_fa3", "B": "single_prefill"},
-        entry_points=ENTRY_POINTS,
-        timing=_API_TIMING,
-        replicates=1,
-        description="single_prefill as called (CUDA graph) against FlashInfer fa3: chunked prefill",
+
+def _single_block(
+    name: str,
+    axes: dict[str, tuple[object, ...]],
+    fixed: dict[str, object],
+    arms: dict[str, str],
+    description: str,
+    timing: TimingPolicy = _API_TIMING,
+) -> Sweep:
+    """A sweep of one replicate block per run (two runs of a commit give the band), its
+    ``seqlen`` axis, where it has one, a square call's length."""
+    return registry.sweep(
+        Sweep(
+            name=name,
+            case="attention",
+            axes=axes,
+            aliases=SQUARE_ALIAS if "seqlen" in axes else {},
+            fixed=fixed,
+            arms=arms,
+            entry_points=ENTRY_POINTS,
+            timing=timing,
+            replicates=1,
+            description=description,
+        )
     )
+
+
+_API_CHUNKED = {k: v for k, v in _API.items() if k not in ("qo_len", "kv_len")}
+_API_BATCH = {k: v for k, v in _API.items() if k != "batch"}
+_VS_FA3 = {"A": "flashinfer_fa3", "B": "single_prefill"}
+_single_block(
+    "api-chunked-fa3",
+    {"qo_len": (128, 256, 512, 1024, 2048, 4096, 8192), "kv_len": (8192, 32768)},
+    _API_CHUNKED,
+    _VS_FA3,
+    "single_prefill as called (CUDA graph) against FlashInfer fa3: chunked prefill",
 )
-registry.sweep(
-    Sweep(
-        name="api-square-fa3",
-        case="attention",
-        axes={"seqlen": (512, 1024, 2048, 4096, 8192, 16384)},
-        aliases=SQUARE_ALIAS,
-        fixed=_API,
-        arms={"A": "flashinfer_fa3", "B": "single_prefill"},
-        entry_points=ENTRY_POINTS,
-        timing=_API_TIMING,
-        replicates=1,
-        description="single_prefill as called (CUDA graph) against FlashInfer fa3: square prefill",
-    )
+_single_block(
+    "api-square-fa3",
+    {"seqlen": (512, 1024, 2048, 4096, 8192, 16384)},
+    _API,
+    _VS_FA3,
+    "single_prefill as called (CUDA graph) against FlashInfer fa3: square prefill",
 )
-registry.sweep(
-    Sweep(
-        name="api-eager-fa3",
-        case="attention",
-        axes={"seqlen": (128, 1024, 4096)},
-        aliases=SQUARE_ALIAS,
-        fixed=_API,
-        arms={"A": "flashinfer_fa3", "B": "single_prefill"},
-        entry_points=ENTRY_POINTS,
-        timing=TimingPolicy(sampler="wall", cell_cap_s=1.0),
-        replicates=1,
-        description="single_prefill called eagerly (host clock, device synchronised) against fa3",
-    )
+_single_block(
+    "api-eager-fa3",
+    {"seqlen": (128, 1024, 4096)},
+    _API,
+    _VS_FA3,
+    "single_prefill called eagerly (host clock, device synchronised) against fa3",
+    TimingPolicy(sampler="wall", cell_cap_s=1.0),
 )
-registry.sweep(
-    Sweep(
-        name="api-host-fa3",
-        case="attention",
-        axes={"seqlen": (128, 1024, 4096)},
-        aliases=SQUARE_ALIAS,
-        fixed=_API,
-        arms={"A": "flashinfer_fa3", "B": "single_prefill"},
-        entry_points=ENTRY_POINTS,
-        timing=TimingPolicy(sampler="host", cell_cap_s=1.0),
-        replicates=1,
-        description="host time to issue one eager single_prefill call, against fa3's",
-    )
+_single_block(
+    "api-host-fa3",
+    {"seqlen": (128, 1024, 4096)},
+    _API,
+    _VS_FA3,
+    "host time to issue one eager single_prefill call, against fa3's",
+    TimingPolicy(sampler="host", cell_cap_s=1.0),
 )
-registry.sweep(
-    Sweep(
-        name="api-chunked-sdpa",
-        case="attention",
-        axes={"qo_len": (256, 2048), "kv_len": (4096, 16384)},
-        fixed={k: v for k, v in _API.items() if k not in ("qo_len", "kv_len")},
-        arms={"A": "sdpa", "B": "single_prefill"},
-        entry_points=ENTRY_POINTS,
-        timing=_API_TIMING,
-        replicates=1,
-        description="single_prefill as called against PyTorch SDPA as a user calls it",
-    )
+_single_block(
+    "api-chunked-sdpa",
+    {"qo_len": (256, 2048), "kv_len": (4096, 16384)},
+    _API_CHUNKED,
+    {"A": "sdpa", "B": "single_prefill"},
+    "single_prefill as called against PyTorch SDPA as a user calls it",
 )
-registry.sweep(
-    Sweep(
-        name="api-batch-sdpa",
-        case="attention",
-        axes={"batch": (2, 4, 8, 16), "seqlen": (1024, 4096)},
-        aliases=SQUARE_ALIAS,
-        fixed={k: v for k, v in _API.items() if k != "batch"},
-        arms={"A": "sdpa", "B": "batch_prefill"},
-        entry_points=ENTRY_POINTS,
-        timing=_API_TIMING,
-        replicates=1,
-        description="batch_prefill as called against PyTorch SDPA as a user calls it",
-    )
+_single_block(
+    "api-batch-sdpa",
+    {"batch": (2, 4, 8, 16), "seqlen": (1024, 4096)},
+    _API_BATCH,
+    {"A": "sdpa", "B": "batch_prefill"},
+    "batch_prefill as called against PyTorch SDPA as a user calls it",
 )
 
 # The policy's evidence: tether's Gluon kernel (B) against the arm a call otherwise takes (A),
 # each through the arm's own per-call path, over every value of the axes the threshold's scope
 # names (dtype), from the shortest call its region routes.
 _POLICY_FIXED = {k: v for k, v in _API.items() if k not in ("dtype", "qo_len", "kv_len")}
-registry.sweep(
-    Sweep(
-        name="policy-chunked-sm90",
-        case="attention",
-        axes={"qo_len": (128, 512, 2048, 8192), "kv_len": (8192, 32768), "dtype": ("f16", "bf16")},
-        fixed=_POLICY_FIXED,
-        arms={"A": "sdpa_cudnn", "B": "gluon"},
-        entry_points=ENTRY_POINTS,
-        timing=_API_TIMING,
-        replicates=1,
-        description="sm90 chunked prefill: gluon against cuDNN, f16 and bf16",
-    )
+_VS_CUDNN = {"A": "sdpa_cudnn", "B": "gluon"}
+_single_block(
+    "policy-chunked-sm90",
+    {"qo_len": (128, 512, 2048, 8192), "kv_len": (8192, 32768), "dtype": ("f16", "bf16")},
+    _POLICY_FIXED,
+    _VS_CUDNN,
+    "sm90 chunked prefill: gluon against cuDNN, f16 and bf16",
 )
-registry.sweep(
-    Sweep(
-        name="policy-square-sm90",
-        case="attention",
-        axes={"seqlen": (512, 1024, 2048, 4096, 8192, 16384), "dtype": ("f16", "bf16")},
-        aliases=SQUARE_ALIAS,
-        fixed=_POLICY_FIXED,
-        arms={"A": "sdpa_cudnn", "B": "gluon"},
-        entry_points=ENTRY_POINTS,
-        timing=_API_TIMING,
-        replicates=1,
-        description="sm90 square prefill: gluon against cuDNN, f16 and bf16",
-    )
+_single_block(
+    "policy-square-sm90",
+    {"seqlen": (512, 1024, 2048, 4096, 8192, 16384), "dtype": ("f16", "bf16")},
+    _POLICY_FIXED,
+    _VS_CUDNN,
+    "sm90 square prefill: gluon against cuDNN, f16 and bf16",
 )
-registry.sweep(
-    Sweep(
-        name="policy-batch-sm90",
-        case="attention",
-        axes={"batch": (2, 4, 8, 16), "seqlen": (1024, 4096)},
-        aliases=SQUARE_ALIAS,
-        fixed={k: v for k, v in _API.items() if k != "batch"},
-        arms={"A": "sdpa_cudnn", "B": "gluon"},
-        entry_points=ENTRY_POINTS,
-        timing=_API_TIMING,
-        replicates=1,
-        description="sm90 batch_prefill, square: gluon against cuDNN, bf16",
-    )
+_single_block(
+    "policy-batch-sm90",
+    {"batch": (2, 4, 8, 16), "seqlen": (1024, 4096)},
+    _API_BATCH,
+    _VS_CUDNN,
+    "sm90 batch_prefill, square: gluon against cuDNN, bf16",
 )
 # The public API's gated calls: the arm the call took before the policy routed it to Gluon
 # (cuDNN, A) against single_prefill as called (B), in short bursts from rest.
