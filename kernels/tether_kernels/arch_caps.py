@@ -234,9 +234,8 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
 # rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261201T013403Z-compile-attn-fwd-gfx942-0f08e4521d35
-# (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target hip:gfx942:64).
-# STALE: the kernel sources changed since this run; run `tether compile --arch gfx942`.
+# run 20261201T113156Z-compile-attn-fwd-gfx942-d13a7472d9b4
+# (2026-12-01, git 902ff0cf51d7, triton 3.9.0, target hip:gfx942:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
@@ -244,7 +243,7 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
 # max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w8 s1 wpe2, 125, 0, 16384, 4-5
 #   d16 bf16: m128 n32 w8 s1 wpe2, 80, 0, 8192, 6
-#   d16 f32: m128 n64 w8 s1 wpe2, 137, 0, 32768, 3-4
+#   d16 f32: m128 n64 w8 s1 wpe2, 136, 0, 32768, 3-4
 #   d32 f16: m128 n64 w4 s1 wpe2, 157, 0, 8192, 3-4
 #   d32 bf16: m128 n64 w4 s1 wpe2, 170, 0, 8192, 2-3
 #   d32 f32: m128 n64 w4 s1 wpe2, 197, 0, 16384, 2
@@ -268,9 +267,8 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261201T013433Z-compile-attn-fwd-gfx950-9894f6ad6e20
-# (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target hip:gfx950:64).
-# STALE: the kernel sources changed since this run; run `tether compile --arch gfx950`.
+# run 20261201T113317Z-compile-attn-fwd-gfx950-ceb40dacb235
+# (2026-12-01, git 902ff0cf51d7, triton 3.9.0, target hip:gfx950:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
@@ -306,9 +304,8 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261201T013501Z-compile-attn-fwd-gfx1151-d36c3eb23d54
-# (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target hip:gfx1151:32).
-# STALE: the kernel sources changed since this run; run `tether compile --arch gfx1151`.
+# run 20261201T113445Z-compile-attn-fwd-gfx1151-a3d1a9b19674
+# (2026-12-01, git 902ff0cf51d7, triton 3.9.0, target hip:gfx1151:32).
 # 120 variants: 8040 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 33 variants.
@@ -352,9 +349,8 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # compile runs of the whole sm90 map that the compile gate judges.
 # BEGIN GENERATED: launch-configs-sm90 (tether render)
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
-# run 20261201T013250Z-compile-attn-fwd-sm90-1aaf83bab336
-# (2026-12-01, git 37c5b3ee4fbc, triton 3.9.0, target cuda:90:32).
-# STALE: the kernel sources changed since this run; run `tether compile --arch sm90`.
+# run 20261201T112814Z-compile-attn-fwd-sm90-61c6ccb43872
+# (2026-12-01, git 9c89a2cdeeb8 dirty, triton 3.9.0, target cuda:90:32).
 # 152 variants: 232 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
