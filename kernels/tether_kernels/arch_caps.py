@@ -234,28 +234,30 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
 # rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261201T113156Z-compile-attn-fwd-gfx942-d13a7472d9b4
-# (2026-12-01, git 902ff0cf51d7, triton 3.9.0, target hip:gfx942:64).
+# run 20261201T113942Z-compile-attn-fwd-gfx942-fcb91f79db88
+# (2026-12-01, git 181138f64866 dirty, triton 3.6.0, target hip:gfx942:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
-# Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
+# With triton 3.9.0, run 20261201T113156Z-compile-attn-fwd-gfx942-d13a7472d9b4:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
+# Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
-#   d16 f16: m128 n64 w8 s1 wpe2, 125, 0, 16384, 4-5
-#   d16 bf16: m128 n32 w8 s1 wpe2, 80, 0, 8192, 6
-#   d16 f32: m128 n64 w8 s1 wpe2, 136, 0, 32768, 3-4
-#   d32 f16: m128 n64 w4 s1 wpe2, 157, 0, 8192, 3-4
-#   d32 bf16: m128 n64 w4 s1 wpe2, 170, 0, 8192, 2-3
-#   d32 f32: m128 n64 w4 s1 wpe2, 197, 0, 16384, 2
-#   d64 f16: m128 n64 w4 s1 wpe2, 227, 0, 16384, 2
-#   d64 bf16: m128 n64 w4 s1 wpe2, 236, 0, 16384, 2
-#   d64 f32: m128 n64 w8 s1 wpe2, 233, 0, 32768, 2
-#   d128 f16: m128 n32 w8 s1 wpe2, 150, 0, 32768, 3
-#   d128 bf16: m128 n32 w8 s1 wpe2, 151, 0, 32768, 3
+#   d16 f16: m128 n64 w8 s1 wpe2, 106, 0, 16384, 4
+#   d16 bf16: m128 n32 w8 s1 wpe2, 78, 0, 8192, 6
+#   d16 f32: m128 n64 w8 s1 wpe2, 116, 0, 32768, 4
+#   d32 f16: m128 n64 w4 s1 wpe2, 125, 0, 8192, 4
+#   d32 bf16: m128 n64 w4 s1 wpe2, 130, 0, 8192, 3
+#   d32 f32: m128 n64 w4 s1 wpe2, 150, 0, 16384, 3
+#   d64 f16: m128 n64 w4 s1 wpe2, 169, 0, 16384, 2-3
+#   d64 bf16: m128 n64 w4 s1 wpe2, 196, 0, 16384, 2
+#   d64 f32: m128 n64 w8 s1 wpe2, 183, 0, 32768, 2
+#   d128 f16: m128 n32 w8 s1 wpe2, 158, 0, 32768, 3
+#   d128 bf16: m128 n32 w8 s1 wpe2, 159, 0, 32768, 3
 #   d128 f32: m128 n32 w8 s1 wpe2, 209, 0, 65536, 2
-#   d256 f16: m128 n32 w8 s1 wpe2, 232, 0, 65536, 2
-#   d256 bf16: m128 n32 w8 s1 wpe2, 236, 0, 65536, 2
-#   d256 f32: m32 n16 w4 s1 wpe2, 190, 0, 32768, 2
+#   d256 f16: m128 n32 w8 s1 wpe2, 237, 0, 65536, 2
+#   d256 bf16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
+#   d256 f32: m32 n16 w4 s1 wpe2, 197, 0, 32768, 2
 # END GENERATED: launch-configs-gfx942
 _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -267,28 +269,30 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261201T113317Z-compile-attn-fwd-gfx950-ceb40dacb235
-# (2026-12-01, git 902ff0cf51d7, triton 3.9.0, target hip:gfx950:64).
+# run 20261201T114009Z-compile-attn-fwd-gfx950-e901f599aa3e
+# (2026-12-01, git 181138f64866 dirty, triton 3.6.0, target hip:gfx950:64).
 # 120 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
-# Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
+# With triton 3.9.0, run 20261201T113317Z-compile-attn-fwd-gfx950-ceb40dacb235:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
+# Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
-#   d16 f16: m128 n64 w4 s1 wpe2, 132, 0, 16384, 3-4
-#   d16 bf16: m128 n64 w4 s1 wpe2, 132, 0, 16384, 3-4
-#   d16 f32: m128 n64 w4 s1 wpe2, 141, 0, 32768, 3
-#   d32 f16: m128 n64 w4 s1 wpe2, 142, 0, 8192, 3-4
-#   d32 bf16: m128 n64 w4 s1 wpe2, 142, 0, 8192, 3-4
-#   d32 f32: m128 n64 w4 s2 wpe2, 162, 0, 32768, 3
-#   d64 f16: m128 n64 w4 s1 wpe2, 182, 0, 16384, 2-3
-#   d64 bf16: m128 n64 w4 s1 wpe2, 182, 0, 16384, 2-3
-#   d64 f32: m128 n64 w8 s1 wpe2, 221, 0, 32768, 2
-#   d128 f16: m128 n32 w8 s1 wpe2, 156, 0, 32768, 3
-#   d128 bf16: m128 n32 w8 s1 wpe2, 156, 0, 32768, 3
-#   d128 f32: m128 n32 w4 s1 wpe2, 233, 0, 65536, 2
-#   d256 f16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
-#   d256 bf16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
-#   d256 f32: m32 n16 w2 s1 wpe2, 250, 0, 32768, 2
+#   d16 f16: m128 n64 w4 s1 wpe2, 115, 0, 16384, 4
+#   d16 bf16: m128 n64 w4 s1 wpe2, 115, 0, 16384, 4
+#   d16 f32: m128 n64 w4 s1 wpe2, 132, 0, 32768, 3
+#   d32 f16: m128 n64 w4 s1 wpe2, 110, 0, 8192, 4
+#   d32 bf16: m128 n64 w4 s1 wpe2, 110, 0, 8192, 4
+#   d32 f32: m128 n64 w4 s2 wpe2, 141, 0, 16384, 3
+#   d64 f16: m128 n64 w4 s1 wpe2, 157, 0, 16384, 3
+#   d64 bf16: m128 n64 w4 s1 wpe2, 157, 0, 16384, 3
+#   d64 f32: m128 n64 w8 s1 wpe2, 176, 0, 32768, 2
+#   d128 f16: m128 n32 w8 s1 wpe2, 159, 0, 32768, 3
+#   d128 bf16: m128 n32 w8 s1 wpe2, 159, 0, 32768, 3
+#   d128 f32: m128 n32 w4 s1 wpe2, 229, 0, 65536, 2
+#   d256 f16: m128 n32 w8 s1 wpe2, 240, 0, 65536, 2
+#   d256 bf16: m128 n32 w8 s1 wpe2, 240, 0, 65536, 2
+#   d256 f32: m32 n16 w2 s1 wpe2, 256, 0, 32768, 2
 # END GENERATED: launch-configs-gfx950
 _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -304,28 +308,30 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261201T113445Z-compile-attn-fwd-gfx1151-a3d1a9b19674
-# (2026-12-01, git 902ff0cf51d7, triton 3.9.0, target hip:gfx1151:32).
-# 120 variants: 8040 registers spilled, 0 over the LDS,
+# run 20261201T114034Z-compile-attn-fwd-gfx1151-c5505d795244
+# (2026-12-01, git 181138f64866 dirty, triton 3.6.0, target hip:gfx1151:32).
+# 120 variants: 6308 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
-# occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 33 variants.
-# Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
+# occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 36 variants.
+# With triton 3.9.0, run 20261201T113445Z-compile-attn-fwd-gfx1151-a3d1a9b19674:
+# 8040 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 33 variants.
+# Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
-#   d16 f16: m128 n64 w8 s1 wpe2, 133, 0, 2048, 10
-#   d16 bf16: m128 n64 w8 s1 wpe2, 157, 0, 2048, 9
-#   d16 f32: m64 n64 w8 s1 wpe2, 256, 0, 16384, 5
-#   d32 f16: m128 n64 w8 s1 wpe2, 187, 0, 8192, 8
-#   d32 bf16: m128 n64 w8 s1 wpe2, 199, 0, 8192, 7
-#   d32 f32: m32 n16 w4 s1 wpe2, 200, 0, 4096, 7
-#   d64 f16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6
-#   d64 bf16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6-7
-#   d64 f32: m16 n16 w4 s1 wpe2, 256, 1, 4096, 5
-#   d128 f16: m32 n16 w4 s1 wpe2, 253, 0, 8192, 5
-#   d128 bf16: m32 n16 w4 s1 wpe2, 254, 0, 8192, 5
-#   d128 f32: m16 n16 w4 s1 wpe2, 256, 1596, 8192, 5
-#   d256 f16: m16 n16 w4 s2 wpe2, 256, 1023, 16384, 5
-#   d256 bf16: m16 n16 w4 s2 wpe2, 256, 1074, 16384, 5
-#   d256 f32: m16 n16 w4 s1 wpe2, 256, 4346, 16384, 5
+#   d16 f16: m128 n64 w8 s1 wpe2, 151, 0, 2048, 9-10
+#   d16 bf16: m128 n64 w8 s1 wpe2, 150, 0, 2048, 9-10
+#   d16 f32: m64 n64 w8 s1 wpe2, 251, 0, 16384, 5
+#   d32 f16: m128 n64 w8 s1 wpe2, 194, 0, 8192, 7-8
+#   d32 bf16: m128 n64 w8 s1 wpe2, 201, 0, 8192, 7-8
+#   d32 f32: m32 n16 w4 s1 wpe2, 205, 0, 4096, 7
+#   d64 f16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
+#   d64 bf16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
+#   d64 f32: m16 n16 w4 s1 wpe2, 256, 16, 4096, 5
+#   d128 f16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
+#   d128 bf16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
+#   d128 f32: m16 n16 w4 s1 wpe2, 256, 1836, 8192, 5
+#   d256 f16: m16 n16 w4 s2 wpe2, 256, 148, 16384, 5
+#   d256 bf16: m16 n16 w4 s2 wpe2, 256, 122, 16384, 5
+#   d256 f32: m16 n16 w4 s1 wpe2, 256, 4186, 16384, 5
 # END GENERATED: launch-configs-gfx1151
 _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -349,30 +355,32 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # compile runs of the whole sm90 map that the compile gate judges.
 # BEGIN GENERATED: launch-configs-sm90 (tether render)
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
-# run 20261201T112814Z-compile-attn-fwd-sm90-61c6ccb43872
-# (2026-12-01, git 9c89a2cdeeb8 dirty, triton 3.9.0, target cuda:90:32).
-# 152 variants: 232 registers spilled, 0 over the LDS,
+# run 20261201T113821Z-compile-attn-fwd-sm90-fa72fcd48ff0
+# (2026-12-01, git 181138f64866 dirty, triton 3.6.0, target cuda:90:32).
+# 152 variants: 104 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (40 f32 by design);
-# occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
-# Per config, triton 3.9.0: head_dim dtype: config, max registers per thread, spills,
+# occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 12 variants.
+# With triton 3.9.0, run 20261201T112814Z-compile-attn-fwd-sm90-61c6ccb43872:
+# 232 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 16 variants.
+# Per config, triton 3.6.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.
 #   d16 f16: m128 n64 w4 s3, 148, 0, 16384, 3
 #   d16 bf16: m128 n64 w4 s3, 148, 0, 16384, 3
-#   d16 f32: m128 n64 w8 s2, 190, 0, 49152, 1
-#   d32 f16: m128 n64 w4 s3, 170, 0, 32768, 2-3
-#   d32 bf16: m128 n64 w4 s3, 170, 0, 32768, 2-3
+#   d16 f32: m128 n64 w8 s2, 196, 0, 49152, 1
+#   d32 f16: m128 n64 w4 s3, 176, 0, 32768, 2-3
+#   d32 bf16: m128 n64 w4 s3, 176, 0, 32768, 2-3
 #   d32 f32: m128 n64 w8 s1, 254, 0, 57856, 1
-#   d64 f16: m128 n64 w4 s3, 233, 0, 65536, 2
-#   d64 bf16: m128 n64 w4 s3, 233, 0, 65536, 2
-#   d64 f32: m64 n32 w8 s1, 166, 0, 33024, 1-2
-#   d128 f16: m128 n64 w8 s4 longest_first hpp2, 255, 116, 196608, 1
-#   d128 f16: m64 n64 w4 s3 longest_first, 172, 0, 114688, 2
-#   d128 bf16: m128 n64 w8 s4 longest_first hpp2, 255, 116, 196608, 1
-#   d128 bf16: m64 n64 w4 s3 longest_first, 172, 0, 114688, 2
-#   d128 f32: m16 n16 w4 s1, 72, 0, 24576, 7
-#   d256 f16: m64 n32 w8 s2, 163, 0, 98304, 1
-#   d256 bf16: m64 n32 w8 s2, 163, 0, 98304, 1
-#   d256 f32: m32 n16 w4 s1, 214, 0, 65536, 2
+#   d64 f16: m128 n64 w4 s3, 238, 0, 65536, 2
+#   d64 bf16: m128 n64 w4 s3, 238, 0, 65536, 2
+#   d64 f32: m64 n32 w8 s1, 168, 0, 33024, 1
+#   d128 f16: m128 n64 w8 s4 longest_first hpp2, 255, 52, 196608, 1
+#   d128 f16: m64 n64 w4 s3 longest_first, 176, 0, 114688, 2
+#   d128 bf16: m128 n64 w8 s4 longest_first hpp2, 255, 52, 196608, 1
+#   d128 bf16: m64 n64 w4 s3 longest_first, 176, 0, 114688, 2
+#   d128 f32: m16 n16 w4 s1, 76, 0, 24576, 6-7
+#   d256 f16: m64 n32 w8 s2, 140, 0, 98304, 1
+#   d256 bf16: m64 n32 w8 s2, 140, 0, 98304, 1
+#   d256 f32: m32 n16 w4 s1, 204, 0, 65536, 2
 # END GENERATED: launch-configs-sm90
 SM90_F32: dict[tuple[int, str], LaunchConfig] = {
     (d, "f32"): LaunchConfig(m, n, num_warps=w, num_stages=s)
