@@ -8,7 +8,9 @@ from collections.abc import Iterator
 _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def docstring_owners(tree: ast.AST) -> Iterator[ast.Module | ast.ClassDef | ast.FunctionDef]:
+def docstring_owners(
+    tree: ast.AST,
+) -> Iterator[ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef]:
     """Each module, class or function in ``tree`` whose body starts with a docstring."""
     for node in ast.walk(tree):
         if not isinstance(node, _DOCUMENTED):

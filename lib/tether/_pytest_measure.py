@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-_RESULTS = pytest.StashKey[list]()
+_RESULTS = pytest.StashKey[list[dict[str, Any]]]()
 _WORKER_RESULTS = "tether_measured"
 SAVE_PREFIX = "pytest-"
 # A saved run is a record of what a test suite measured, outside the host lock: it is marked
@@ -194,7 +194,8 @@ def tether_measure(request: pytest.FixtureRequest) -> Any:
 
 
 def worker_output(config: pytest.Config) -> list[dict[str, Any]]:
-    return list(config.stash.get(_RESULTS, []))
+    stored: list[dict[str, Any]] = config.stash.get(_RESULTS, [])
+    return list(stored)
 
 
 def merge_worker(config: pytest.Config, node: Any) -> None:

@@ -233,7 +233,9 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
     for name, op, value in th.takes:
         if op not in (">=", ">") or not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        seen = [c.fields[name] for c in cells if isinstance(c.fields.get(name), (int, float))]
+        seen: list[float] = [
+            float(v) for c in cells if isinstance(v := c.fields.get(name), (int, float))
+        ]
         if not seen:
             gaps.append(f"no evidence cell has a {name}")
         elif min(seen) > value:

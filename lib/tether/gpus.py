@@ -73,7 +73,7 @@ _NVSMI_RE = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]+)\))?\s*$")
 
 
 def _from_nvidia_smi(text: str) -> list[Gpu]:
-    gpus = []
+    gpus: list[Gpu] = []
     for line in text.splitlines():
         m = _NVSMI_RE.match(line.strip())
         if m:

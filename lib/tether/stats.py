@@ -715,7 +715,7 @@ def agreement(
     if not a or set(a) != set(b):
         return None
     band = run_band(base, control) if control is not None else None
-    twin = agreement(base, control) if band is not None else None
+    twin = agreement(base, control) if band is not None and control is not None else None
     gpus = {key_label(c.key): c.extra.get("gpu") for c in other.cells}
     rows = []
     for label in sorted(a):

@@ -8,7 +8,7 @@ error stream so it never mixes with what a command prints.
 from __future__ import annotations
 
 import contextlib
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -43,7 +43,7 @@ class SweepProgress:
         self.total = total
         self.cells: list[stats.CellStat] = []
         self._progress: Progress | None = None
-        self._task = None
+        self._task: Any = None  # rich's TaskID once the bar has started
         if enabled and stream is not None:
             console = Console(file=stream, stderr=False, highlight=False, soft_wrap=True)
             self._progress = Progress(

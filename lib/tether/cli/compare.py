@@ -151,7 +151,7 @@ def compare_runs(
             "no replicate of RUN_A in the store and no --control: judged against the two runs' "
             "within-run noise only (measure RUN_A's sweep again at its commit for a band)"
         )
-    agree = sum(c["agree"] for c in cells)
+    agree = sum(bool(c["agree"]) for c in cells)
     return {
         "a": a.id,
         "b": b.id,

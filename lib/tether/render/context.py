@@ -234,7 +234,9 @@ def sweep_doc(
         unit=run.unit,
         replicates=tuple(run_ref(r, current) for r in sibs),
         blocks=blocks,
-        shards=agreement(twin, sharded, control) if sharded is not None else None,
+        shards=agreement(twin, sharded, control)
+        if sharded is not None and twin is not None
+        else None,
         shards_against=run_ref(twin, current) if twin is not None else None,
         shards_control=run_ref(control, current) if control is not None else None,
         shards_run=run_ref(sharded, current) if sharded is not None else None,

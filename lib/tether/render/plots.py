@@ -38,11 +38,12 @@ def curve_svg(
     from matplotlib.figure import Figure
 
     xs = [float(p.value) for p in points]  # type: ignore[arg-type]
-    gms = [p.aggregate.geomean for p in points]
+    found = [p.aggregate.geomean for p in points]
     los = [p.aggregate.floor[0] for p in points if p.aggregate.floor]
     his = [p.aggregate.floor[1] for p in points if p.aggregate.floor]
-    if None in gms or len(los) != len(xs):
+    if None in found or len(los) != len(xs):
         raise ValueError("curve points must all have cells")
+    gms = [float(g) for g in found if g is not None]
     with matplotlib.rc_context(rc=dict(_RC)):  # type: ignore[arg-type]
         fig = Figure()
         ax = fig.subplots()

@@ -176,7 +176,9 @@ def render_regions(
             text = read_text_exact(source)
         except FileNotFoundError as exc:
             raise TemplateError(f"{rel}: declared region file not found") from exc
-        declared = {r: (t, {}) for r, t in proj.region_templates.get(rel, {}).items()}
+        declared: dict[str, Any] = {
+            r: (t, {}) for r, t in proj.region_templates.get(rel, {}).items()
+        }
         here = {**available, **declared}
         spans = find_regions(text, Path(rel))
         # A tuning run's region whose run this store lacks (a fixture store, a store copied
