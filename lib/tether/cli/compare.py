@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.cli import Context
+from tether.cli.store import find_run, table
 from tether.errors import UsageError
 from tether.store.model import Run
 
@@ -205,8 +206,6 @@ def _tally(doc: dict[str, Any]) -> str:
 
 
 def _lines(doc: dict[str, Any], a: Any, b: Any) -> list[str]:
-    from tether.cli.store import table
-
     lines = [
         f"A  {doc['a']}  ({a.provenance.device}, {a.started}, guard {a.guard.mode})",
         f"B  {doc['b']}  ({b.provenance.device}, {b.started}, guard {b.guard.mode})",
@@ -269,7 +268,6 @@ def _git_sha(root: Path, rev: str) -> str:
 
 def resolve(ref: str, other: Run | None, runs: list[Run], store: Path, root: Path) -> Run:
     """A run named by id, file, ``latest`` or ``@REV`` (see the module doc)."""
-    from tether.cli.store import find_run
     from tether.store.cite import matching
 
     if ref != "latest" and not ref.startswith("@"):

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from tether.cli import Context
+from tether.cli._bench_host import KNOBS, bench_for
 
 
 def _worker(args: argparse.Namespace, ctx: Context, sweep: Any) -> int:
     from tether.bench.shard import run_shard
-    from tether.cli.bench import bench_for
     from tether.gpus import hold_gpu_lock
 
     index = args.shard_worker
@@ -49,7 +49,6 @@ def run_sharded(args: argparse.Namespace, ctx: Context, sweep: Any) -> int:
     if args.shard_worker is not None:
         return _worker(args, ctx, sweep)
     from tether.bench.shard import merge_shards
-    from tether.cli.bench import bench_for
     from tether.gpus import list_gpus, pin_worker
 
     gpus = list_gpus()
@@ -95,7 +94,6 @@ def run_sharded(args: argparse.Namespace, ctx: Context, sweep: Any) -> int:
 
 def _knobs(args: argparse.Namespace) -> list[str]:
     """The parent's measuring options, handed to every worker unchanged."""
-    from tether.cli.bench import KNOBS
 
     out: list[str] = []
     for name in KNOBS:
