@@ -24,30 +24,6 @@ _API_CALL: dict[str, object] = {
 API_CHUNKED_1K_16K: dict[str, object] = {**_API_CALL, "qo_len": 1024, "kv_len": 16384}
 API_SQUARE_2K: dict[str, object] = {**_API_CALL, "qo_len": 2048, "kv_len": 2048}
 
-# The run both public-API gates are set from, and how: between the guarded before (cuDNN, the
-# arm these calls took before the policy routed them to Gluon: role A) and after
-# (single_prefill as called: role B), measured side by side in short bursts from rest (sweep
-# gate-calls-api, two runs of one commit), clear of both replicate bands; tether check holds
-# each threshold there.
-_GATE_CALLS_RUN = "20261201T112530Z-sweep-gate-calls-api-sm90-68f763947f72"
-
-
-def _api_gate(gate_id: str, region: str, call: dict[str, object], threshold: float) -> Gate:
-    return Gate(
-        id=gate_id,
-        region=region,
-        arch="sm90",
-        arm="single_prefill",
-        case="attention",
-        call=call,
-        threshold=threshold,
-        before_run=_GATE_CALLS_RUN,
-        after_run=_GATE_CALLS_RUN,
-        before_role="A",
-        after_role="B",
-    )
-
-
 # BEGIN GENERATED: gate-sm90-api-chunked-1k-16k (tether render)
 # Gate sm90-api-chunked-1k-16k-bf16 on sm90: single_prefill, threshold 600.0 TFLOP/s.
 # before: 20261201T112530Z-sweep-gate-calls-api-sm90-68f763947f72 (role A, sdpa_cudnn)
@@ -57,8 +33,22 @@ def _api_gate(gate_id: str, region: str, call: dict[str, object], threshold: flo
 #   measured 686.8 TFLOP/s,
 #   band 682.6 TFLOP/s to 688.9 TFLOP/s
 # END GENERATED: gate-sm90-api-chunked-1k-16k
-_GATE_API_CHUNKED = _api_gate(
-    "sm90-api-chunked-1k-16k-bf16", "gate-sm90-api-chunked-1k-16k", API_CHUNKED_1K_16K, 600e12
+_GATE_API_CHUNKED = Gate(
+    id="sm90-api-chunked-1k-16k-bf16",
+    region="gate-sm90-api-chunked-1k-16k",
+    arch="sm90",
+    arm="single_prefill",
+    case="attention",
+    call=API_CHUNKED_1K_16K,
+    # Set between the guarded before (cuDNN, the arm this call took before the policy routed
+    # it to Gluon: role A) and after (single_prefill as called: role B) of this call, measured
+    # side by side in short bursts from rest (sweep gate-calls-api, two runs of one commit),
+    # clear of both replicate bands; tether check holds it there.
+    threshold=600e12,
+    before_run="20261201T112530Z-sweep-gate-calls-api-sm90-68f763947f72",
+    after_run="20261201T112530Z-sweep-gate-calls-api-sm90-68f763947f72",
+    before_role="A",
+    after_role="B",
 )
 # BEGIN GENERATED: gate-sm90-api-square-2k (tether render)
 # Gate sm90-api-square-2k-bf16 on sm90: single_prefill, threshold 425.0 TFLOP/s.
@@ -69,8 +59,18 @@ _GATE_API_CHUNKED = _api_gate(
 #   measured 441.4 TFLOP/s,
 #   band 436.4 TFLOP/s to 450.6 TFLOP/s
 # END GENERATED: gate-sm90-api-square-2k
-_GATE_API_SQUARE = _api_gate(
-    "sm90-api-square-2k-bf16", "gate-sm90-api-square-2k", API_SQUARE_2K, 425e12
+_GATE_API_SQUARE = Gate(
+    id="sm90-api-square-2k-bf16",
+    region="gate-sm90-api-square-2k",
+    arch="sm90",
+    arm="single_prefill",
+    case="attention",
+    call=API_SQUARE_2K,
+    threshold=425e12,  # set as the chunked gate's is
+    before_run="20261201T112530Z-sweep-gate-calls-api-sm90-68f763947f72",
+    after_run="20261201T112530Z-sweep-gate-calls-api-sm90-68f763947f72",
+    before_role="A",
+    after_role="B",
 )
 
 GATES: tuple[Gate, ...] = (_GATE_API_CHUNKED, _GATE_API_SQUARE)
