@@ -11,10 +11,10 @@ Read-only and GPU-free (it must never import torch or triton), so it runs in pre
    whose threshold does not sit strictly between its before and after measurements fails;
 4. the newest compile run of each kernel and arch was compiled from this checkout's kernel
    sources (its kernels fingerprint); stale compile evidence fails like a superseded run;
-5. every cited timing run (the sweeps, gates and probes the documents cite, and every run a
-   threshold or gate rests on) describes the code: its kernels fingerprint is the checkout's,
-   or the kernel files that changed since its commit are none its arms use
-   (``tether.freshness``);
+5. every timing run a threshold or gate rests on describes the code: its kernels fingerprint
+   is the checkout's, or the kernel files that changed since its commit are none its arms
+   use (``tether.freshness``); a stale run the documents cite is rendered marked stale there
+   by the same rule (the re-render holds them to it), as a superseded one is;
 6. policy evidence is evidence: a threshold's run timed the threshold's arm as B and its
    ``otherwise`` as A, a gate's runs timed its arm; each rests on at least two runs of one
    commit (a verdict resting on one run is provisional); cells flagged ``kernel_mismatch`` or
@@ -535,20 +535,14 @@ def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
 # -- timing evidence describes the code (issue 21) -------------------------------------------
 
 
-def cited_timing_runs(
+def evidence_runs(
     runs: list[Run], policy: Iterable[Threshold], gates: Iterable[Gate]
 ) -> list[tuple[Run, str]]:
-    """Every timing run a document, a threshold or a gate cites, with what cites it: the
-    newest evidence-grade sweep, gate and probe run per name and arch, each set threshold's
+    """Every timing run a decision rests on, with what rests on it: each set threshold's
     evidence run and each set gate's before and after runs."""
     from tether.store.cite import by_id, cited
 
     out: dict[str, tuple[Run, str]] = {}
-    for kind in ("sweep", "gate", "probe"):
-        for name, arch in sorted({(r.name, r.arch) for r in runs if r.kind == kind}):
-            run = cited(runs, kind, name, arch)
-            if run is not None:
-                out.setdefault(run.id, (run, f"the documents cite it for {kind} {name}"))
     for th in policy:
         if th.is_set:
             run = cited(runs, "sweep", th.evidence.sweep, th.arch)
@@ -579,9 +573,7 @@ def check_timing_freshness(
     current = kernels_fingerprint(root)
     diff = KernelDiff(root, project.get(root).kernel_files())
     findings = []
-    for run, why in cited_timing_runs(runs, policy, gates):
-        if why.startswith("the documents cite"):
-            continue
+    for run, why in evidence_runs(runs, policy, gates):
         found = diff.staleness(run, current)
         if not found.stale:
             continue

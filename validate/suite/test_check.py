@@ -526,3 +526,16 @@ def test_a_scope_naming_values_its_evidence_lacks_fails(
     assert code == 1
     assert "dtype f32 is routed but no evidence cell has it" in out
     assert f"head_dim {int(fixed['head_dim']) * 2} is routed but no evidence cell has it" in out
+
+
+def test_a_threshold_resting_on_stale_kernel_evidence_fails(checkout: Checkout) -> None:
+    # The cited evidence run was measured from other kernel sources than the checkout's, and
+    # the FIXTURE is no git checkout, so which files changed cannot be told: stale.
+    assert checkout.sweep.path is not None
+    checkout.sweep.path.unlink()
+    old = resealed(checkout.sweep, provenance={"kernels_fingerprint": "sha256:" + "0" * 64})
+    write_run(old, checkout.store)
+    _render_into(checkout.root, checkout.store)  # the documents mark it stale
+    code, out, _ = checkout.check()
+    assert code == 1
+    assert f"stale timing evidence: run {old.id} (policy {POLICY_REGION} rests on it)" in out
