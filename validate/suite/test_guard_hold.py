@@ -1,4 +1,5 @@
-"""`tether guard --hold`, `tether verify` and the bench API, run in-process against tmp stores.
+"""`tether guard --hold`, `tether verify` and the bench API, run in-process against tmp stores;
+a refusal, or a verify with no GPU, records in the scratch store, not the committed one.
 
 Stores, lock files and the tiny pytest suites verify runs are fixtures built in tmp_path.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -15,20 +17,18 @@ import pytest
 from tether import verify
 from tether.cli import main
 from tether.errors import RunFileError
-from tether.guard import api, lock, probes
+from tether.guard import api, probes
 from tether.guard.lock import HostLock
 from tether.guard.probes import BUSY, IDLE, ProbeResult
 from tether.store import load_store
+
+from validate.suite.fixture_project import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = Path(__file__).resolve().parent / "fake_smi"
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(lock.ENV_HELD, raising=False)
-    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "1000")
-    monkeypatch.setenv("TETHER_GUARD_LOCK", str(tmp_path / "gpu.lock"))
+pytestmark = pytest.mark.usefixtures("private_guard")
 
 
 def _cli(*argv: str, store: Path) -> tuple[int, str, str]:
@@ -205,3 +205,36 @@ def test_own_load_does_not_contaminate_a_cpu_arm(monkeypatch: pytest.MonkeyPatch
         with held.arm("A") as a:
             pass
     assert not a.contaminated and a.after["verdict"] == BUSY
+
+
+# -- a refusal is not evidence: it goes to the scratch store -----------------------------------
+
+
+def test_refused_hold_records_in_scratch_not_the_committed_store(
+    project: Path, tmp_path: Path, lock_holder: subprocess.Popen[bytes]
+) -> None:
+    argv = ("guard", "--hold", "--wait", "0.2", "--target", "cpu", "--", "true")
+    rc, _, err = run_cli(project, *argv)
+    assert rc == 75, err
+    assert not (project / "results").exists(), "a refusal must not write the committed store"
+    runs = list((project / "scratch" / "results").rglob("*.json"))
+    assert len(runs) == 1 and str(runs[0]) in err
+    rc, _, _ = run_cli(project, "--store", str(tmp_path / "mine"), *argv)
+    assert rc == 75 and len(list((tmp_path / "mine").rglob("*.json"))) == 1
+    assert not (project / "results").exists()
+
+
+def test_verify_on_a_host_without_gpu_records_in_scratch(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether import verify
+
+    monkeypatch.setattr(verify, "detect_vendor", lambda: "cpu")
+    suite = tmp_path / "tiny_suite"
+    suite.mkdir()
+    (suite / "test_tiny.py").write_text("def test_a():\n    pass\n", encoding="utf-8")
+    rc, out, err = run_cli(project, "verify", "--suite", str(suite))
+    assert rc == 0, out + err
+    assert not (project / "results").exists()
+    assert len(list((project / "scratch" / "results").rglob("*.json"))) == 1
+    assert "no GPU on this host" in err

@@ -1,13 +1,18 @@
-"""The host lock under real contention: several processes, SIGKILL, stale and forged records.
+"""The host lock under real contention: several processes, SIGKILL, stale and forged records,
+holds borrowed through the environment by a process that is not a descendant, and lock
+folders that are not safe to lock in.
 
-Every lock file lives in tmp_path (a fixture); nothing here touches the real host lock.
+Every lock file lives in tmp_path (a fixture, validate/suite/conftest.py's private_guard);
+nothing here touches the real host lock.
 """
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,10 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
-from tether.errors import GuardError, HostBusyError
+from tether.errors import GUARD_STATUS_CODES, GuardError, HostBusyError
 from tether.guard import _proc, lock
-from tether.guard.api import acquire
+from tether.guard.api import HostUnavailable, acquire
 from tether.guard.lock import HostLock
+
+from validate.suite.fixture_project import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,27 +57,13 @@ WORKER = textwrap.dedent(
 )
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop(lock.ENV_HELD, None)
-    env["TETHER_GUARD_LOAD_LIMIT"] = "1000"  # the box's own load must not make tests flaky
-    env["TETHER_GUARD_LOCK"] = str(tmp_path / "gpu.lock")
-    return env
+pytestmark = pytest.mark.usefixtures("private_guard")
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(lock.ENV_HELD, raising=False)
-    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "1000")
-    monkeypatch.setenv("TETHER_GUARD_LOCK", str(tmp_path / "gpu.lock"))
-
-
-def test_racing_processes_hold_one_at_a_time(tmp_path: Path) -> None:
+def test_racing_processes_hold_one_at_a_time(tmp_path: Path, guard_env: dict[str, str]) -> None:
     path, log = tmp_path / "gpu.lock", tmp_path / "log.jsonl"
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(path), str(log), "8"], env=_env(tmp_path)
-        )
+        subprocess.Popen([sys.executable, "-c", WORKER, str(path), str(log), "8"], env=guard_env)
         for _ in range(4)
     ]
     for p in procs:
@@ -91,11 +84,11 @@ def test_racing_processes_hold_one_at_a_time(tmp_path: Path) -> None:
     assert any(e["state"] == "held" for e in losses)
 
 
-def _start_guard(tmp_path: Path, cmd: list[str]) -> subprocess.Popen[bytes]:
+def _start_guard(tmp_path: Path, cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     path = tmp_path / "gpu.lock"
     argv = [sys.executable, "-m", "tether", "--root", str(ROOT), "--store", str(tmp_path / "store")]
     argv += ["guard", "--hold", "--target", "cpu", "--lock", str(path), "--", *cmd]
-    proc = subprocess.Popen(argv, env=_env(tmp_path), stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
     holder = path.with_name(path.name + ".holder.json")
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -106,16 +99,14 @@ def _start_guard(tmp_path: Path, cmd: list[str]) -> subprocess.Popen[bytes]:
     raise AssertionError("guard never took the lock")
 
 
-def test_sigkilled_holder_frees_the_lock_at_once(tmp_path: Path) -> None:
+def test_sigkilled_holder_frees_the_lock_at_once(tmp_path: Path, guard_env: dict[str, str]) -> None:
     path = tmp_path / "gpu.lock"
     code = (
         "import sys, time\nfrom tether.guard.lock import HostLock\n"
         f"lk = HostLock({str(path)!r}); assert lk.try_acquire()\n"
         "print('locked', flush=True); time.sleep(30)"
     )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", code], env=_env(tmp_path), stdout=subprocess.PIPE
-    )
+    holder = subprocess.Popen([sys.executable, "-c", code], env=guard_env, stdout=subprocess.PIPE)
     assert holder.stdout is not None and holder.stdout.readline().strip() == b"locked"
     lk = HostLock(path)
     assert lk.status().state == "held"
@@ -142,8 +133,10 @@ def _child_pgid(guard_pid: int) -> int:
     return os.getpgid(kids[0])
 
 
-def test_inherited_descriptor_keeps_host_locked_after_guard_dies(tmp_path: Path) -> None:
-    guard = _start_guard(tmp_path, ["sleep", "30"])
+def test_inherited_descriptor_keeps_host_locked_after_guard_dies(
+    tmp_path: Path, guard_env: dict[str, str]
+) -> None:
+    guard = _start_guard(tmp_path, ["sleep", "30"], guard_env)
     pgid = _child_pgid(guard.pid)
     guard.kill()  # SIGKILL: no cleanup in the guard at all
     guard.wait()
@@ -237,21 +230,125 @@ def test_network_filesystem_refused_unless_allowed(
     lk.release()
 
 
-def test_nested_guard_does_not_deadlock(tmp_path: Path) -> None:
+def test_nested_guard_does_not_deadlock(tmp_path: Path, guard_env: dict[str, str]) -> None:
     path = tmp_path / "gpu.lock"
     inner_py = "from tether.guard.api import acquire\nwith acquire(target='cpu', wait_s=0) as h: print('nested', h.nested)"
     base = [sys.executable, "-m", "tether", "--root", str(ROOT), "--store", str(tmp_path / "s")]
     hold = ["guard", "--hold", "--target", "cpu", "--lock", str(path)]
     argv = [*base, *hold, "--", *base, *hold, "--wait", "0", "--", sys.executable, "-c", inner_py]
-    done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(argv, env=guard_env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "nested True" in done.stdout
     assert "nested under an outer guard" in done.stderr
 
 
-def test_signals_are_forwarded_to_the_command(tmp_path: Path) -> None:
+def test_signals_are_forwarded_to_the_command(tmp_path: Path, guard_env: dict[str, str]) -> None:
     script = "trap 'exit 7' TERM; sleep 30 & wait"
-    guard = _start_guard(tmp_path, ["sh", "-c", script])
+    guard = _start_guard(tmp_path, ["sh", "-c", script], guard_env)
     time.sleep(0.2)  # let sh install its trap
     guard.send_signal(signal.SIGTERM)
     assert guard.wait(timeout=20) == 7
+
+
+# -- a nested hold is for descendants only ----------------------------------------------------
+
+
+def test_env_naming_the_holder_does_not_let_an_unrelated_process_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lock_holder: subprocess.Popen[bytes]
+) -> None:
+    # This test process is the holder's parent, not its descendant: copying the variable the
+    # guard gives its command must not borrow the hold.
+    monkeypatch.setenv(lock.ENV_HELD, f"{tmp_path / 'gpu.lock'}:{lock_holder.pid}")
+    err = io.StringIO()
+    with pytest.raises(HostUnavailable) as info, acquire(target="cpu", wait_s=0.2, err=err):
+        pass
+    assert f"pid {lock_holder.pid}" in str(info.value)
+    assert "not an ancestor" in err.getvalue()
+
+
+def test_a_true_descendant_still_nests(tmp_path: Path, guard_env: dict[str, str]) -> None:
+    # The holder's own child, given the variable by the holder, is a descendant: it nests.
+    code = (
+        "import subprocess, sys, time\nfrom tether.guard.lock import HostLock, held_env\n"
+        "import os\n"
+        f"lk = HostLock({str(tmp_path / 'b.lock')!r}); assert lk.try_acquire('outer')\n"
+        "env = dict(os.environ, **held_env(lk))\n"
+        "inner = 'from tether.guard.api import acquire\\n"
+        'with acquire(target="cpu", wait_s=0, lock_path=%r) as h: print("nested", h.nested)\''
+        f" % {str(tmp_path / 'b.lock')!r}\n"
+        "sys.exit(subprocess.run([sys.executable, '-c', inner], env=env).returncode)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=guard_env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "nested True" in done.stdout
+
+
+# -- holder records are checked against the process and the kernel ----------------------------
+
+
+def test_forged_record_is_reported_and_the_real_holder_named(
+    project: Path, tmp_path: Path, lock_holder: subprocess.Popen[bytes]
+) -> None:
+    lk = HostLock(tmp_path / "gpu.lock")
+    forged = dict(lk.read_record() or {})
+    me = os.getpid()
+    # a record naming a live process (this one, with its true start time) that holds nothing
+    forged.update(pid=me, start_time=lock._proc.start_time(me), argv=["made", "up"])
+    lk.write_record(forged)
+    st = lk.status(settle_s=0.05)
+    assert st.state == "held" and st.record_state == lock.FORGED
+    assert lock_holder.pid in (st.holders or [])
+    text = st.summary()
+    assert "forged" in text and f"pid {lock_holder.pid}" in text
+    assert "made up" not in text, "a forged record must not be presented as the holder"
+    rc, out, _ = run_cli(project, "guard", "--target", "cpu", "status")
+    assert rc == GUARD_STATUS_CODES["held"] and "forged" in out
+
+
+def test_record_claiming_another_host_cannot_hide_a_local_holder(
+    tmp_path: Path, lock_holder: subprocess.Popen[bytes]
+) -> None:
+    lk = HostLock(tmp_path / "gpu.lock")
+    forged = dict(lk.read_record() or {}, host="elsewhere", pid=1, start_time=None)
+    lk.write_record(forged)
+    st = lk.status(settle_s=0.05)
+    assert st.record_state == lock.FORGED and f"pid {lock_holder.pid}" in st.summary()
+
+
+def test_verified_record_names_the_holder(
+    tmp_path: Path, lock_holder: subprocess.Popen[bytes]
+) -> None:
+    st = HostLock(tmp_path / "gpu.lock").status()
+    assert (st.state, st.record_state) == ("held", lock.VERIFIED)
+    assert f"pid {lock_holder.pid}" in st.summary() and "fixture holder" not in st.notes
+
+
+# -- the lock folder must be safe ------------------------------------------------------------
+
+
+def test_world_writable_folder_without_sticky_bit_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "open"
+    folder.mkdir()
+    folder.chmod(0o777)
+    with pytest.raises(GuardError, match=r"world-writable .* without the sticky bit"):
+        HostLock(folder / "gpu.lock").try_acquire()
+    assert not (folder / "gpu.lock").exists(), "nothing is created in an unsafe folder"
+    folder.chmod(0o1777)  # like /tmp: anybody may create, only owners may delete
+    ok = HostLock(folder / "gpu.lock")
+    assert ok.try_acquire()
+    ok.release()
+
+
+def test_folder_owned_by_another_account_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    if os.getuid() == 0:
+        os.chown(folder, 4242, 4242)  # root can make the folder really someone else's
+    else:  # otherwise make our own uid unexpected: only root may own the lock folder
+        monkeypatch.setattr(lock, "_expected_uids", lambda: frozenset({0}))
+    with pytest.raises(GuardError, match=rf"lock folder {re.escape(str(folder))}: owned by uid"):
+        HostLock(folder / "gpu.lock").try_acquire()

@@ -1,0 +1,79 @@
+"""Fixtures shared by the suite's own tests. Everything here is a FIXTURE made in tmp_path.
+
+The builders stay plain functions where a test needs to choose what it builds:
+``runfactory.make_*_run`` (made-up runs, written into a store when given one),
+``fixture_project.fixture_project`` (a configured project folder) and ``run_cli`` (tether
+in-process). The fixtures below are the setups many tests repeat with no choice to make.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tether.guard import lock
+from tether.store import Run
+
+from validate.suite.fixture_project import fixture_project
+from validate.suite.runfactory import make_fixture_store, make_sweep_run
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A FIXTURE project at ``tmp_path/repo`` with the defaults of ``fixture_project`` (its
+    store ``results/`` not yet made)."""
+    return fixture_project(tmp_path / "repo")
+
+
+@pytest.fixture
+def fixture_store(project: Path) -> list[Run]:
+    """``runfactory.make_fixture_store`` written into ``project``'s store: the runs, in write
+    order (two sweeps, a gate, a probe, a verify run, a not_measured sweep)."""
+    return make_fixture_store(project / "results")
+
+
+@pytest.fixture
+def sweep_run() -> Run:
+    """``runfactory.make_sweep_run()`` in memory: the default FIXTURE sweep, not written."""
+    return make_sweep_run()
+
+
+@pytest.fixture
+def private_guard(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A guard of the test's own: its lock at ``tmp_path/gpu.lock`` (returned), no hold
+    inherited from the session that runs the tests, and a load limit the shared box's own
+    load never reaches. Subprocesses started with ``os.environ`` (``guard_env``) see it too."""
+    path = tmp_path / "gpu.lock"
+    monkeypatch.delenv(lock.ENV_HELD, raising=False)
+    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "1000")  # the shared box's load is not ours
+    monkeypatch.setenv("TETHER_GUARD_LOCK", str(path))
+    return path
+
+
+@pytest.fixture
+def guard_env(private_guard: Path) -> dict[str, str]:
+    """The environment for a subprocess that must use ``private_guard``'s lock."""
+    return dict(os.environ)
+
+
+@pytest.fixture
+def lock_holder(
+    private_guard: Path, guard_env: dict[str, str]
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A separate process (our child, so never our ancestor) holding ``private_guard``'s lock
+    until the test ends."""
+    code = (
+        "import time\nfrom tether.guard.lock import HostLock\n"
+        f"lk = HostLock({str(private_guard)!r}); assert lk.try_acquire('fixture holder')\n"
+        "print('locked', flush=True); time.sleep(60)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], env=guard_env, stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"locked"
+    yield proc
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
