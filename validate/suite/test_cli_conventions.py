@@ -1,10 +1,13 @@
 """CLI conventions a maintainer expects: --version, a quiet exit on a closed pipe, a description
-on every verb's help, and config mistakes (broken TOML, an unknown plugin module or headline
-sweep) named as such. FIXTURE projects in tmp_path."""
+on every verb's help and help on every option, config mistakes (broken TOML, an unknown plugin
+module or headline sweep) named as such, a --store typo an error for every verb that reads,
+global options after the verb, and --json from the check. FIXTURE projects in tmp_path."""
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import subprocess
 import sys
@@ -12,9 +15,10 @@ from pathlib import Path
 
 import pytest
 from tether import __version__
-from tether.cli import build_parser
+from tether.cli import build_parser, main
 
 from validate.suite.fixture_project import fixture_project, run_cli
+from validate.suite.runfactory import make_fixture_store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -108,3 +112,75 @@ def test_check_names_a_plugin_typo_without_importing_it(tmp_path: Path) -> None:
     (root / "pyproject.toml").write_text(text.replace("tether_bnch", "tether_bench"), "utf-8")
     rc, out, _ = run_cli(root, "check")
     assert rc == 0, out  # found, and never imported (importing it would exit)
+
+
+# -- a --store that does not exist is an error for every verb that reads ----------------------
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        pytest.param(["store", "ls"], id="store-ls"),
+        pytest.param(["store", "show", "x"], id="store-show"),
+        pytest.param(["store", "validate"], id="store-validate"),
+        pytest.param(["render"], id="render"),
+        pytest.param(["check"], id="check"),
+        pytest.param(["compare", "a", "b"], id="compare"),
+    ],
+)
+def test_missing_store_is_a_usage_error(project: Path, tmp_path: Path, verb: list[str]) -> None:
+    typo = tmp_path / "resluts"
+    rc, _, err = run_cli(project, "--store", str(typo), *verb)
+    assert rc == 2 and f"--store {typo}: does not exist" in err
+    assert not typo.exists()
+
+
+def test_global_options_work_after_the_verb(project: Path, tmp_path: Path) -> None:
+    runs = make_fixture_store(tmp_path / "elsewhere")
+    before = run_cli(project, "--store", str(tmp_path / "elsewhere"), "store", "ls")
+    after = main(
+        ["store", "ls", "--root", str(project), "--store", str(tmp_path / "elsewhere")],
+        out=(out := io.StringIO()),
+        err=io.StringIO(),
+    )
+    assert before[0] == after == 0 and before[1] == out.getvalue()
+    assert all(r.id in out.getvalue() for r in runs)
+
+
+def test_check_json_lists_findings(project: Path) -> None:
+    (project / "results" / "sm90").mkdir(parents=True)
+    (project / "results" / "sm90" / "bad.json").write_text("{", encoding="utf-8")
+    (project / "results" / "sm90" / "worse.json").write_text("[", encoding="utf-8")
+    rc, out, _ = run_cli(project, "check", "--json")
+    doc = json.loads(out)
+    assert rc == 1 and doc["clean"] is False
+    paths = {f["path"] for f in doc["findings"]}
+    assert {"results/sm90/bad.json", "results/sm90/worse.json"} <= paths
+
+
+# -- help written for users --------------------------------------------------------------------
+
+MY_VERBS = ("guard", "verify", "store", "compare", "render", "check", "demo")
+
+
+def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_option_of_these_verbs_has_help() -> None:
+    missing = []
+    for path, parser in _parsers(build_parser()):
+        if not path or path[0] not in MY_VERBS:
+            continue
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            if not action.help or action.help == argparse.SUPPRESS:
+                missing.append(
+                    f"tether {' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+                )
+    assert not missing, f"options without help: {missing}"

@@ -1,155 +1,25 @@
-"""The CLI a kernel engineer expects: a --store typo is an error, render never wipes figures it
-cannot redraw, --json on the read verbs, `tether compare`, `store show` with the statistics,
-global options anywhere, every option with help.
+"""`tether compare`: two runs judged cell by cell against the A/A floors and a run-to-run band,
+agreement and differences in text, JSON and Markdown, run ids, prefixes, paths and revisions,
+and refusals of runs it cannot judge.
 
 Every project and store is a FIXTURE in tmp_path.
 """
 
 from __future__ import annotations
 
-import argparse
-import io
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from tether.cli import build_parser, main
-from tether.stats import cell_stats
 
-from validate.suite.fixture_project import fixture_project, run_cli
+from validate.suite.fixture_project import run_cli
 from validate.suite.runfactory import (
-    make_fixture_store,
     make_gate_run,
     make_sweep_run,
 )
 
 REPO = Path(__file__).resolve().parents[2]
 AXES = {"hq": [16, 32], "seqlen": [256, 512]}
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return fixture_project(tmp_path / "repo")
-
-
-# -- a --store that does not exist is an error for every verb that reads ----------------------
-
-
-@pytest.mark.parametrize(
-    "verb",
-    [
-        pytest.param(["store", "ls"], id="store-ls"),
-        pytest.param(["store", "show", "x"], id="store-show"),
-        pytest.param(["store", "validate"], id="store-validate"),
-        pytest.param(["render"], id="render"),
-        pytest.param(["check"], id="check"),
-        pytest.param(["compare", "a", "b"], id="compare"),
-    ],
-)
-def test_missing_store_is_a_usage_error(project: Path, tmp_path: Path, verb: list[str]) -> None:
-    typo = tmp_path / "resluts"
-    rc, _, err = run_cli(project, "--store", str(typo), *verb)
-    assert rc == 2 and f"--store {typo}: does not exist" in err
-    assert not typo.exists()
-
-
-def test_global_options_work_after_the_verb(project: Path, tmp_path: Path) -> None:
-    runs = make_fixture_store(tmp_path / "elsewhere")
-    before = run_cli(project, "--store", str(tmp_path / "elsewhere"), "store", "ls")
-    after = main(
-        ["store", "ls", "--root", str(project), "--store", str(tmp_path / "elsewhere")],
-        out=(out := io.StringIO()),
-        err=io.StringIO(),
-    )
-    assert before[0] == after == 0 and before[1] == out.getvalue()
-    assert all(r.id in out.getvalue() for r in runs)
-
-
-# -- render never deletes what it cannot redraw -------------------------------------------------
-
-
-def _rendered_project(project: Path) -> Path:
-    shutil.copytree(REPO / "docs_src", project / "docs_src")
-    figures = project / "docs" / "figures"
-    figures.mkdir(parents=True)
-    (figures / "sm90-prefill.svg").write_text("<svg/>\n", encoding="utf-8")  # FIXTURE figure
-    return figures / "sm90-prefill.svg"
-
-
-def test_render_refuses_an_empty_store_that_would_delete_figures(
-    project: Path, tmp_path: Path
-) -> None:
-    figure = _rendered_project(project)
-    rc, _, err = run_cli(project, "render")  # the project's store is missing
-    assert rc == 2 and "holds no runs" in err and "1 figure" in err
-    (tmp_path / "empty").mkdir()
-    rc, _, err = run_cli(project, "--store", str(tmp_path / "empty"), "render")
-    assert rc == 2 and "holds no runs" in err
-    assert figure.read_text(encoding="utf-8") == "<svg/>\n"
-    assert not (project / "README.md").exists(), "nothing is written before the refusal"
-
-
-def test_render_of_a_new_project_with_no_runs_and_no_figures_is_allowed(project: Path) -> None:
-    shutil.copytree(REPO / "docs_src", project / "docs_src")
-    rc, out, err = run_cli(project, "render")
-    assert rc == 0, err
-    assert (project / "README.md").is_file() and "rendered" in out
-
-
-# -- store show: the statistics, not only counts ----------------------------------------------
-
-
-def test_show_gives_medians_ratio_floor_and_verdict(project: Path) -> None:
-    run = make_sweep_run(axes=AXES, ratio=0.8, store=project / "results")
-    rc, out, _ = run_cli(project, "store", "show", run.id[:-2])  # a unique prefix
-    assert rc == 0
-    for st in cell_stats(run):
-        row = next(ln for ln in out.splitlines() if ln.strip().startswith(st.label))
-        assert f"{st.ratio:.4f}" in row and f"{st.noise[0]:.4f}-{st.noise[1]:.4f}" in row
-        assert row.endswith(st.word) and f"{st.a_median * 1e6:.4g}" in row
-    rc, out, _ = run_cli(project, "store", "show", run.id, "--json")
-    doc = json.loads(out)
-    by_label = {c["label"]: c for c in doc["cells"]}
-    for st in cell_stats(run):
-        cell = by_label[st.label]
-        assert cell["ratio"] == pytest.approx(st.ratio) and cell["verdict"] == st.verdict
-        assert cell["median_s"]["B"] == pytest.approx(st.b_median)
-        assert cell["aa_floor"] == pytest.approx(list(st.floor))
-    assert doc["id"] == run.id and doc["kind"] == "sweep"
-
-
-def test_show_of_a_gate_gives_medians_without_a_ratio(project: Path) -> None:
-    run = make_gate_run(store=project / "results")
-    rc, out, _ = run_cli(project, "store", "show", run.id)
-    assert rc == 0 and "B us (n)" in out and "ratio A/B" not in out
-
-
-# -- --json on the read verbs ---------------------------------------------------------------------
-
-
-def test_ls_and_validate_json(project: Path) -> None:
-    runs = make_fixture_store(project / "results")
-    rc, out, _ = run_cli(project, "store", "ls", "--json")
-    listed = json.loads(out)
-    assert rc == 0 and {r["id"] for r in listed} == {r.id for r in runs}
-    assert {"id", "kind", "name", "arch", "status", "started", "cells", "path"} <= set(listed[0])
-    (project / "results" / "sm90" / "bad.json").write_text("{", encoding="utf-8")
-    rc, out, _ = run_cli(project, "store", "validate", "--json")
-    doc = json.loads(out)
-    assert rc == 1 and doc["valid"] == len(runs) and len(doc["problems"]) == 1
-    assert doc["problems"][0]["path"].endswith("bad.json")
-
-
-def test_check_json_lists_findings(project: Path) -> None:
-    (project / "results" / "sm90").mkdir(parents=True)
-    (project / "results" / "sm90" / "bad.json").write_text("{", encoding="utf-8")
-    (project / "results" / "sm90" / "worse.json").write_text("[", encoding="utf-8")
-    rc, out, _ = run_cli(project, "check", "--json")
-    doc = json.loads(out)
-    assert rc == 1 and doc["clean"] is False
-    paths = {f["path"] for f in doc["findings"]}
-    assert {"results/sm90/bad.json", "results/sm90/worse.json"} <= paths
 
 
 # -- tether compare ----------------------------------------------------------------------------
@@ -276,31 +146,3 @@ def test_compare_judges_cells_against_floors_and_replicate_bands(project: Path) 
     (moved,) = [c for c in doc["cells"] if not c["agree"]]
     assert moved["change"] > moved["noise"][1]
     assert doc["agree"] == len(doc["cells"]) - 1 and not doc["all_agree"]
-
-
-# -- help written for users --------------------------------------------------------------------
-
-MY_VERBS = ("guard", "verify", "store", "compare", "render", "check", "demo")
-
-
-def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
-    yield path, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from _parsers(sub, (*path, name))
-
-
-def test_every_option_of_these_verbs_has_help() -> None:
-    missing = []
-    for path, parser in _parsers(build_parser()):
-        if not path or path[0] not in MY_VERBS:
-            continue
-        for action in parser._actions:
-            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
-                continue
-            if not action.help or action.help == argparse.SUPPRESS:
-                missing.append(
-                    f"tether {' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
-                )
-    assert not missing, f"options without help: {missing}"

@@ -1,10 +1,12 @@
-"""tether.render on FIXTURE stores built in tmp_path (never results/): bytes, numbers, marks."""
+"""tether.render on FIXTURE stores built in tmp_path (never results/): bytes, numbers, marks;
+`tether render` never deletes figures it cannot redraw."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ from tether.render import TemplateError, render_all, write_all
 from tether.render.env import make_env, md_cell, render_template
 from tether.store import write_run
 
+from validate.suite.fixture_project import run_cli
 from validate.suite.runfactory import (
     make_not_measured_run,
     make_probe_run,
@@ -341,3 +344,34 @@ def test_each_sweep_section_states_its_verdict_from_the_data(
     make_sweep_run(axes=AXES, ratio=ratio, noise=0.0, n=5, store=store)
     backends = _text(render_all(ROOT, store), BACKENDS)
     assert f"- Verdict over the whole map: {verdict}" in backends
+
+
+# -- render never deletes what it cannot redraw -------------------------------------------------
+
+
+def _rendered_project(project: Path) -> Path:
+    shutil.copytree(ROOT / "docs_src", project / "docs_src")
+    figures = project / "docs" / "figures"
+    figures.mkdir(parents=True)
+    (figures / "sm90-prefill.svg").write_text("<svg/>\n", encoding="utf-8")  # FIXTURE figure
+    return figures / "sm90-prefill.svg"
+
+
+def test_render_refuses_an_empty_store_that_would_delete_figures(
+    project: Path, tmp_path: Path
+) -> None:
+    figure = _rendered_project(project)
+    rc, _, err = run_cli(project, "render")  # the project's store is missing
+    assert rc == 2 and "holds no runs" in err and "1 figure" in err
+    (tmp_path / "empty").mkdir()
+    rc, _, err = run_cli(project, "--store", str(tmp_path / "empty"), "render")
+    assert rc == 2 and "holds no runs" in err
+    assert figure.read_text(encoding="utf-8") == "<svg/>\n"
+    assert not (project / "README.md").exists(), "nothing is written before the refusal"
+
+
+def test_render_of_a_new_project_with_no_runs_and_no_figures_is_allowed(project: Path) -> None:
+    shutil.copytree(ROOT / "docs_src", project / "docs_src")
+    rc, out, err = run_cli(project, "render")
+    assert rc == 0, err
+    assert (project / "README.md").is_file() and "rendered" in out
