@@ -1,6 +1,6 @@
-"""The demo tells its story: where its run goes, what it measured in the docs' terms, no
-third-party log noise, no silent pile of old scratch runs, and a progress bar whose
-"A/A floor" is the docs' A/A floor.
+"""`tether demo` tells its story: where its run goes, what it measured in the docs' terms, and
+no silent pile of old scratch runs (its progress bar and quiet profiler are tested with the
+bench, in test_bench_progress and test_bench_fidelity).
 
 Stores are FIXTURES in tmp_path; the one real measurement is the CPU demo at toy timing.
 """
@@ -8,13 +8,10 @@ Stores are FIXTURES in tmp_path; the one real measurement is the CPU demo at toy
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
 from tether.bench.demo import prune_scratch, summary_lines
-from tether.bench.fidelity import filtered_stderr, profile_kernels
-from tether.bench.progress import SweepProgress
 from tether.cli import main
 from tether.stats import aggregate, cell_stats
 from tether.store import load_store
@@ -24,11 +21,7 @@ from validate.suite.runfactory import make_sweep_run
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _private_guard(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("TETHER_GUARD_LOCK", str(tmp_path / "guard.lock"))
-    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "1000")  # the shared box's load is not ours
-    monkeypatch.delenv("TETHER_GUARD_HELD", raising=False)
+pytestmark = pytest.mark.usefixtures("private_guard")
 
 
 # -- where the run goes ------------------------------------------------------------------------
@@ -96,44 +89,6 @@ def test_summary_names_arms_cells_verdicts_and_the_docs_floor() -> None:
     assert f"A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}" in text
     for st in cell_stats(run):
         assert f"{st.label}" in text and f"ratio {st.ratio:.3f}" in text
-
-
-def test_progress_bar_floor_is_the_docs_floor() -> None:
-    run = make_sweep_run(axes={"seqlen": [256, 512, 1024]}, ratio=0.9, noise=0.05)
-    stream = io.StringIO()
-    with SweepProgress(len(run.cells), "fixture", stream) as bar:
-        for cell in run.cells:
-            bar.advance({role: list(v) for role, v in cell.samples.items()})
-    agg = aggregate(cell_stats(run))
-    assert agg.floor is not None
-    text = stream.getvalue()
-    assert f"A/A floor {agg.floor[0]:.3f}-{agg.floor[1]:.3f}" in text
-    assert "median floor" not in text
-
-
-# -- no third-party noise, no hidden errors -----------------------------------------------------
-
-
-def test_filtered_stderr_drops_only_kineto_notices(capfd: pytest.CaptureFixture[str]) -> None:
-    with filtered_stderr():
-        os.write(
-            2, b"USDT:2026-11-30 21:17:32 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
-        )
-        os.write(2, b"RuntimeError: a real problem\n")
-        os.write(
-            2, b"USDT:2026-11-30 21:17:32 1:1 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
-        )
-    err = capfd.readouterr().err
-    assert "a real problem" in err and "USDT" not in err
-
-
-def test_profiling_an_arm_prints_no_profiler_notices(capfd: pytest.CaptureFixture[str]) -> None:
-    import torch
-
-    names = profile_kernels(lambda: torch.ones(8) + 1, "cpu")
-    captured = capfd.readouterr()
-    assert names, "the profile still sees what ran"
-    assert "USDT" not in captured.err and "profiler_st" not in captured.err + captured.out
 
 
 # -- old scratch runs ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The store under hostile input: FIFOs, devices, links, huge and deeply nested files, runs in
-the wrong place, ids claimed twice, orphan temp files, extreme samples.
+"""The store's layout under hostile input: FIFOs, devices, links, huge and deeply nested files,
+runs in the wrong place, ids claimed twice, orphan temp files, extreme samples; what load,
+``store validate``, ``store clean`` and the check say about each (merge: test_store_merge).
 
 Every store here is a FIXTURE written into tmp_path (validate/suite/runfactory.py).
 """
@@ -17,19 +18,14 @@ from pathlib import Path
 
 import pytest
 from tether.errors import RunFileError, StoreError
-from tether.store import load_run, load_store, merge
+from tether.store import load_run, load_store
 from tether.store.audit import audit, orphan_temps
 from tether.store.io import ENV_MAX_BYTES, store_files
 
-from validate.suite.fixture_project import fixture_project, run_cli
+from validate.suite.fixture_project import run_cli
 from validate.suite.runfactory import make_cell, make_sweep_run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return fixture_project(tmp_path / "repo")
 
 
 # -- only regular files are read -------------------------------------------------------------
@@ -275,21 +271,3 @@ def test_extreme_samples_raise_naming_run_and_cell(project: Path) -> None:
     rc, _, err = run_cli(project, "render")
     assert rc == 1 and run.id in err and "seqlen=256" in err
     assert not (project / "README.md").exists(), "nothing is written when a render fails"
-
-
-# -- merge refuses what the loader refuses ---------------------------------------------------
-
-
-def test_merge_refuses_links_and_ids_in_two_arches(tmp_path: Path) -> None:
-    a = make_sweep_run(store=tmp_path / "a")
-    assert a.path is not None
-    (tmp_path / "b" / "gfx942").mkdir(parents=True)
-    shutil.copy(a.path, tmp_path / "b" / "gfx942" / a.path.name)
-    # The copy under another arch cannot load (its folder and its arch disagree); nothing merges.
-    with pytest.raises(RunFileError, match="differs from its folder 'gfx942'"):
-        merge([tmp_path / "a", tmp_path / "b"], tmp_path / "dest")
-    assert store_files(tmp_path / "dest") == []
-    (tmp_path / "c" / "sm90").mkdir(parents=True)
-    (tmp_path / "c" / "sm90" / "x.json").symlink_to(a.path)
-    with pytest.raises(StoreError, match="symlink"):
-        merge([tmp_path / "c"], tmp_path / "dest")

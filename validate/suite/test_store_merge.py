@@ -1,13 +1,15 @@
-"""Merging FIXTURE stores: union, identical files skipped, conflicting ids refused whole."""
+"""Merging FIXTURE stores: union, identical files skipped, conflicting ids refused whole, and what
+the loader refuses (links, one id under two arches) refused too."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tether.errors import RunFileError
+from tether.errors import RunFileError, StoreError
 from tether.store import load_store, merge
 from tether.store.io import store_files
 
@@ -71,3 +73,21 @@ def test_bad_source_file_is_named_before_copying(tmp_path: Path) -> None:
     with pytest.raises(RunFileError, match=r"bad\.json"):
         merge([tmp_path / "a"], tmp_path / "dest")
     assert store_files(tmp_path / "dest") == []
+
+
+# -- merge refuses what the loader refuses ---------------------------------------------------
+
+
+def test_merge_refuses_links_and_ids_in_two_arches(tmp_path: Path) -> None:
+    a = make_sweep_run(store=tmp_path / "a")
+    assert a.path is not None
+    (tmp_path / "b" / "gfx942").mkdir(parents=True)
+    shutil.copy(a.path, tmp_path / "b" / "gfx942" / a.path.name)
+    # The copy under another arch cannot load (its folder and its arch disagree); nothing merges.
+    with pytest.raises(RunFileError, match="differs from its folder 'gfx942'"):
+        merge([tmp_path / "a", tmp_path / "b"], tmp_path / "dest")
+    assert store_files(tmp_path / "dest") == []
+    (tmp_path / "c" / "sm90").mkdir(parents=True)
+    (tmp_path / "c" / "sm90" / "x.json").symlink_to(a.path)
+    with pytest.raises(StoreError, match="symlink"):
+        merge([tmp_path / "c"], tmp_path / "dest")
