@@ -49,18 +49,18 @@ def test_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
     assert target.read_bytes() == b"new\n" and target.stat().st_mode & 0o777 == 0o640
 
 
-def test_temp_files_of_a_project_go_to_its_ignored_temp_folder(tmp_path: Path) -> None:
-    root = fixture_project(tmp_path / "repo")
-    where = temp_dir_for(root / "README.md")
-    assert where == (root / "scratch" / "tmp").resolve()
+def test_temp_files_of_a_project_go_to_its_ignored_temp_folder(
+    project: Path, tmp_path: Path
+) -> None:
+    where = temp_dir_for(project / "README.md")
+    assert where == (project / "scratch" / "tmp").resolve()
     assert (where / ".gitignore").read_text(encoding="utf-8").strip().endswith("*")
     # Outside a project (a store elsewhere): beside the target.
     assert temp_dir_for(tmp_path / "elsewhere" / "x.json") == (tmp_path / "elsewhere").resolve()
 
 
-def test_a_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = fixture_project(tmp_path / "repo")
-    target = root / "README.md"
+def test_a_failed_write_leaves_nothing(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = project / "README.md"
 
     def full(src: object, dst: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
@@ -70,8 +70,8 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monke
         write_atomic(target, b"x\n")
     monkeypatch.undo()
     assert not target.exists()
-    assert [p.name for p in (root / "scratch" / "tmp").iterdir()] == [".gitignore"]
-    assert not [p for p in root.iterdir() if p.name.startswith(".README")]
+    assert [p.name for p in (project / "scratch" / "tmp").iterdir()] == [".gitignore"]
+    assert not [p for p in project.iterdir() if p.name.startswith(".README")]
 
 
 def test_a_leftover_with_this_pid_in_its_name_blocks_nothing(tmp_path: Path) -> None:
@@ -93,34 +93,32 @@ def test_never_overwrites_when_exclusive(tmp_path: Path) -> None:
     assert target.read_bytes() == b"one\n"
 
 
-def test_store_clean_reports_the_project_temp_folder(tmp_path: Path) -> None:
-    root = fixture_project(tmp_path / "repo")
-    shared = temp_dir_for(root / "README.md")
+def test_store_clean_reports_the_project_temp_folder(project: Path) -> None:
+    shared = temp_dir_for(project / "README.md")
     orphan = shared / ".README.md.999999-abcdef.tmp"
     orphan.write_text("left by a killed render", encoding="utf-8")
     old = time.time() - 3600
     os.utime(orphan, (old, old))
-    rc, out, _ = run_cli(root, "store", "clean")
+    rc, out, _ = run_cli(project, "store", "clean")
     assert rc == 0 and str(orphan) in out and "would remove" in out
-    rc, out, _ = run_cli(root, "store", "clean", "--yes")
+    rc, out, _ = run_cli(project, "store", "clean", "--yes")
     assert rc == 0 and not orphan.exists()
 
 
-def test_concurrent_renders_are_safe(tmp_path: Path) -> None:
+def test_concurrent_renders_are_safe(project: Path) -> None:
     pytest.importorskip("matplotlib", reason="rendering figures needs matplotlib")
     from tether.render import write_all
 
-    root = fixture_project(tmp_path / "repo")
-    shutil.copytree(REPO / "docs_src", root / "docs_src")
-    make_sweep_run(store=root / "results", root=root)
-    figures = root / "docs" / "figures"
+    shutil.copytree(REPO / "docs_src", project / "docs_src")
+    make_sweep_run(store=project / "results", root=project)
+    figures = project / "docs" / "figures"
     figures.mkdir(parents=True)
     (figures / "stale.svg").write_text("<svg/>", encoding="utf-8")
     errors: list[BaseException] = []
 
     def render() -> None:
         try:
-            write_all(root, root / "results")
+            write_all(project, project / "results")
         except BaseException as exc:  # collected: a thread's failure must fail the test
             errors.append(exc)
 
@@ -131,7 +129,7 @@ def test_concurrent_renders_are_safe(tmp_path: Path) -> None:
         t.join()
     assert not errors, errors
     assert not (figures / "stale.svg").exists()
-    assert run_cli(root, "check", "--worktree")[0] == 0
+    assert run_cli(project, "check", "--worktree")[0] == 0
 
 
 def test_a_crlf_region_file_keeps_its_line_endings(tmp_path: Path) -> None:

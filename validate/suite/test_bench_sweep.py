@@ -215,14 +215,12 @@ def test_each_role_is_prepared_once_per_buffer_set_and_block(tmp_path: Path) -> 
     assert run.cells[0].extra["buffer_sets"] == QUICK.buffer_sets
 
 
+@pytest.mark.usefixtures("private_guard")
 def test_demo_command_end_to_end_is_guarded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tether.cli import main
 
-    # Fixture environment: a private lock, and a load limit a busy CI box cannot trip.
-    monkeypatch.setenv("TETHER_GUARD_LOCK", str(tmp_path / "guard.lock"))
-    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "1000")
     monkeypatch.setattr(Target, "detect", staticmethod(lambda index=None: CPU))
     demo = real().get_sweep("cpu-demo")
     monkeypatch.setitem(real().sweeps, "cpu-demo", quick(demo))
@@ -242,13 +240,12 @@ def test_demo_command_end_to_end_is_guarded(
     assert str(tmp_path / "s" / "docs") in text and "A/A floor" in text and "replicate band" in text
 
 
+@pytest.mark.usefixtures("private_guard")
 def test_sweep_command_is_guarded_unless_told_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tether.cli import main
 
-    monkeypatch.setenv("TETHER_GUARD_LOCK", str(tmp_path / "guard.lock"))
-    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "1000")
     monkeypatch.setattr(Target, "detect", staticmethod(lambda index=None: CPU))
     args = ["sweep", "cpu-demo", "--no-progress", "--min-reps", "3", "--max-reps", "3",
             "--min-sample-s", "0.0002", "--warmup", "1", "--axis", "hq=2", "--axis", "seqlen=64",

@@ -50,7 +50,7 @@ def test_status_exit_codes_free_held_unknown(project: Path, tmp_path: Path) -> N
     assert "world-writable" in out
 
 
-def test_status_json(project: Path, tmp_path: Path) -> None:
+def test_status_json(project: Path) -> None:
     rc, out, _ = run_cli(project, "guard", "--target", "cpu", "status", "--json")
     doc = json.loads(out)
     assert rc == 0 and doc["state"] == "free" and doc["exit_code"] == 0
@@ -58,7 +58,7 @@ def test_status_json(project: Path, tmp_path: Path) -> None:
 
 
 def test_help_documents_the_status_codes_and_every_setting(
-    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--root", str(project), "guard", "--help"]) == 0
     text = capsys.readouterr().out

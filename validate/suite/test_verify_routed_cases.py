@@ -17,7 +17,6 @@ import pytest
 from tether import verify
 from tether.cli import main
 from tether.errors import RunFileError
-from tether.guard import lock
 from tether.pytest_plugin import SUMMARY_ENV, read_routed_summary
 from tether.store import load_store, run_from_json
 
@@ -97,10 +96,8 @@ def test_a_malformed_summary_names_the_field(tmp_path: Path) -> None:
     assert verify.routed_cases(tmp_path / "absent.json") is None
 
 
+@pytest.mark.usefixtures("private_guard")
 def test_verify_records_the_routed_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(lock.ENV_HELD, raising=False)
-    monkeypatch.setenv("TETHER_GUARD_LOAD_LIMIT", "1000")
-    monkeypatch.setenv("TETHER_GUARD_LOCK", str(tmp_path / "gpu.lock"))
     monkeypatch.setattr(verify, "detect_vendor", lambda: "cpu")
     # Inside a real `tether verify` (a GPU host's), the outer verify has set it for this suite.
     outer = os.environ.get(SUMMARY_ENV)
