@@ -59,7 +59,7 @@ def test_every_variant_compiles_for_sm90_without_spills(variant: str) -> None:
     why = _triton_36_with_gluon()
     if why is not None:
         pytest.skip(why)
-    from validate.gluon_aot import compile_variant, inspect
+    from validate.tools.gluon_aot import compile_variant, inspect
 
     for causal in (True, False):
         row = inspect(compile_variant(variant, causal))

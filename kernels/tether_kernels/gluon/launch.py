@@ -1,7 +1,7 @@
 """Launcher and variants of the Gluon sm90 forward kernel (``attn_fwd_sm90.py``).
 
 Each variant is a ``GluonConfig``; ``VARIANTS`` names the ones a GPU session times side by side
-(``validate/gluon_session.py``). Importing this module imports neither torch nor triton; the
+(``validate/tools/gluon_session.py``). Importing this module imports neither torch nor triton; the
 launcher does, when called.
 """
 
@@ -56,7 +56,7 @@ VARIANTS: dict[str, GluonConfig] = {
     "n64s3pp": GluonConfig(block_n=64, stages=3),
     "n64s4pp": GluonConfig(block_n=64, stages=4),
 }
-# The arm's variant. Chosen from an exploratory timing session on an H200 (validate/
+# The arm's variant. Chosen from an exploratory timing session on an H200 (validate/tools/
 # gluon_session.py, whose numbers are not store runs); the tuning grid tune-gluon-sm90 measures
 # every variant against the fastest peer under the guard, and kernels/NOTES.md renders its
 # outcome from the store.

@@ -1,8 +1,8 @@
 """The Gluon kernel on the H200: a correctness grid, then timing beside Triton, FlashInfer FA3, cuDNN.
 
-Run through ``validate/peer_session.sh`` (it installs FlashInfer from ``.peers/``)::
+Run through ``validate/tools/peer_session.sh`` (it installs FlashInfer from ``.peers/``)::
 
-    bash validate/peer_session.sh validate/gluon_session.py [--variants n128s2pp,n64s3pp]
+    bash validate/tools/peer_session.sh validate/tools/gluon_session.py [--variants n128s2pp,n64s3pp]
 
 1. FlashInfer's modules built in one ninja, or restored from ``.peers/fi-jit-sm90.tar.xz``;
    packed into ``$OUT/fi-jit-sm90.tar.xz`` for the next session (skipped, and the fa3 arm
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
 
         missing = flashinfer_missing()
         if missing is None:
-            from validate.peer_session import build_modules
+            from validate.tools.peer_session import build_modules
 
             step("FlashInfer modules: build or restore")
             try:

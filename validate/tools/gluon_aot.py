@@ -1,6 +1,6 @@
 """Compile the Gluon sm90 kernel ahead of time, on any host (no GPU), and report what it became.
 
-    python validate/gluon_aot.py [--json FILE]      # every variant, bf16, head_dim 128
+    python validate/tools/gluon_aot.py [--json FILE]      # every variant, bf16, head_dim 128
 
 For each variant of ``tether_kernels.gluon.launch.VARIANTS`` (and the causal and non-causal
 kernels, with the LSE stored) it compiles for ``GPUTarget("cuda", 90, 32)`` and reads the

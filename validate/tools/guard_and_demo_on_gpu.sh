@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 16 on a real GPU host: the demo stays out of the committed store and prints no profiler
+# The demo and the guard on a real GPU host (issue 16's checks): the demo stays out of the committed store and prints no profiler
 # noise, the guard's status codes, and a borrowed hold refused. Nothing here writes results/.
-# Usage: OUT=/some/folder validate/hardening_gpu.sh        (PY=.venv/bin/python by default)
+# Usage: OUT=/some/folder validate/tools/guard_and_demo_on_gpu.sh   (PY=.venv/bin/python by default)
 # Ends with a table (check, expected, got, ok) and exits 1 if any row is not ok; the logs are
 # under $OUT.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:?set OUT to a folder for the logs}
 mkdir -p "$OUT"

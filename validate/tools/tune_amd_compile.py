@@ -23,8 +23,8 @@ clean candidate reaching the target: rule 2 ranks a smaller tile below it. When 
 candidate is clean, the one that spills least is recorded as ``fallback`` and shipped, so the
 compile gate names the spill. Run::
 
-    python3 validate/tune_amd_compile.py --out kernels/tuning/amd-compile-search-DATE.json
-    python3 validate/tune_amd_compile.py --arch sm90 --out kernels/tuning/sm90-f32-compile-search-DATE.json
+    python3 validate/tools/tune_amd_compile.py --out kernels/tuning/amd-compile-search-DATE.json
+    python3 validate/tools/tune_amd_compile.py --arch sm90 --out kernels/tuning/sm90-f32-compile-search-DATE.json
 
 It prints one line per (arch, head_dim, dtype) with the chosen config and writes every
 candidate's compiled figures to ``--out``. ``--arch``, ``--head-dim`` and ``--dtype`` narrow the
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def write() -> None:  # after every search, so an interrupted run keeps what it found
         out = {
-            "tool": "validate/tune_amd_compile.py",
+            "tool": "validate/tools/tune_amd_compile.py",
             "compiler": "triton " + C.compiler_version(),
             "host": platform.node(),
             "occupancy_target": OCCUPANCY_TARGET,

@@ -2,7 +2,7 @@
 # The guard's refusal path, shown on a real GPU host rather than described: while
 # `make verify-<vendor>-held` holds the host, a second guarded command must be refused with
 # exit 75 and leave a not_measured record naming the holder in the scratch store.
-# Usage: validate/guard_busy_demo.sh [cuda|rocm] [LOG]    (PY=python3 by default)
+# Usage: validate/tools/guard_busy_demo.sh [cuda|rocm] [LOG]    (PY=python3 by default)
 set -u
 PY=${PY:-python3}
 vendor=${1:-cuda}

@@ -1,6 +1,6 @@
 """Benchmark of ``tether check`` on a large FIXTURE store. A script, not a test.
 
-    .venv/bin/python validate/bench_check.py [--runs 1000] [--repeat 5] [--out PATH]
+    .venv/bin/python validate/tools/bench_check.py [--runs 1000] [--repeat 5] [--out PATH]
 
 Builds a checkout in a temp dir (the real templates and arch_caps.py), a store of ``--runs``
 synthetic sweep runs spread over arches, sweep names and start times, renders the docs from
@@ -24,7 +24,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tether.store import write_run  # noqa: E402 - the repo root must be importable first

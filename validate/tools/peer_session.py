@@ -1,9 +1,9 @@
 """FlashInfer on the H200: build (or restore) its modules, check its arms.
 
-Run through ``validate/peer_session.sh``, which installs the slim FlashInfer from ``.peers/``
+Run through ``validate/tools/peer_session.sh``, which installs the slim FlashInfer from ``.peers/``
 and sets the paths::
 
-    bash validate/peer_session.sh [--skip-pytest]
+    bash validate/tools/peer_session.sh [--skip-pytest]
 
 1. FlashInfer's fa3 and fa2 single-prefill modules for bf16 and f16 at head_dim 128, built in
    one ninja (``MAX_JOBS`` jobs), or found restored from ``.peers/fi-jit-sm90.tar.xz``; timed.
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARCHIVE = "fi-jit-sm90.tar.xz"
 BUILD_DTYPES = ("bf16", "f16")
 BUILD_HEAD_DIMS = (128,)
