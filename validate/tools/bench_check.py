@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +28,13 @@ sys.path.insert(0, str(REPO))
 
 from tether.store import write_run  # noqa: E402 - the repo root must be importable first
 
-from validate.suite.runfactory import make_sweep_run, write_conservative_policy  # noqa: E402
+from validate.suite.fixture_project import fixture_project  # noqa: E402
+from validate.suite.runfactory import (  # noqa: E402
+    CONSERVATIVE_POLICY,
+    make_sweep_run,
+    resealed,
+    write_conservative_policy,
+)
 
 ARCHES = ("sm90", "gfx942", "gfx950", "gfx1151")
 SWEEPS = ("prefill-vs-sdpa", "chunked-prefill", "deferred-rescale")
@@ -38,9 +43,7 @@ TARGET_S = 2.0
 
 def build_checkout(base: Path) -> Path:
     """FIXTURE checkout: templates and arch_caps.py copied from this repository."""
-    root = base / "repo"
-    root.mkdir()
-    (root / "pyproject.toml").write_text("# FIXTURE checkout for bench_check\n", encoding="utf-8")
+    root = fixture_project(base / "repo", policy=CONSERVATIVE_POLICY)
     shutil.copytree(REPO / "docs_src", root / "docs_src")
     # The fixture store holds none of the runs the real policy cites: start it unset.
     write_conservative_policy(root)
@@ -61,9 +64,7 @@ def build_store(store: Path, root: Path, runs: int) -> None:
         started = (
             f"2026-{1 + day // 28:02d}-{1 + day % 28:02d}T{rest // 60:02d}:{rest % 60:02d}:00Z"
         )
-        run_id = f"{started.replace('-', '').replace(':', '')}-sweep-{sweep}-{arch}-{i:06d}"
-        provenance = {**base.provenance, "started": started, "ended": started}
-        write_run(replace(base, id=run_id, provenance=provenance), store)
+        write_run(resealed(base, provenance={"started": started, "ended": started}), store)
 
 
 def time_check(root: Path, store: Path, repeat: int) -> tuple[list[float], int, str]:
