@@ -19,7 +19,7 @@ from tether.guard import lock
 from tether.store import Run
 
 from validate.suite.fixture_project import fixture_project
-from validate.suite.runfactory import make_fixture_store, make_sweep_run
+from validate.suite.runfactory import make_fixture_store
 
 
 @pytest.fixture
@@ -34,12 +34,6 @@ def fixture_store(project: Path) -> list[Run]:
     """``runfactory.make_fixture_store`` written into ``project``'s store: the runs, in write
     order (two sweeps, a gate, a probe, a verify run, a not_measured sweep)."""
     return make_fixture_store(project / "results")
-
-
-@pytest.fixture
-def sweep_run() -> Run:
-    """``runfactory.make_sweep_run()`` in memory: the default FIXTURE sweep, not written."""
-    return make_sweep_run()
 
 
 @pytest.fixture
