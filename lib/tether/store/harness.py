@@ -300,11 +300,17 @@ def run_covers(
 
 
 def recorded_value(
-    kind: str, name: str, config: Mapping[str, Any], root: Path, engine: Path
+    kind: str,
+    name: str,
+    config: Mapping[str, Any],
+    root: Path,
+    engine: Path,
+    registry: Any = None,
 ) -> str | None:
     """The harness/2 value a new run records, or None: the run records the whole-file
-    fingerprint instead (a cover that is not a top-level definition of the tree)."""
-    covers = run_covers(kind, name, config)
+    fingerprint instead (a cover that is not a top-level definition of the tree).
+    ``registry``: the measuring process's (tether.registry.REGISTRY unless given)."""
+    covers = run_covers(kind, name, config, registry)
     if covers is None:
         return None
     table = Definitions.of(root, engine)
