@@ -261,3 +261,14 @@ def test_covers_by_kind_and_what_cannot_be_named(root: Path) -> None:
     assert run_covers("sweep", "s", {**ATTN, "case": "fx-lambda"}, reg) is None
     cfg = {**ATTN, "case": "fx-lambda"}
     assert recorded_value("sweep", "s", cfg, root, bench_dir(root), reg) is None
+
+
+def test_the_schema_takes_both_formats_and_nothing_else(root: Path) -> None:
+    from tether.errors import RunFileError
+    from tether.store import validate_run
+
+    run = make_sweep_run(name="attn", root=root)
+    validate_run(resealed(run, provenance={"harness_fingerprint": _recorded(root, ATTN)}))
+    for bad in ("harness/2:case=a b:" + "0" * 64, "harness/3:engine:" + "0" * 64, "sha256:"):
+        with pytest.raises(RunFileError, match=r"provenance\.harness_fingerprint"):
+            validate_run(resealed(run, provenance={"harness_fingerprint": bad}))
