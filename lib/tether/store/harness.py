@@ -23,10 +23,12 @@ run whose value differs from what the checkout's harness gives that same run is 
 
     A project cover is hashed with every definition it names, transitively, among the
     modules of the folders that hold the declared harness files (for tether: the plugin
-    package). Each definition counts by its name and its code (docstrings, comments and
-    formatting aside), never by the file that holds it: moving a function to another module
-    supersedes nothing, adding a sweep or editing a grid supersedes nothing (a sweep
-    declaration is no cover and nothing a cover names), and changing an input maker
+    package). A name defined nowhere there is not followed: the kernel library's code is the
+    kernels fingerprint's, and tether's own outside the engine (tether.policy) is covered by
+    neither format, as before. Each definition counts by its name and its code (docstrings,
+    comments and formatting aside), never by the file that holds it: moving a function to
+    another module supersedes nothing, adding a sweep or editing a grid supersedes nothing (a
+    sweep declaration is no cover and nothing a cover names), and changing an input maker
     supersedes exactly the runs whose case model reaches it.
 
 By kind: sweep, tune, gate and probe runs name a case model and arms in their config and
@@ -71,8 +73,8 @@ ENGINE = "engine"
 
 @dataclass(frozen=True)
 class Definition:
-    """One top-level statement of a module: the names it binds ("" for none, a bare call),
-    its code as canonical text, and the names it uses."""
+    """One top-level statement of a module: the names it binds (none for a bare call), its
+    code as canonical text, and the names it uses."""
 
     names: tuple[str, ...]
     code: str
