@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from tether.policy import Gate, Threshold
     from tether.render import FigureSpec
     from tether.stats import CellStat
+    from tether.store.harness import CurrentHarness
     from tether.store.model import Run
 
 # The command that fixes generated text, in every project: tether's own Makefile has a
@@ -217,8 +218,10 @@ def _region_place(root: Path, region: str) -> tuple[str, int]:
     return (proj.rel(files[0]) if files else "pyproject.toml"), 1
 
 
-def _superseded(run: Run, current: str) -> bool:
-    return run.harness_fingerprint != current
+def _superseded(run: Run, current: str | CurrentHarness) -> bool:
+    from tether.store.harness import is_superseded
+
+    return is_superseded(run, current)
 
 
 def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
@@ -260,7 +263,7 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
 
 
 def check_thresholds(
-    root: Path, policy: Iterable[Threshold], runs: list[Run], current: str
+    root: Path, policy: Iterable[Threshold], runs: list[Run], current: str | CurrentHarness
 ) -> list[Finding]:
     """Each set threshold rests on the cited (guarded, current) run of its sweep, whose
     predicates hold, and applies only where that evidence has cells."""
@@ -329,7 +332,9 @@ def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
     ]
 
 
-def check_gates(root: Path, gates: Iterable[Gate], runs: list[Run], current: str) -> list[Finding]:
+def check_gates(
+    root: Path, gates: Iterable[Gate], runs: list[Run], current: str | CurrentHarness
+) -> list[Finding]:
     """Each set gate sits strictly between its cited before and after measurements, clear of
     both replicate bands; both are guarded, current and unthrottled."""
     from tether.stats import MIN_RUNS, rate_of
@@ -635,7 +640,7 @@ def run_check(
         from tether import project
         from tether.render import render_parts
         from tether.render.context import policy as checkout_policy
-        from tether.store import harness_fingerprint
+        from tether.store.harness import CurrentHarness
 
         runs = list(loaded)
         try:
@@ -651,8 +656,9 @@ def run_check(
             findings += check_rendered(root, expected, diffs, matched)
             findings += check_signatures(root, cited_ids(runs, expected))
         own_policy, own_gates = checkout_policy(root) or ((), ())
-        # The harness of the checkout being checked, as the renderer judges it.
-        current = harness_fingerprint(root)
+        # The harness of the checkout being checked, as the renderer judges it: each run by
+        # the rule of the format it recorded (tether.store.harness).
+        current = CurrentHarness(root)
         the_policy = tuple(own_policy if policy is None else policy)
         the_gates = tuple(own_gates if gates is None else gates)
         findings += check_thresholds(root, the_policy, runs, current)

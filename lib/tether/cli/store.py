@@ -17,10 +17,10 @@ from typing import Any
 from tether.atomic import TEMP_FOLDER, is_temp_name
 from tether.cli import Context
 from tether.errors import StoreError, UsageError
+from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.io import ENV_MAX_BYTES, load_run, load_store, store_files
 from tether.store.merge import merge
 from tether.store.model import KINDS, Run
-from tether.store.provenance import harness_fingerprint
 
 LS_COLUMNS = ("id", "kind", "name", "arch", "status", "started", "cells")
 SWEEP_ROLES = ("A", "A2", "B")
@@ -228,14 +228,14 @@ def cell_rows(run: Run, runs: list[Run] | None = None) -> list[dict[str, Any]]:
 
 
 def describe(
-    run: Run, current_harness: str | None = None, runs: list[Run] | None = None
+    run: Run, current_harness: str | CurrentHarness | None = None, runs: list[Run] | None = None
 ) -> list[str]:
     """Lines of a human summary of ``run``: provenance, then per cell the medians per role
     (microseconds per call), the ratio, the A/A floor and the verdict."""
     prov = run.provenance
     sha = prov.git_sha + (" (dirty)" if prov.git_dirty else "")
     state = ""
-    if current_harness is not None and run.harness_fingerprint != current_harness:
+    if current_harness is not None and is_superseded(run, current_harness):
         state = "  [superseded: measured by another harness]"
     lines = [
         f"id:       {run.id}",
@@ -315,12 +315,12 @@ def _show(args: argparse.Namespace, ctx: Context) -> int:
     store = ctx.read_store()
     run = find_run(args.run, store)
     runs = _replicate_pool(store)
-    current = harness_fingerprint(ctx.root)
+    current = CurrentHarness(ctx.root)
     if args.json:
         doc = run.to_json()
         doc.pop("cells")
         doc["path"] = str(run.path) if run.path else None
-        doc["superseded"] = run.harness_fingerprint != current
+        doc["superseded"] = is_superseded(run, current)
         doc["cells"] = cell_rows(run, runs)
         _dump(doc, ctx)
         return 0

@@ -20,8 +20,9 @@ Top-level names (version 2):
 
 A document cites, for each ``(kind, name, arch)``, the newest evidence-grade run (status ok,
 measured under the guard; see ``tether.store.cite``). A cited run whose harness fingerprint is
-not the current one is marked superseded. Every number comes from tether.stats over raw
-samples; every verdict is judged by ``tether.stats.judge`` (the A/A floor times the replicate
+not what the checkout's harness gives it (``tether.store.harness.CurrentHarness``, by the rule
+of the format the run recorded) is marked superseded. Every number comes from tether.stats
+over raw samples; every verdict is judged by ``tether.stats.judge`` (the A/A floor times the replicate
 band over the run's blocks and its replicate runs, each symmetric about 1.0), the one rule
 ``store show``, ``compare`` and the terminal summaries use too. ``verdict_word(v, provisional)``
 prints a verdict as every surface prints it. A sweep's verdicts are *provisional* while it has
@@ -64,6 +65,7 @@ from tether.stats import (
     verdict_word,
 )
 from tether.store.cite import by_id, cited, matching, newest_attempt, siblings
+from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.model import Run
 from tether.store.signing import signature_label
 from tether.trends import trend_context
@@ -118,7 +120,7 @@ def _holder(run: Run) -> str | None:
     return ", ".join(parts) or None
 
 
-def run_ref(run: Run, current: str) -> RunRef:
+def run_ref(run: Run, current: str | CurrentHarness) -> RunRef:
     p = run.provenance
     return RunRef(
         id=run.id,
@@ -130,7 +132,7 @@ def run_ref(run: Run, current: str) -> RunRef:
         git_sha=p.git_sha[:12],
         git_dirty=bool(p.git_dirty),
         device=p.device,
-        superseded=p.harness_fingerprint != current,
+        superseded=is_superseded(run, current),
         status=run.status,
         reason=run.reason,
         holder=_holder(run),
@@ -141,7 +143,12 @@ def run_ref(run: Run, current: str) -> RunRef:
 
 
 def _attempt(
-    runs: list[Run], kind: str, name: str | None, arch: str, cite: Run | None, current: str
+    runs: list[Run],
+    kind: str,
+    name: str | None,
+    arch: str,
+    cite: Run | None,
+    current: str | CurrentHarness,
 ):
     """The newest attempt when it is not ok and newer than the cited run, else None."""
     last = newest_attempt(runs, kind, name, arch)
@@ -202,7 +209,12 @@ def _figures_dir(root: Path) -> str | None:
 
 
 def sweep_doc(
-    runs: list[Run], arch: str, name: str, population: Population, current: str, figures: str | None
+    runs: list[Run],
+    arch: str,
+    name: str,
+    population: Population,
+    current: str | CurrentHarness,
+    figures: str | None,
 ) -> SweepDoc:
     run = cited(runs, "sweep", name, arch)
     attempt = _attempt(runs, "sweep", name, arch, run, current)
@@ -309,7 +321,7 @@ class ProbeDoc:
     points: tuple[ProbePoint, ...]
 
 
-def probe_doc(runs: list[Run], arch: str, current: str) -> ProbeDoc | None:
+def probe_doc(runs: list[Run], arch: str, current: str | CurrentHarness) -> ProbeDoc | None:
     run = cited(runs, "probe", None, arch)
     if run is None:
         return None
@@ -354,7 +366,9 @@ class GateDoc:
     latest_threshold: float | None = None  # the threshold of its day, when not today's
 
 
-def _measured(runs: list[Run], run_id: str | None, gate: Gate, role: str, current: str):
+def _measured(
+    runs: list[Run], run_id: str | None, gate: Gate, role: str, current: str | CurrentHarness
+):
     run = by_id(runs, run_id)
     if run is None:
         return None
@@ -367,7 +381,7 @@ def _measured(runs: list[Run], run_id: str | None, gate: Gate, role: str, curren
     )
 
 
-def gate_doc(runs: list[Run], gate: Gate, current: str) -> GateDoc:
+def gate_doc(runs: list[Run], gate: Gate, current: str | CurrentHarness) -> GateDoc:
     latest = cited(runs, "gate", gate.id, gate.arch)
     stat = None
     then = None
@@ -400,7 +414,11 @@ class ThresholdDoc:
 
 
 def threshold_doc(
-    runs: list[Run], th: Threshold, current: str, figures: str | None, stale: Any = None
+    runs: list[Run],
+    th: Threshold,
+    current: str | CurrentHarness,
+    figures: str | None,
+    stale: Any = None,
 ) -> ThresholdDoc:
     doc = sweep_doc(runs, th.arch, th.evidence.sweep, th.evidence.population, current, figures)
     if stale is not None:
@@ -436,7 +454,7 @@ class TuneDoc:
     rows: tuple[TuneRow, ...]
 
 
-def tune_doc(run: Run, current: str, siblings_: Iterable[Run] = ()) -> TuneDoc:
+def tune_doc(run: Run, current: str | CurrentHarness, siblings_: Iterable[Run] = ()) -> TuneDoc:
     stats = cell_stats(run, list(siblings_))
     rows = []
     for config in sorted({str(s.key.get("config")) for s in stats}):
@@ -486,7 +504,7 @@ def arch_sweeps(runs: list[Run], arch: str, headline: str | None, listed: bool) 
     return (*main, *sorted(held - set(main)))
 
 
-def why_not_measured(runs: list[Run], arch: str, current: str) -> RunRef | None:
+def why_not_measured(runs: list[Run], arch: str, current: str | CurrentHarness) -> RunRef | None:
     """When ``arch`` has no ok run of any kind: its newest not ok run."""
     mine = [r for r in runs if r.arch == arch]
     if any(r.ok for r in mine):
@@ -520,11 +538,10 @@ def _verify_runs(runs: list[Run]) -> tuple[Run | None, Run | None]:
 def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     """Everything the templates see, computed once per render."""
     from tether import project
-    from tether.store import harness_fingerprint
 
     proj = project.get(root)
     figures = proj.figures
-    current = harness_fingerprint(root)
+    current = CurrentHarness(root)
     pol = policy(root)
     thresholds, gates = pol if pol is not None else ((), ())
     arches = list(proj.doc_arches)

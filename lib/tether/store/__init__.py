@@ -6,7 +6,8 @@ See SCHEMA.md beside this file for the contract. Importing this package never im
 from __future__ import annotations
 
 from tether.store import model as _model
-from tether.store.io import is_superseded, load_run, load_store, write_run
+from tether.store.harness import CurrentHarness, is_superseded
+from tether.store.io import load_run, load_store, write_run
 from tether.store.merge import MergeReport, merge
 from tether.store.model import (
     GUARD_MODES,
@@ -35,6 +36,7 @@ __all__ = [
     "STATUSES",
     "UNGUARDED",
     "Cell",
+    "CurrentHarness",
     "GuardRecord",
     "MergeReport",
     "Provenance",

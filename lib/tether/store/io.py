@@ -219,8 +219,3 @@ def with_history(runs: list[Run], store: Path) -> list[Run]:
     if not order:
         return runs
     return [replace(r, added=order.get(r.id)) for r in runs]
-
-
-def is_superseded(run: Run, current_fingerprint: str) -> bool:
-    """True when ``run`` was measured by a harness other than the current one."""
-    return run.harness_fingerprint != current_fingerprint

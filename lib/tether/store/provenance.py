@@ -1,9 +1,12 @@
 """Where a run came from: git state, host, versions, source fingerprints, and its unique id.
 
-The harness fingerprint is what makes a run *superseded*: when any measurement module
-changes meaning, every run recorded with the old fingerprint is marked until re-measured.
-Fingerprints hash the parsed AST with docstrings removed, so comments, formatting and the
-generated policy-comment regions do not change them, while any change to code does.
+The harness fingerprint is what makes a run *superseded*: when what gives its samples their
+meaning changes, the run is marked until re-measured. New runs record it per run, over the
+definitions that run depends on (tether.store.harness: the timing engine, its case model, the
+adapters of the arms it timed); runs recorded before that carry the whole-file fingerprint
+below and are still judged by it. Fingerprints hash the parsed AST with docstrings removed,
+so comments, formatting and the generated policy-comment regions do not change them, while
+any change to code does.
 """
 
 from __future__ import annotations
@@ -67,13 +70,18 @@ def bench_dir(root: Path | None = None) -> Path:
     return BENCH_DIR
 
 
+def engine_files(engine: Path) -> list[Path]:
+    """tether's own measurement modules in the bench folder ``engine`` (presentation aside)."""
+    own = sorted(engine.glob("*.py")) if engine.is_dir() else []
+    return [p for p in own if p.stem not in PRESENTATION_SOURCES]
+
+
 def harness_files(root: Path | None = None, engine: Path | None = None) -> list[Path]:
     """tether's own measurement modules (of ``engine``, default ``bench_dir(root)``), then
-    the project's declared harness files."""
-    engine = engine if engine is not None else bench_dir(root)
-    own = sorted(engine.glob("*.py")) if engine.is_dir() else []
-    own = [p for p in own if p.stem not in PRESENTATION_SOURCES]
-    return own + _project(root).harness_files()
+    the project's declared harness files: the whole-file rule's files."""
+    return engine_files(engine if engine is not None else bench_dir(root)) + (
+        _project(root).harness_files()
+    )
 
 
 def kernel_files(root: Path | None = None) -> list[Path]:
@@ -150,16 +158,18 @@ def fingerprint(files: Iterable[Path], root: Path) -> str:
 
 
 def harness_fingerprint(root: Path | None = None) -> str:
-    """Fingerprint of the measurement harness of the tree at ``root`` (see MEASUREMENT_SOURCES
-    and the project's [tool.tether.fingerprint] harness): what the check and the renderer
-    judge runs against."""
+    """The whole-file fingerprint of the measurement harness of the tree at ``root`` (see
+    MEASUREMENT_SOURCES and the project's [tool.tether.fingerprint] harness): what runs that
+    recorded a ``sha256:`` harness fingerprint are judged against. Judge a run with
+    tether.store.harness.CurrentHarness, which picks the rule by the run's format."""
     base = (root or default_root()).resolve()
     return fingerprint(harness_files(base), base)
 
 
 def measured_harness_fingerprint(root: Path | None = None) -> str:
-    """Fingerprint of the harness that measures in this process: the installed timing engine
-    (the code that actually runs), with the project's harness files. Recorded in new runs."""
+    """Whole-file fingerprint of the harness that measures in this process: the installed
+    timing engine (the code that actually runs), with the project's harness files. Recorded
+    by a new run whose harness cannot be named by definition (tether.store.harness)."""
     base = (root or default_root()).resolve()
     return fingerprint(harness_files(base, BENCH_DIR), base)
 
@@ -285,7 +295,9 @@ def new_run(
     """A validated new run with full provenance and its content-addressed id.
 
     The one builder of runs: sweeps, gates, probes, tuning, compile and verify runs all come
-    from here. ``guard`` is required: how the run held the host is never left out (an
+    from here. Its harness fingerprint covers what the kind depends on (see
+    tether.store.harness: a timing run its engine, case model and arm adapters, a verify run
+    the engine, a compile run nothing of the harness). ``guard`` is required: how the run held the host is never left out (an
     unguarded run says so, and why). ``runtime`` carries what only the caller knows (cuda,
     hip, cudnn versions). Raises UnknownArchError for a bad arch name, RunFileError for any
     other bad field.
@@ -296,10 +308,15 @@ def new_run(
     start = utc_stamp(started)
     end = utc_stamp(ended) if ended is not None else (start if started is not None else utc_stamp())
     sha, dirty = git_state(base)
+    # Imported here: tether.store.harness builds on this module's fingerprint helpers.
+    from tether.store.harness import recorded_value
+
+    # The installed engine is the code that measures, as for the whole-file fingerprint.
+    harness = recorded_value(kind, name, config, base, BENCH_DIR)
     provenance = Provenance(
         git_sha=sha,
         git_dirty=dirty,
-        harness_fingerprint=measured_harness_fingerprint(base),
+        harness_fingerprint=harness if harness is not None else measured_harness_fingerprint(base),
         kernels_fingerprint=kernels_fingerprint(base),
         host=host if host is not None else (socket.gethostname() or os.uname().nodename),
         arch=arch,

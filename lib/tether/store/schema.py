@@ -41,6 +41,9 @@ from tether.store.safe import check_id, check_name, check_safe_text
 
 SHA_RE = re.compile(r"[0-9a-f]{40}")
 FINGERPRINT_RE = re.compile(r"sha256:[0-9a-f]{64}")
+# A harness fingerprint by definition (tether.store.harness): what it covers, then its hash.
+_COVER = r"(?:engine|(?:case|arm|bound)=[A-Za-z_][A-Za-z0-9_]*)"
+HARNESS_RE = re.compile(rf"harness/2:((?:{_COVER}(?:,{_COVER})*)?):([0-9a-f]{{64}})")
 STAMP_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 AXIS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ENV_KEY_RE = AXIS_RE  # provenance.environment keys: variable names and counters
@@ -265,9 +268,18 @@ def _provenance(c: _Checker, value: object) -> Provenance:
         c.fail("provenance.git_sha", f"expected 40 lowercase hex or 'unknown', got {sha!r}")
     if prov["git_dirty"] is not None and not isinstance(prov["git_dirty"], bool):
         c.fail("provenance.git_dirty", "expected true, false or null")
-    for fp in ("harness_fingerprint", "kernels_fingerprint"):
-        if not (isinstance(prov[fp], str) and FINGERPRINT_RE.fullmatch(prov[fp])):
-            c.fail(f"provenance.{fp}", f"expected sha256:<64 hex>, got {prov[fp]!r}")
+    harness = prov["harness_fingerprint"]
+    if not (
+        isinstance(harness, str)
+        and (FINGERPRINT_RE.fullmatch(harness) or HARNESS_RE.fullmatch(harness))
+    ):
+        c.fail(
+            "provenance.harness_fingerprint",
+            f"expected sha256:<64 hex> or harness/2:<covers>:<64 hex>, got {harness!r}",
+        )
+    kernels = prov["kernels_fingerprint"]
+    if not (isinstance(kernels, str) and FINGERPRINT_RE.fullmatch(kernels)):
+        c.fail("provenance.kernels_fingerprint", f"expected sha256:<64 hex>, got {kernels!r}")
     c.text(prov["host"], "provenance.host")
     c.text(prov["device"], "provenance.device")
     if not (isinstance(prov["arch"], str) and ARCH_RE.fullmatch(prov["arch"])):
