@@ -1,6 +1,6 @@
 """``tether check`` and figures: digests decide what is redrawn; ``--full`` redraws everything.
 
-FIXTURE checkouts: the real templates and arch_caps.py copied into a temp folder, a store of
+FIXTURE checkouts: the real templates and policy.py copied into a temp folder, a store of
 synthetic runs from validate/suite/runfactory.py, docs rendered into the checkout.
 """
 
