@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 from tether_kernels import Shape, prefill, route
-from tether_kernels.arch_caps import detect_arch
+from tether_kernels.archs import detect_arch
 from tether_kernels.arms import attention_ref, torch_dtype
 from tether_kernels.serves import has_keyless_rows
 

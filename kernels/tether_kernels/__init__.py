@@ -6,7 +6,7 @@ called.
 
 from __future__ import annotations
 
-from tether_kernels.arch_caps import ARCHES
+from tether_kernels.archs import ARCHES
 from tether_kernels.prefill import batch_prefill, single_prefill
 from tether_kernels.routing import ENTRY_POINTS, reachable_entry_points, route
 from tether_kernels.shapes import Shape, attended_pairs, flops

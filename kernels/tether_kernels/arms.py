@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from tether.errors import ArmUnavailableError
 
 from tether_kernels import peers
-from tether_kernels.arch_caps import AMD_ARCHES, ARCH_ARMS, GPU_ARCHES, LaunchConfig, check_arch
+from tether_kernels.archs import ARCH, ARCH_ARMS, ARCHES, GPU_ARCHES, check_arch
 from tether_kernels.gluon import arm as gluon_arm
+from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.serves import (
     GRID_AXIS_MAX,
     HEAD_DIMS_POW2,
@@ -97,7 +98,8 @@ _VIEW_OPS = (
 @dataclass(frozen=True)
 class Arm:
     """One way to run the call. ``serves`` maps arch -> what it serves there (the arms it
-    runs on are its keys); ``kernels_by_arch`` maps arch family -> profiler regexes;
+    runs on are its keys); ``kernels_by_arch`` maps an arch row's ``kernel_names`` ->
+    profiler regexes;
     ``_available`` says why this process cannot run it at all (None when it can)."""
 
     name: str
@@ -131,7 +133,7 @@ class Arm:
     def expected_kernels_on(self, arch: str) -> tuple[str, ...]:
         """Regexes of the profiler kernel (or op) names this arm should run on ``arch``."""
         check_arch(arch)
-        family = "amd" if arch in AMD_ARCHES else arch
+        family = ARCH[arch].kernel_names
         return self.kernels_by_arch.get(family, self.kernels_by_arch.get("gpu", ()))
 
     def supports(self, shape: Shape, arch: str, *, need_lse: bool = False) -> str | None:
@@ -166,7 +168,7 @@ class Arm:
         import torch
 
         if arch is None:
-            from tether_kernels.arch_caps import detect_arch
+            from tether_kernels.archs import detect_arch
 
             arch = detect_arch()
         reason = self.supports(shape, arch)
@@ -224,7 +226,7 @@ def _triton_available(arch: str) -> str | None:
 
 def _triton_prepare(margin: int) -> Callable[..., Launch]:
     def prepare(q, k, v, shape, out, lse, arch, sm_scale=None, counter=None):
-        from tether_kernels.arch_caps import launch_config
+        from tether_kernels.launch_tables import launch_config
         from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
         return attn_fwd_launcher(
@@ -251,7 +253,7 @@ def _triton_prepare(margin: int) -> Callable[..., Launch]:
 
 def _triton_plan(margin: int) -> Callable[..., PerCall]:
     def plan(shape, arch, sm_scale, want_lse):
-        from tether_kernels.arch_caps import launch_config
+        from tether_kernels.launch_tables import launch_config
         from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
         config = launch_config(
@@ -425,7 +427,7 @@ def _ref_prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
 # any of this: the AMD declarations are the sm90 ones for the same PyTorch entry points, and
 # the routed-API suite checks them on the first AMD verify run.
 
-_ALL = ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
+_ALL = ARCHES
 _DTYPES = ("f16", "bf16", "f32")
 _NOT_RUN = "not run on a GPU yet"
 _GPU_SDPA_DIMS = (64, 128)

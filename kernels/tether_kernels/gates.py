@@ -1,6 +1,6 @@
 """Gates: throughput gates on the public entry points and compile gates on every arch.
 
-Data the check judges (``[tool.tether] policy`` lists this file beside arch_caps.py), kept out
+Data the check judges (``[tool.tether] policy`` lists this file beside policy.py), kept out
 of the kernel sources: setting a gate's threshold from a measurement changes no kernel source,
 so it never makes the runs it rests on stale. Pure data, no torch. The regions between
 ``BEGIN GENERATED`` / ``END GENERATED`` are written by ``tether render`` from the store.

@@ -81,7 +81,7 @@ def _shape_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, e
 
 def _device_arch(device: torch.device) -> str:
     """The arch of the device the tensors live on (meta tensors hold no data: refused)."""
-    from tether_kernels.arch_caps import detect_arch
+    from tether_kernels.archs import detect_arch
 
     if device.type == "meta":
         raise UsageError("meta tensors hold no data; pass tensors on the CPU or a GPU")
@@ -90,7 +90,7 @@ def _device_arch(device: torch.device) -> str:
 
 def _check_device(entry: str, q, k, v, arch: str | None) -> str:
     """The arch to route for: the tensors' own, which ``arch``, when given, must name."""
-    from tether_kernels.arch_caps import check_arch
+    from tether_kernels.archs import check_arch
 
     if q.device != k.device or q.device != v.device:
         raise UsageError(

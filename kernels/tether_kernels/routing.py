@@ -1,14 +1,14 @@
 """Routing: which arm an entry point takes for a shape on an arch. Pure, no GPU, no torch.
 
 The candidates, in order: the arm the arch's policy picks for the entry point, then the
-arch's ``ROUTE_ORDER`` (arch_caps). The first candidate whose declaration (``serves`` in
+arch's ``ROUTE_ORDER`` (archs). The first candidate whose declaration (``serves`` in
 tether_kernels.arms) covers the call takes it; the declarations are what each arm computes
 with the contract in kernels/API.md, so the arm a call gets always meets it. When none
 does, ``route`` raises UsageError naming, for each candidate, the constraint it fails.
 Nothing here runs an arm: the decision is the same with or without a GPU, and an entry
 point never falls back at run time.
 
-Each entry point follows the arch's policy thresholds for it (arch_caps.POLICY), read in
+Each entry point follows the arch's policy thresholds for it (policy.POLICY), read in
 order: the first threshold whose scope holds for the shape (e.g. chunked prefill only) and
 whose ``takes`` conditions hold sends the call to its arm; when none does, the call takes the
 ``otherwise`` arm of the first threshold in scope. A threshold whose ``takes`` is None is not
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from tether.errors import UsageError
 
-from tether_kernels.arch_caps import ROUTE_ORDER, check_arch, thresholds_for
+from tether_kernels.archs import ROUTE_ORDER, check_arch
+from tether_kernels.policy import thresholds_for
 from tether_kernels.shapes import Shape
 
 ENTRY_POINTS: tuple[str, ...] = ("single_prefill", "batch_prefill")

@@ -7,7 +7,7 @@ Gluon variant, tether_kernels.gluon.launch.VARIANTS).
 
 from __future__ import annotations
 
-from tether_kernels.arch_caps import LaunchConfig
+from tether_kernels.launch_tables import LaunchConfig
 
 CANDIDATES: dict[str, LaunchConfig] = {
     "m128n64w8s4h2lf": LaunchConfig(128, 64, 8, 4, heads_per_program=2, longest_first=True),

@@ -37,13 +37,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tether.errors import TetherError, UsageError
-from tether_kernels.arch_caps import (
-    GPU_ARCHES,
-    LaunchConfig,
-    check_arch,
-    launch_config,
-)
+from tether_kernels.archs import ARCH_TABLE, GPU_ARCHES, check_arch
 from tether_kernels.gates import COMPILE_KERNEL
+from tether_kernels.launch_tables import LaunchConfig, launch_config
 from tether_kernels.shapes import DTYPES, Shape
 
 from tether_kernels_plugin.isa import (
@@ -59,12 +55,9 @@ KERNEL = COMPILE_KERNEL  # the compile run's name
 # The arms that launch _attn_fwd (arms.py): deferred rescale and the eager "before" arm.
 # Their margins and launch configs are read from what they launch, not repeated here.
 KERNEL_ARMS: tuple[str, ...] = ("triton", "triton_eager")
-# (backend, arch, warp size) for triton.backends.compiler.GPUTarget.
+# (backend, arch, warp size) for triton.backends.compiler.GPUTarget: each arch row's target.
 TARGETS: dict[str, tuple[str, int | str, int]] = {
-    "sm90": ("cuda", 90, 32),
-    "gfx942": ("hip", "gfx942", 64),
-    "gfx950": ("hip", "gfx950", 64),
-    "gfx1151": ("hip", "gfx1151", 32),
+    a.name: a.target for a in ARCH_TABLE if a.target is not None
 }
 # Probe ranges for launch_config: query lengths and batch x heads in powers of two, from the
 # shortest call that is not specialised as a constant (Triton's JIT folds an int equal to 1)

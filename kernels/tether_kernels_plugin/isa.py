@@ -11,106 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tether_kernels.archs import ARCH_TABLE, ArchLimits
 
-@dataclass(frozen=True)
-class ArchLimits:
-    """The per-arch resources that bound how many waves (or blocks) run at once.
-
-    AMD: registers are per lane of a wave, ``unit`` is what one workgroup runs on (a CU on CDNA,
-    a WGP on RDNA in Triton's default WGP mode) and holds ``simds`` SIMDs. sm90: registers are
-    per thread, ``unit`` is an SM, and ``max_waves`` counts warps per SM.
-    """
-
-    arch: str
-    vendor: str  # "amd" or "nvidia"
-    wave_size: int
-    simds: int  # SIMDs per unit (AMD); 1 on sm90, where occupancy counts per SM
-    regs_per_simd: int  # AMD: VGPRs per lane per SIMD; sm90: 32-bit registers per SM
-    reg_granule: int  # AMD: VGPRs per allocation block; sm90: registers per warp block
-    max_regs_per_wave: int  # AMD: VGPRs a wave can address; sm90: registers per thread
-    max_waves: int  # AMD: waves per SIMD; sm90: warps per SM
-    lds_per_unit: int  # bytes of LDS per CU / WGP, shared memory per SM
-    lds_per_workgroup: int  # the most one workgroup (block) may allocate
-    lds_granule: int  # allocation block in bytes
-    lds_reserved: int = 0  # per block, taken by the system (sm90)
-    max_blocks: int = 0  # sm90: resident blocks per SM (0: no separate limit)
-    sgpr_limited: bool = False  # GCN/CDNA: SGPRs can bound waves (not on RDNA)
-
-
-# Sources, for each number below:
-# - gfx942 (CDNA3, MI300X) and gfx950 (CDNA4, MI350X): AMD "CDNA3 / CDNA4 Instruction Set
-#   Architecture" reference guides (512 unified VGPRs + AGPRs per lane, 8 waves per SIMD, 4 SIMDs
-#   per CU); LDS per CU 64 KiB (CDNA3) and 160 KiB (CDNA4) from the ROCm "GPU hardware
-#   specifications" table; allocation granules from LLVM's AMDGPUUsage.rst (LDS: 128 dwords,
-#   320 dwords on GFX950; VGPRs: 8 on gfx90a/gfx94x/gfx950) and AMDGPUBaseInfo.cpp
-#   (IsaInfo::getVGPRAllocGranule, getTotalNumVGPRs, getMaxWavesPerEU).
-# - gfx1151 (RDNA3.5, Radeon 8060S): LLVM GCNProcessors.td maps it to FeatureISAVersion11_5_1,
-#   which carries half again the gfx11 VGPR file (1536 VGPRs per SIMD for wave32, granule 24); gfx11 runs
-#   16 waves per SIMD (getMaxWavesPerEU) and a wave addresses 256 VGPRs; Triton compiles gfx11
-#   in WGP mode (HIPOptions.wgp_cu_mode = "wgp"): a workgroup runs on a WGP of 4 SIMD32 with
-#   128 KiB of LDS, 64 KiB at most per workgroup ("RDNA3 Instruction Set Architecture", LDS).
-# - sm90 (H100/H200): CUDA C++ Programming Guide, "Compute Capabilities" table, and the CUDA
-#   Occupancy Calculator: 64K registers per SM allocated per warp in blocks of 256, 255 per
-#   thread, 64 warps and 32 blocks per SM, 228 KiB shared memory per SM, 227 KiB per block,
-#   1 KiB reserved per block, 128-byte allocation granule.
-LIMITS: dict[str, ArchLimits] = {
-    "gfx942": ArchLimits(
-        "gfx942",
-        "amd",
-        64,
-        simds=4,
-        regs_per_simd=512,
-        reg_granule=8,
-        max_regs_per_wave=512,
-        max_waves=8,
-        lds_per_unit=65536,
-        lds_per_workgroup=65536,
-        lds_granule=512,
-        sgpr_limited=True,
-    ),
-    "gfx950": ArchLimits(
-        "gfx950",
-        "amd",
-        64,
-        simds=4,
-        regs_per_simd=512,
-        reg_granule=8,
-        max_regs_per_wave=512,
-        max_waves=8,
-        lds_per_unit=163840,
-        lds_per_workgroup=163840,
-        lds_granule=1280,
-        sgpr_limited=True,
-    ),
-    "gfx1151": ArchLimits(
-        "gfx1151",
-        "amd",
-        32,
-        simds=4,
-        regs_per_simd=1536,
-        reg_granule=24,
-        max_regs_per_wave=256,
-        max_waves=16,
-        lds_per_unit=131072,
-        lds_per_workgroup=65536,
-        lds_granule=512,
-    ),
-    "sm90": ArchLimits(
-        "sm90",
-        "nvidia",
-        32,
-        simds=1,
-        regs_per_simd=65536,
-        reg_granule=256,
-        max_regs_per_wave=255,
-        max_waves=64,
-        lds_per_unit=233472,
-        lds_per_workgroup=232448,
-        lds_granule=128,
-        lds_reserved=1024,
-        max_blocks=32,
-    ),
-}
+# The per-arch limits are facts of each arch row (tether_kernels.archs, with their sources).
+LIMITS: dict[str, ArchLimits] = {a.name: a.isa for a in ARCH_TABLE if a.isa is not None}
 
 
 def _roundup(value: int, granule: int) -> int:

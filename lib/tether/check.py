@@ -629,7 +629,7 @@ def run_check(
 ) -> list[Finding]:
     """Every finding for the checkout at ``root`` against the store at ``store``, sorted.
 
-    ``policy`` and ``gates`` default to ``tether_kernels.arch_caps``; tests pass their own.
+    ``policy`` and ``gates`` default to the project's policy files; tests pass their own.
     ``full`` redraws every figure and compares bytes (see ``figures_to_compare``). ``since``:
     a git revision; run files held at its merge-base with HEAD must be unchanged.
     ``baseline``: leave out the scan findings the project's scan baseline records.

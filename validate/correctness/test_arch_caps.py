@@ -1,4 +1,4 @@
-"""Arch detection, launch configs and the policy table: pure data, no torch on import."""
+"""The arch table, detection, launch configs and the policy table: pure data, no torch on import."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 from tether.errors import UnknownArchError
-from tether_kernels import ARCHES, Shape, arch_caps, gates
-from tether_kernels.arch_caps import POLICY, detect_arch, launch_config, parse_gcn_arch
+from tether_kernels import ARCHES, Shape, archs, gates, policy
+from tether_kernels.archs import detect_arch, parse_gcn_arch
 from tether_kernels.arms import get_arm
 from tether_kernels.gates import GATES
+from tether_kernels.launch_tables import launch_config
+from tether_kernels.policy import POLICY
 from tether_kernels.routing import ENTRY_POINTS, policy_choice
 
 
@@ -65,7 +67,7 @@ def test_detect_arch_names_an_unknown_gpu(monkeypatch) -> None:
 
 
 def test_importing_the_policy_does_not_import_torch() -> None:
-    code = "import sys, tether_kernels, tether_kernels.arch_caps, tether_kernels.arms; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
+    code = "import sys, tether_kernels, tether_kernels.archs, tether_kernels.launch_tables, tether_kernels.policy, tether_kernels.arms; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"
 
@@ -75,8 +77,8 @@ def test_launch_configs_are_sane(arch: str) -> None:
     for d in (64, 128):
         cfg = launch_config(arch, d)
         assert cfg.block_m >= 16 and cfg.block_n >= 16
-        assert (cfg.waves_per_eu is not None) == (arch in arch_caps.AMD_ARCHES)
-        if arch in arch_caps.AMD_ARCHES:
+        assert (cfg.waves_per_eu is not None) == (arch in archs.AMD_ARCHES)
+        if arch in archs.AMD_ARCHES:
             assert cfg.num_stages in (1, 2)
 
 
@@ -92,13 +94,13 @@ def test_policy_is_conservative_and_complete() -> None:
     assert {th.arch for th in POLICY} == {"sm90", "gfx942", "gfx950", "gfx1151"}
     measured = _measured_arches()
     for th in POLICY:
-        assert th.arm == arch_caps.OWN_ARM.get(th.arch, "triton")
+        assert th.arm == archs.OWN_ARM.get(th.arch, "triton")
         assert th.entry in ("single_prefill", "batch_prefill")
         if th.arch not in measured:
             # tether check evaluates set thresholds against the store; an arch with no runs
             # there can only hold the conservative default.
             assert th.takes is None, f"{th.region}: set without evidence in the store"
-        assert th.otherwise in arch_caps.ARCH_ARMS[th.arch]
+        assert th.otherwise in archs.ARCH_ARMS[th.arch]
         assert th.evidence.predicates == ("geomean_win", "no_loss_outside_floor")
 
 
@@ -139,7 +141,7 @@ def test_gate_shapes_are_the_issue_calls() -> None:
 
 
 def test_every_region_has_its_markers() -> None:
-    text = Path(arch_caps.__file__).read_text(encoding="utf-8")
+    text = Path(policy.__file__).read_text(encoding="utf-8")
     text += Path(gates.__file__).read_text(encoding="utf-8")
     for region in [th.region for th in POLICY] + [g.region for g in GATES]:
         begin = f"# BEGIN GENERATED: {region} (tether render)"
@@ -149,7 +151,7 @@ def test_every_region_has_its_markers() -> None:
 
 
 def test_sm90_short_calls_take_the_small_tile() -> None:
-    from tether_kernels.arch_caps import SM90_MIN_PROGRAMS
+    from tether_kernels.launch_tables import SM90_MIN_PROGRAMS
 
     # batch x hq 32: 16 two-head programs per 128-row block, so SM90_MIN_PROGRAMS / 16
     # blocks is the first long call.
@@ -163,3 +165,92 @@ def test_sm90_short_calls_take_the_small_tile() -> None:
     assert launch_config("sm90", 128, "bf16", qo_len=(blocks - 1) * 128, batch_heads=128) == long
     # No grid given means the long-call config.
     assert launch_config("sm90", 128, "bf16") == long
+
+
+def test_every_arch_row_is_complete() -> None:
+    from dataclasses import asdict
+
+    from tether_kernels.arms import ARMS
+    from tether_kernels.launch_tables import AMD_CONFIGS
+    from tether_kernels_plugin import compile as C
+    from tether_kernels_plugin import isa
+
+    names = [row.name for row in archs.ARCH_TABLE]
+    assert len(set(names)) == len(names)
+    for row in archs.ARCH_TABLE:
+        assert row.vendor in archs.VENDORS and row.family, row.name
+        assert row.arms and row.route_order and row.kernel_names, row.name
+        assert set(row.route_order) <= set(row.arms) and row.own_arm in row.arms, row.name
+        # Every arm the row names exists and declares what it serves there, and every arm that
+        # declares a Serves for the arch is one the row names: the row is where an arm runs.
+        assert set(row.arms) == {a.name for a in ARMS.values() if row.name in a.serves}, row.name
+        # Each arm that runs there has kernel-name patterns for the row's key (the CPU's
+        # Triton arms, interpreted, launch no kernel: an empty tuple is a declaration).
+        for name in row.arms:
+            assert row.kernel_names in ARMS[name].kernels_by_arch, (row.name, name)
+        if row.vendor == "cpu":
+            assert row.capability is None and row.gcn is None
+            assert row.target is None and row.isa is None
+            continue
+        assert (row.capability is not None) == (row.vendor == "nvidia"), row.name
+        assert (row.gcn is not None) == (row.vendor == "amd"), row.name
+        assert row.target is not None and row.isa is not None, row.name
+        assert row.target[0] == {"nvidia": "cuda", "amd": "hip"}[row.vendor], row.name
+        assert row.target[2] == row.isa.wave_size, row.name
+        assert (row.isa.arch, row.isa.vendor) == (row.name, row.vendor), row.name
+        assert all(v is not None for v in asdict(row.isa).values()), row.name
+        # Its launch table answers for every head_dim and dtype the Triton arm serves.
+        for d in (16, 32, 64, 128, 256):
+            for dtype in ("f16", "bf16", "f32"):
+                assert launch_config(row.name, d, dtype).block_m >= 16, (row.name, d, dtype)
+        assert (row.vendor == "amd") == (row.name in AMD_CONFIGS), row.name
+        # Its compile gate and the documents' arch list (CONTRIBUTING.md, "Add an arch").
+        assert row.name in {g.arch for g in gates.COMPILE_GATES}, row.name
+        assert C.TARGETS[row.name] == row.target and isa.LIMITS[row.name] is row.isa
+
+
+def test_the_derived_names_match_the_rows() -> None:
+    rows = archs.ARCH_TABLE
+    assert archs.ARCHES == ("sm90", "gfx942", "gfx950", "gfx1151", "cpu")
+    assert tuple(r.name for r in rows) == archs.ARCHES
+    assert tuple(r.name for r in rows if r.vendor == "amd") == archs.AMD_ARCHES
+    assert tuple(r.name for r in rows if r.vendor != "cpu") == archs.GPU_ARCHES
+    assert {r.name: r.arms for r in rows} == archs.ARCH_ARMS
+    assert {r.name: r.route_order for r in rows} == archs.ROUTE_ORDER
+    assert archs.OWN_ARM == {"sm90": "gluon"}
+    # Each policy threshold sends its calls to the arch's own kernel, else its first route arm.
+    for th in POLICY:
+        assert th.arm == archs.ARCH[th.arch].own_arm
+        assert th.otherwise == archs.ROUTE_ORDER[th.arch][0]
+
+
+def test_doc_arches_are_the_gpu_rows() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    table = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["tether"]
+    assert tuple(table["doc_arches"]) == archs.GPU_ARCHES
+
+
+def test_the_suite_and_the_library_share_the_arch_parser() -> None:
+    import tether.arch
+
+    assert archs.parse_gcn_arch is tether.arch.parse_gcn_arch
+    for row in archs.ARCH_TABLE:
+        tether.arch.check_arch(row.name)  # every row's name is one the suite records runs under
+
+
+def test_a_row_refuses_inconsistent_facts() -> None:
+    from dataclasses import replace
+
+    sm90 = archs.ARCH["sm90"]
+    with pytest.raises(ValueError, match="capability"):
+        replace(sm90, capability=(8, 0))
+    with pytest.raises(ValueError, match="routes to arms"):
+        replace(sm90, route_order=("nope",))
+    with pytest.raises(ValueError, match="warp size"):
+        replace(sm90, target=("cuda", 90, 64))
+    with pytest.raises(ValueError, match="ISA limits"):
+        replace(archs.ARCH["gfx942"], isa=archs.ARCH["gfx950"].isa)
+    with pytest.raises(ValueError, match="detection rule"):
+        replace(archs.ARCH["gfx942"], capability=(9, 4))

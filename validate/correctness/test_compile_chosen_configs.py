@@ -1,6 +1,6 @@
 """The launch configs chosen from compile evidence compute the right answer.
 
-Those are the AMD tables (arch_caps.AMD_CONFIGS) and sm90's f32 tiles (arch_caps.SM90_F32),
+Those are the AMD tables (launch_tables.AMD_CONFIGS) and sm90's f32 tiles (launch_tables.SM90_F32),
 none of them timed. No AMD host is at hand, so each tile runs in the Triton interpreter (or on
 whatever GPU this is) at small shapes with tails and a chunked
 diagonal, at the head dims and dtypes it is chosen for, against the f32 reference. Warps,
@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 import torch
 from tether_kernels import Shape
-from tether_kernels.arch_caps import AMD_CONFIGS, SM90_F32, LaunchConfig
+from tether_kernels.launch_tables import AMD_CONFIGS, SM90_F32, LaunchConfig
 from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
 from validate.correctness._helpers import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-from tether_kernels.arch_caps import CHUNKED_PREFILL_16K, launch_config
 from tether_kernels.gates import COMPILE_GATES
+from tether_kernels.launch_tables import CHUNKED_PREFILL_16K, launch_config
 from tether_kernels_plugin import compile as C
 from tether_kernels_plugin.isa import LIMITS
 

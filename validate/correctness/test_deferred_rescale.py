@@ -14,8 +14,8 @@ import pytest
 import torch
 from tether.pytest_plugin import current_arch, device
 from tether_kernels import Shape
-from tether_kernels.arch_caps import launch_config
 from tether_kernels.arms import prepare_triton_debug, torch_dtype
+from tether_kernels.launch_tables import launch_config
 
 from validate.correctness._helpers import assert_within_baseline, fresh_seed, poisoned_like
 

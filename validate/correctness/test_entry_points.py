@@ -11,8 +11,9 @@ from tether_kernels import (
     ARCHES,
     ENTRY_POINTS,
     Shape,
-    arch_caps,
+    archs,
     batch_prefill,
+    policy,
     prefill,
     reachable_entry_points,
     route,
@@ -132,20 +133,20 @@ def test_single_prefill_calls_the_routed_arm(arch: str, shape: Shape, monkeypatc
 
 def test_conservative_policy_routes_to_the_sdpa_arm(monkeypatch) -> None:
     # The policy every arch starts from before the store holds evidence for it.
-    unset = tuple(_set(th, takes=None) for th in arch_caps.POLICY)
-    monkeypatch.setattr(arch_caps, "POLICY", unset)
+    unset = tuple(_set(th, takes=None) for th in policy.POLICY)
+    monkeypatch.setattr(policy, "POLICY", unset)
     shape = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
     assert route("single_prefill", shape, "sm90") == "sdpa_cudnn"
-    for arch in arch_caps.AMD_ARCHES:
+    for arch in archs.AMD_ARCHES:
         assert route("single_prefill", shape, arch) == "sdpa_flash"
     assert route("single_prefill", shape.with_(dtype="f32"), "cpu") == "sdpa_flash"
 
 
 def test_threshold_switches_at_min_qo_len(monkeypatch) -> None:
-    base = arch_caps.threshold_for("sm90")
+    base = policy.threshold_for("sm90")
     assert base is not None
     held = _set(base, takes=(("qo_len", ">=", 2048),), scope=())
-    monkeypatch.setattr(arch_caps, "POLICY", (held,))
+    monkeypatch.setattr(policy, "POLICY", (held,))
     shape = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
     assert route("single_prefill", shape, "sm90") == held.arm
     assert route("single_prefill", shape.with_(qo_len=1024), "sm90") == "sdpa_cudnn"
@@ -168,7 +169,7 @@ def test_current_arch_is_known() -> None:
 
 CHUNKED = Shape(1, 2048, 16384, 32, 8, 128, "f16", True)
 SQUARE = Shape(1, 2048, 2048, 32, 8, 128, "f16", True)
-GPU_ARCHES = [pytest.param(a, id=a) for a in arch_caps.GPU_ARCHES]
+GPU_ARCHES = [pytest.param(a, id=a) for a in archs.GPU_ARCHES]
 
 
 def _set(th: Threshold, **changes) -> Threshold:
@@ -183,19 +184,19 @@ def _chunked_policy_set(min_qo_len: int) -> tuple[Threshold, ...]:
     # The chunked thresholds set at min_qo_len, the general ones unset: chunked shapes only.
     return tuple(
         _set(th, takes=(("qo_len", ">=", min_qo_len),) if _is_chunked(th) else None)
-        for th in arch_caps.POLICY
+        for th in policy.POLICY
     )
 
 
 def test_every_gpu_arch_has_a_conservative_chunked_threshold() -> None:
-    for arch in arch_caps.GPU_ARCHES:
-        found = arch_caps.thresholds_for(arch)
+    for arch in archs.GPU_ARCHES:
+        found = policy.thresholds_for(arch)
         chunked = [th for th in found if _is_chunked(th)]
         assert len(chunked) == 1, f"{arch}: {found}"
         (th,) = chunked
         assert th.region == f"policy-{arch}-single-prefill-chunked"
-        assert th.arm == arch_caps.OWN_ARM.get(arch, "triton")
-        assert th.otherwise == arch_caps.ROUTE_ORDER[arch][0]
+        assert th.arm == archs.OWN_ARM.get(arch, "triton")
+        assert th.otherwise == archs.ROUTE_ORDER[arch][0]
         assert ("kv_len", ">", "qo_len") in th.scope
         if arch != "sm90":  # the only arch with runs in the store so far
             assert th.takes is None
@@ -207,13 +208,11 @@ def test_every_gpu_arch_has_a_conservative_chunked_threshold() -> None:
             assert ("causal", "==", True) in th.scope
         # The general threshold stays first: the renderer's per-arch docs cite it.
         assert found[0].region == f"policy-single-prefill-{arch}"
-    assert arch_caps.thresholds_for("cpu") == ()
+    assert policy.thresholds_for("cpu") == ()
 
 
 def test_chunked_scope_applies_when_kv_len_exceeds_qo_len() -> None:
-    th = _set(
-        arch_caps.POLICY[0], scope=(("kv_len", ">", "qo_len"),), takes=(("qo_len", ">=", 2048),)
-    )
+    th = _set(policy.POLICY[0], scope=(("kv_len", ">", "qo_len"),), takes=(("qo_len", ">=", 2048),))
 
     def f(qo: int, kv: int) -> dict[str, int]:
         return {"qo_len": qo, "kv_len": kv}
@@ -229,9 +228,9 @@ def test_chunked_scope_applies_when_kv_len_exceeds_qo_len() -> None:
 )
 @pytest.mark.parametrize("arch", GPU_ARCHES)
 def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, monkeypatch) -> None:
-    monkeypatch.setattr(arch_caps, "POLICY", _chunked_policy_set(2048))
-    sdpa = arch_caps.ROUTE_ORDER[arch][0]
-    want = arch_caps.OWN_ARM.get(arch, "triton") if shape.kv_len > shape.qo_len else sdpa
+    monkeypatch.setattr(policy, "POLICY", _chunked_policy_set(2048))
+    sdpa = archs.ROUTE_ORDER[arch][0]
+    want = archs.OWN_ARM.get(arch, "triton") if shape.kv_len > shape.qo_len else sdpa
     assert route("single_prefill", shape, arch) == want
     assert route("single_prefill", shape.with_(qo_len=1024), arch) == sdpa
     assert route("batch_prefill", shape, arch) == sdpa
@@ -251,22 +250,22 @@ def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, m
 
 
 def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
-    general, chunked = arch_caps.thresholds_for("sm90")[:2]
+    general, chunked = policy.thresholds_for("sm90")[:2]
     general = _set(general, scope=())  # speaks for every call, as on the arches without runs
     # An unset chunked threshold does not veto the general one.
     unset_chunked = _set(chunked, takes=None)
     at_1k = (("qo_len", ">=", 1024),)
     at_4k = (("qo_len", ">=", 4096),)  # above CHUNKED's queries: the general one does not take
-    monkeypatch.setattr(arch_caps, "POLICY", (_set(general, takes=at_1k), unset_chunked))
+    monkeypatch.setattr(policy, "POLICY", (_set(general, takes=at_1k), unset_chunked))
     assert route("single_prefill", CHUNKED, "sm90") == general.arm
     # Both set: order decides between their arms.
     both = (_set(chunked, takes=at_1k, arm="triton_eager"), _set(general, takes=at_1k))
-    monkeypatch.setattr(arch_caps, "POLICY", both)
+    monkeypatch.setattr(policy, "POLICY", both)
     assert route("single_prefill", CHUNKED, "sm90") == "triton_eager"
     assert route("single_prefill", SQUARE, "sm90") == general.arm
     # None takes its arm: the first threshold that applies names the other arm.
     idle = (_set(chunked, otherwise="sdpa_flash", takes=None), _set(general, takes=at_4k))
-    monkeypatch.setattr(arch_caps, "POLICY", idle)
+    monkeypatch.setattr(policy, "POLICY", idle)
     assert route("single_prefill", CHUNKED, "sm90") == "sdpa_flash"
     assert route("single_prefill", SQUARE, "sm90") == "sdpa_cudnn"
 
@@ -274,7 +273,7 @@ def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
 def test_sm90_policy_routes_as_its_thresholds_say() -> None:
     # Whatever the policy holds today (set from the store's guarded sm90 sweeps, or unset):
     # a call goes to a threshold's arm exactly where that threshold takes it.
-    found = arch_caps.thresholds_for("sm90")
+    found = policy.thresholds_for("sm90")
     shapes = (CHUNKED, CHUNKED.with_(qo_len=1024), SQUARE, SQUARE.with_(qo_len=8192, kv_len=8192))
     for shape in shapes:
         taking = [th for th in found if th.takes_arm(shape.key())]

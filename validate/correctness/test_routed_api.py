@@ -43,8 +43,9 @@ import torch
 from tether.errors import UsageError
 from tether.pytest_plugin import current_arch, interpreter_on
 from tether_kernels import ARCHES, Shape, prefill, route, single_prefill
-from tether_kernels.arch_caps import ROUTE_ORDER, thresholds_for
+from tether_kernels.archs import ROUTE_ORDER
 from tether_kernels.arms import attention_ref, get_arm
+from tether_kernels.policy import thresholds_for
 from tether_kernels.routing import candidates
 from tether_kernels.serves import HEAD_DIMS_SDPA, has_keyless_rows
 

@@ -12,8 +12,9 @@ import os
 import pytest
 from tether.errors import TetherError, UsageError
 from tether_kernels import ARCHES, ENTRY_POINTS, Shape, reachable_entry_points, route, routing
-from tether_kernels.arch_caps import ARCH_ARMS, ROUTE_ORDER, thresholds_for
+from tether_kernels.archs import ARCH_ARMS, ROUTE_ORDER
 from tether_kernels.arms import ARMS, get_arm
+from tether_kernels.policy import thresholds_for
 from tether_kernels.routing import candidates, policy_choice
 from tether_kernels.serves import (
     HEAD_DIMS_POW2,

@@ -164,7 +164,7 @@ def test_schedules_match_the_default_bit_for_bit(dims: tuple, options: dict) -> 
     import dataclasses
 
     from tether.pytest_plugin import current_arch
-    from tether_kernels.arch_caps import launch_config
+    from tether_kernels.launch_tables import launch_config
 
     batch, qo, kv, hq, hkv, causal = dims
     shape = Shape(batch, qo, kv, hq, hkv, 64, "f16", causal)
@@ -183,7 +183,7 @@ def test_schedules_match_the_default_bit_for_bit(dims: tuple, options: dict) -> 
 
 
 def test_two_heads_per_program_fall_back_when_the_group_is_odd() -> None:
-    from tether_kernels.arch_caps import LaunchConfig
+    from tether_kernels.launch_tables import LaunchConfig
 
     shape = Shape(1, 32, 32, 6, 2, 64, "f16", True)  # three query heads per kv head
     seed = fresh_seed()
@@ -196,7 +196,7 @@ def test_two_heads_per_program_fall_back_when_the_group_is_odd() -> None:
 
 @pytest.mark.parametrize("scale", [0.0, -0.5, float("nan")])
 def test_a_scale_that_is_not_positive_is_refused(scale: float) -> None:
-    from tether_kernels.arch_caps import LaunchConfig
+    from tether_kernels.launch_tables import LaunchConfig
     from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
     shape = Shape(1, 16, 16, 2, 2, 64, "f16", True)

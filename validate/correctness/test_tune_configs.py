@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from tether_kernels import Shape
-from tether_kernels.arch_caps import LaunchConfig
+from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.triton.attn_fwd import attn_fwd_launcher, tma_unsupported_reason
 from tether_kernels_plugin.candidates import CANDIDATES
 
@@ -71,7 +71,7 @@ def test_candidate_config_is_correct(config: LaunchConfig, shape: Shape) -> None
 
 
 def test_the_tuning_grid_includes_todays_default() -> None:
-    from tether_kernels.arch_caps import launch_config
+    from tether_kernels.launch_tables import launch_config
 
     default = launch_config("sm90", 128, "bf16", qo_len=16384, batch_heads=32)
     assert default in CANDIDATES.values()

@@ -1,6 +1,6 @@
 """FIXTURE projects: a tmp folder configured for tether the way an adopting repository is.
 
-    root = fixture_project(tmp_path / "repo", policy="kernels/arch_caps.py")
+    root = fixture_project(tmp_path / "repo", policy="kernels/policy.py")
 
 writes ``pyproject.toml`` with a ``[tool.tether]`` table (the real project's render targets
 and templates, the given policy file and plugins) so the CLI, the renderer and the check treat

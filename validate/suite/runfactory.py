@@ -217,7 +217,7 @@ def make_gate_run(
     threshold: float = 100.0e12,
     measured: float = 120.0e12,
     call: Mapping[str, Any] | None = None,
-    policy: str = "kernels/arch_caps.py GATES gate-prefill",
+    policy: str = "kernels/policy.py GATES gate-prefill",
     started: str = FIXTURE_STARTED,
     n: int = 5,
     seed: int = 0,
@@ -393,11 +393,11 @@ def make_fixture_store(store: Path, *, root: Path | None = None) -> list[Run]:
 
 # FIXTURE: where write_conservative_policy puts the policy files, for a fixture checkout's
 # [tool.tether] policy (the real project lists its routing thresholds and its gates).
-CONSERVATIVE_POLICY = ("kernels/arch_caps.py", "kernels/gates.py")
+CONSERVATIVE_POLICY = ("kernels/policy.py", "kernels/gates.py")
 
 
 def write_conservative_policy(root: Path) -> Path:
-    """FIXTURE: the real policy files (kernels/tether_kernels/arch_caps.py and gates.py) with
+    """FIXTURE: the real policy files (kernels/tether_kernels/policy.py and gates.py) with
     every threshold and gate unset, written to ``root`` at CONSERVATIVE_POLICY's paths; returns
     the routing file's path.
 
@@ -408,7 +408,7 @@ def write_conservative_policy(root: Path) -> Path:
     import re
 
     real = Path(__file__).resolve().parents[2] / "kernels" / "tether_kernels"
-    source = (real / "arch_caps.py").read_text(encoding="utf-8")
+    source = (real / "policy.py").read_text(encoding="utf-8")
     # Thresholds built by the helpers take their lower bound positionally; those written out
     # in full (sm90's) name what they take.
     text, n_helpers = re.subn(
@@ -423,9 +423,7 @@ def write_conservative_policy(root: Path) -> Path:
     gates = re.sub(r"\n\s*(?:before_run|after_run|before_role|after_role)=[^\n]*,", "", gates)
     unset = not re.search(r"\btakes=\(|\bthreshold=[0-9]", text + gates)
     if not (n_helpers and n_takes and n_gates and unset):
-        raise AssertionError(
-            "FIXTURE: arch_caps.py layout changed; update write_conservative_policy"
-        )
+        raise AssertionError("FIXTURE: policy.py layout changed; update write_conservative_policy")
     target = root / CONSERVATIVE_POLICY[0]
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")

@@ -1,6 +1,6 @@
 """The drift corpus: each way published text can drift from the store, and ``tether check`` on it.
 
-Every test builds a FIXTURE checkout in tmp_path (the real templates and arch_caps.py, a made-up
+Every test builds a FIXTURE checkout in tmp_path (the real templates and policy.py, a made-up
 store from runfactory, the docs rendered from it), confirms it is clean, applies one drift, and
 asserts that the check fails and names the place. The check runs in-process through the CLI.
 Figures typed below are FIXTURE text that the scanner must catch; their lines carry the allow
@@ -23,7 +23,7 @@ import pytest
 from tether.cli import main
 from tether.policy import Evidence, Gate, Population, Threshold
 from tether.store import Run, write_run
-from tether_kernels import arch_caps, gates
+from tether_kernels import gates, policy
 
 from validate.suite.fixture_project import fixture_project
 from validate.suite.runfactory import (
@@ -34,7 +34,7 @@ from validate.suite.runfactory import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-POLICY_FILE = REPO / "kernels" / "tether_kernels" / "arch_caps.py"
+POLICY_FILE = REPO / "kernels" / "tether_kernels" / "policy.py"
 GATES_FILE = REPO / "kernels" / "tether_kernels" / "gates.py"
 SWEEP = "prefill-vs-sdpa"
 OLD_HARNESS = "sha256:" + "0" * 64  # FIXTURE: a harness that no longer exists
@@ -64,7 +64,7 @@ _LIVE = (
     ),
 )
 FIXTURE_POLICY = _LIVE + tuple(
-    replace(th, takes=None) for th in arch_caps.POLICY if th.region != POLICY_REGION
+    replace(th, takes=None) for th in policy.POLICY if th.region != POLICY_REGION
 )
 
 
@@ -134,11 +134,11 @@ def _render_into(root: Path, store: Path) -> None:
 def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Checkout:
     root = tmp_path / "repo"
     store = tmp_path / "store"
-    fixture_project(root, policy=["kernels/arch_caps.py", "kernels/gates.py"])
+    fixture_project(root, policy=["kernels/policy.py", "kernels/gates.py"])
     # Real templates and the real policy file: the corpus drifts what users would drift.
     shutil.copytree(REPO / "docs_src", root / "docs_src")
     (root / "kernels").mkdir()
-    shutil.copy2(POLICY_FILE, root / "kernels" / "arch_caps.py")
+    shutil.copy2(POLICY_FILE, root / "kernels" / "policy.py")
     shutil.copy2(GATES_FILE, root / "kernels" / "gates.py")
     sweep = make_sweep_run(name=SWEEP, axes=AXES, fixed=FIXED, ratio=0.5, store=store, root=root)
     # A replicate run of the same commit (older, so the cited run stays ``sweep``): a band
@@ -170,7 +170,7 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Checkout:
         root=root,
     )
     # The policy under test is the FIXTURE's: a live threshold and a gate set between two runs.
-    monkeypatch.setattr(arch_caps, "POLICY", FIXTURE_POLICY)
+    monkeypatch.setattr(policy, "POLICY", FIXTURE_POLICY)
     monkeypatch.setattr(gates, "GATES", fixture_gates(150e12, before.id, after.id))
     _render_into(root, store)
     made = Checkout(
@@ -203,7 +203,7 @@ def test_number_edited_inside_generated_region(checkout: Checkout) -> None:
 
 
 def test_number_edited_inside_policy_comment_region(checkout: Checkout) -> None:
-    path = checkout.root / "kernels" / "arch_caps.py"
+    path = checkout.root / "kernels" / "policy.py"
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     start = next(i for i, line in enumerate(lines) if f"BEGIN GENERATED: {POLICY_REGION}" in line)
     end = next(i for i, line in enumerate(lines) if f"END GENERATED: {POLICY_REGION}" in line)
@@ -214,7 +214,7 @@ def test_number_edited_inside_policy_comment_region(checkout: Checkout) -> None:
     path.write_text("".join(lines), encoding="utf-8")
     code, out, _ = checkout.check()
     assert code == 1
-    assert f"kernels/arch_caps.py:{i + 1}: differs" in out
+    assert f"kernels/policy.py:{i + 1}: differs" in out
 
 
 def test_stale_figure_in_markdown_paragraph(checkout: Checkout) -> None:
@@ -227,7 +227,7 @@ def test_stale_figure_in_markdown_paragraph(checkout: Checkout) -> None:
 
 
 def test_stale_figure_in_python_comment(checkout: Checkout) -> None:
-    path = checkout.root / "kernels" / "arch_caps.py"
+    path = checkout.root / "kernels" / "policy.py"
     path.write_text(
         path.read_text(encoding="utf-8")
         + "# triton clears 390 TFLOP/s here\n",  # tether: allow-figure
@@ -236,7 +236,7 @@ def test_stale_figure_in_python_comment(checkout: Checkout) -> None:
     lines = path.read_text(encoding="utf-8").count("\n")
     code, out, _ = checkout.check()
     assert code == 1
-    assert f"kernels/arch_caps.py:{lines}: throughput figure unit" in out
+    assert f"kernels/policy.py:{lines}: throughput figure unit" in out
 
 
 def test_stale_figure_in_docstring(checkout: Checkout) -> None:
@@ -302,7 +302,7 @@ def test_a_threshold_lowered_below_its_evidence_fails(
 ) -> None:
     # The evidence covers qo_len 2048 and 4096; routing from 16 on routes calls nobody measured.
     lowered = (replace(_LIVE[0], takes=(("qo_len", ">=", 16),)), *FIXTURE_POLICY[1:])
-    monkeypatch.setattr(arch_caps, "POLICY", lowered)
+    monkeypatch.setattr(policy, "POLICY", lowered)
     _render_into(checkout.root, checkout.store)
     code, out, _ = checkout.check()
     assert code == 1
@@ -325,7 +325,7 @@ def test_a_throttled_gate_measurement_is_no_before_or_after(
 
 
 def test_a_marker_that_no_target_renders_is_an_error(checkout: Checkout) -> None:
-    path = checkout.root / "kernels" / "arch_caps.py"
+    path = checkout.root / "kernels" / "policy.py"
     path.write_text(
         path.read_text(encoding="utf-8")
         + "# BEGIN GENERATED: nobody-renders-this (tether render)\n# END GENERATED: nobody-renders-this\n",
@@ -390,7 +390,7 @@ def test_a_policy_resting_on_one_run_is_provisional(checkout: Checkout) -> None:
     code, out, _ = checkout.check()
     assert code == 1
     assert "provisional: the band rests on 1 run, not 2" in out
-    region = (checkout.root / "kernels" / "arch_caps.py").read_text(encoding="utf-8")
+    region = (checkout.root / "kernels" / "policy.py").read_text(encoding="utf-8")
     assert "# provisional: one run" in region
 
 
@@ -400,7 +400,7 @@ def test_evidence_that_timed_other_arms_is_a_finding(
     # Swap the threshold's arm to the evidence run's A arm: gluon's sweep would be presented
     # as triton's evidence, or here sdpa_flash's as triton's.
     swapped = (replace(_LIVE[0], arm="sdpa_flash", otherwise="triton"), *FIXTURE_POLICY[1:])
-    monkeypatch.setattr(arch_caps, "POLICY", swapped)
+    monkeypatch.setattr(policy, "POLICY", swapped)
     _render_into(checkout.root, checkout.store)
     code, out, _ = checkout.check()
     assert code == 1
@@ -458,7 +458,7 @@ def test_superseded_run_cited_as_current_by_policy(checkout: Checkout) -> None:
     _render_into(checkout.root, checkout.store)  # rendered docs mark it; the policy still cites it
     code, out, _ = checkout.check()
     assert code == 1
-    assert "kernels/arch_caps.py:" in out
+    assert "kernels/policy.py:" in out
     assert f"rests on run {old.id} from a superseded harness" in out
 
 
@@ -520,7 +520,7 @@ def test_a_scope_naming_values_its_evidence_lacks_fails(
         ("head_dim", "==", int(fixed["head_dim"]) * 2),
     )
     widened = (replace(_LIVE[0], scope=_LIVE[0].scope + wider), *FIXTURE_POLICY[1:])
-    monkeypatch.setattr(arch_caps, "POLICY", widened)
+    monkeypatch.setattr(policy, "POLICY", widened)
     _render_into(checkout.root, checkout.store)
     code, out, _ = checkout.check()
     assert code == 1

@@ -1,6 +1,6 @@
 """``tether check`` and figures: digests decide what is redrawn; ``--full`` redraws everything.
 
-FIXTURE checkouts: the real templates and arch_caps.py copied into a temp folder, a store of
+FIXTURE checkouts: the real templates and policy.py copied into a temp folder, a store of
 synthetic runs from validate/suite/runfactory.py, docs rendered into the checkout.
 """
 
@@ -140,7 +140,9 @@ def test_check_imports_no_matplotlib_when_figures_match(tree: tuple[Path, Path])
         " io.StringIO(), io.StringIO())\n"
         "print(code, 'matplotlib' in sys.modules)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # This checkout's packages, not an installed copy of another (a git worktree of the repo).
+    paths = (REPO / "lib", REPO / "kernels", REPO)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in paths)}
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120
     )

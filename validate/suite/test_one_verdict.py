@@ -20,7 +20,7 @@ from tether.render.context import load_runs
 from tether.stats import WHOLE_MAP, aggregate, judge, verdict, verdict_word
 from tether.store import harness_fingerprint
 from tether.trends import trend_context
-from tether_kernels import arch_caps
+from tether_kernels import policy
 
 from validate.suite.runfactory import DEFAULT_FIXED, grid_cells, make_sweep_run
 
@@ -30,7 +30,7 @@ AXES = {"batch": [1, 4], "seqlen": [1024, 2048, 4096]}
 PER_CELL = {(1, 1024): 0.8, (1, 2048): 1.25, (1, 4096): 0.999, (4, 1024): 1.0, (4, 4096): 0.7}
 # The sm90 square threshold and the sweep it cites: the replicated FIXTURE sweep is named for
 # it, so its policy region judges the same runs.
-SQUARE = next(t for t in arch_caps.POLICY if t.region == "policy-single-prefill-sm90")
+SQUARE = next(t for t in policy.POLICY if t.region == "policy-single-prefill-sm90")
 REPLICATED = SQUARE.evidence.sweep
 
 
@@ -79,7 +79,7 @@ def test_every_surface_prints_the_same_word(store: Path) -> None:
     out = render_all(ROOT, store)
     readme = out[Path("README.md")].decode()
     backends = out[Path("docs/backends.md")].decode()
-    policy_file = out[Path("kernels/tether_kernels/arch_caps.py")].decode()
+    policy_file = out[Path("kernels/tether_kernels/policy.py")].decode()
     trends = {p["run"]: p for t in trend_context(runs)["trends"] for p in t["points"]}
     current = harness_fingerprint(ROOT)
     seen_words: set[str] = set()

@@ -70,7 +70,7 @@ def test_render_is_deterministic_including_svg(sweep_store: Path) -> None:
 
 def test_headline_matches_independent_numpy(sweep_store: Path) -> None:
     from tether.store import load_store
-    from tether_kernels.arch_caps import thresholds_for
+    from tether_kernels.policy import thresholds_for
 
     (run,) = [r for r in load_store(sweep_store) if r.kind == "sweep"]
     # The headline's population is the sm90 policy's first threshold's: batch 1 (reachable from
@@ -148,7 +148,7 @@ def test_not_measured_attempt_shows_its_reason(tmp_path: Path) -> None:
 
 @pytest.mark.devtool("ruff")
 def test_policy_regions_render_and_are_ruff_format_fixed_points(tmp_path: Path) -> None:
-    from tether_kernels.arch_caps import thresholds_for
+    from tether_kernels.policy import thresholds_for
 
     # A FIXTURE run of the sweep the sm90 policy's first threshold cites, over its scope.
     th = thresholds_for("sm90")[0]
@@ -159,14 +159,14 @@ def test_policy_regions_render_and_are_ruff_format_fixed_points(tmp_path: Path) 
         name=th.evidence.sweep, axes=AXES, fixed=fixed, arms=arms, ratio=0.8, store=store
     )
     out = render_all(ROOT, store)
-    text = _text(out, Path("kernels/tether_kernels/arch_caps.py"))
+    text = _text(out, Path("kernels/tether_kernels/policy.py"))
     assert f"# sweep {th.evidence.sweep}, population {th.evidence.population.name}" in text
     assert "# sweep prefill-vs-sdpa, population single-prefill-gate" in text
     assert "# cells " in text and " faster, " in text
     assert "# geomean_win: holds" in text or "# geomean_win: does not hold" in text
     assert "# not measured: the store has no guarded ok run of this sweep on gfx942." in text
     formatted = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "arch_caps.py", "-"],
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "policy.py", "-"],
         input=text,
         capture_output=True,
         text=True,

@@ -2,7 +2,7 @@
 
     .venv/bin/python validate/tools/bench_check.py [--runs 1000] [--repeat 5] [--out PATH]
 
-Builds a checkout in a temp dir (the real templates and arch_caps.py), a store of ``--runs``
+Builds a checkout in a temp dir (the real templates and policy.py), a store of ``--runs``
 synthetic sweep runs spread over arches, sweep names and start times, renders the docs from
 it so the tree is clean, then times ``python -m tether check`` in a fresh interpreter
 ``--repeat`` times (what a pre-commit hook pays, interpreter start included). The median and
@@ -42,7 +42,7 @@ TARGET_S = 2.0
 
 
 def build_checkout(base: Path) -> Path:
-    """FIXTURE checkout: templates and arch_caps.py copied from this repository."""
+    """FIXTURE checkout: templates and policy.py copied from this repository."""
     root = fixture_project(base / "repo", policy=CONSERVATIVE_POLICY)
     shutil.copytree(REPO / "docs_src", root / "docs_src")
     # The fixture store holds none of the runs the real policy cites: start it unset.

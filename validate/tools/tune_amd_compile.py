@@ -48,8 +48,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tether_kernels.arch_caps import AMD_ARCHES, LaunchConfig
+from tether_kernels.archs import AMD_ARCHES
 from tether_kernels.gates import COMPILE_GATES
+from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.shapes import DTYPES, Shape
 from tether_kernels_plugin import compile as C
 

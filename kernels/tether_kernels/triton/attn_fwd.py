@@ -39,7 +39,7 @@ import triton.language as tl
 if TYPE_CHECKING:
     import torch
 
-    from tether_kernels.arch_caps import LaunchConfig
+    from tether_kernels.launch_tables import LaunchConfig
 
 LOG2E = 1.4426950408889634
 DEFAULT_MARGIN = 8  # log2 units; see the bound on P in the module docstring

@@ -1,0 +1,296 @@
+"""The routing policy: the thresholds from which an entry point takes tether's own kernel.
+
+Data the check judges against the store (``[tool.tether] policy`` lists this file beside
+gates.py), pure dataclasses, no torch: ``tether check`` and the renderer read POLICY on
+machines without a GPU. The regions between ``BEGIN GENERATED`` / ``END GENERATED`` are written
+by ``tether render`` from the results store; never edit them by hand.
+"""
+
+from __future__ import annotations
+
+from tether.policy import Evidence, Population, Threshold
+
+from tether_kernels.archs import OWN_ARM, check_arch
+
+_GATE_POPULATION = Population(
+    name="single-prefill-gate",
+    entry="single_prefill",
+    where=(("qo_len", ">=", 2048),),
+)
+_EVIDENCE = Evidence(
+    sweep="prefill-vs-sdpa",
+    population=_GATE_POPULATION,
+    predicates=("geomean_win", "no_loss_outside_floor"),
+)
+
+
+def _takes(min_qo_len: int | None) -> tuple[tuple[str, str, object], ...] | None:
+    """single_prefill takes the arm from ``min_qo_len`` queries on; None: never (not set)."""
+    return None if min_qo_len is None else (("qo_len", ">=", min_qo_len),)
+
+
+def _threshold(
+    arch: str,
+    otherwise: str,
+    min_qo_len: int | None,
+    *,
+    region: str | None = None,
+    evidence: Evidence = _EVIDENCE,
+    scope: tuple[tuple[str, str, object], ...] = (),
+) -> Threshold:
+    """single_prefill on ``arch`` takes tether's own kernel from ``min_qo_len`` queries on
+    (None: not set), where ``scope`` holds; else ``otherwise``."""
+    return Threshold(
+        region=region or f"policy-single-prefill-{arch}",
+        arch=arch,
+        entry="single_prefill",
+        arm=OWN_ARM.get(arch, "triton"),
+        otherwise=otherwise,
+        evidence=evidence,
+        takes=_takes(min_qo_len),
+        scope=scope,
+    )
+
+
+_CHUNKED_EVIDENCE = Evidence(
+    sweep="chunked-prefill",
+    population=Population(
+        name="single-prefill-chunked",
+        entry="single_prefill",
+        where=(("qo_len", ">=", 2048), ("kv_len", ">", "qo_len")),
+    ),
+    predicates=("geomean_win", "no_loss_outside_floor"),
+)
+
+
+def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Threshold:
+    """A threshold for chunked prefill only (kv_len > qo_len): square shapes are not its call."""
+    return _threshold(
+        arch,
+        otherwise,
+        min_qo_len,
+        region=f"policy-{arch}-single-prefill-chunked",
+        evidence=_CHUNKED_EVIDENCE,
+        scope=(("kv_len", ">", "qo_len"),),
+    )
+
+
+# sm90: tether's Gluon kernel where the evidence measured it against the arm a call would
+# otherwise take (cuDNN, through the same per-call path), and only there: each threshold's
+# scope names the dtypes, head_dim and heads its evidence sweep covers, and the check holds
+# the threshold's region inside the evidence's cells. Calls outside every scope take the route
+# order (cuDNN, then the Triton kernel, then PyTorch's math backend).
+_SM90_HEADS = (("head_dim", "==", 128), ("hq", "==", 32), ("hkv", "==", 8))
+_SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
+
+
+def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object], ...]) -> Evidence:
+    return Evidence(
+        sweep=sweep,
+        population=Population(name=f"{sweep}-region", entry=entry, where=where),
+        predicates=("geomean_win", "no_loss_outside_floor"),
+    )
+
+
+_SM90_CHUNKED_SCOPE = (("causal", "==", True), ("kv_len", ">", "qo_len"), *_SM90_HALF, *_SM90_HEADS)
+_SM90_SQUARE_SCOPE = (("causal", "==", True), ("kv_len", "==", "qo_len"), *_SM90_HALF, *_SM90_HEADS)
+_SM90_BATCH_SCOPE = (
+    ("causal", "==", True),
+    ("kv_len", "==", "qo_len"),
+    ("dtype", "==", "bf16"),
+    *_SM90_HEADS,
+)
+# BEGIN GENERATED: policy-sm90-single-prefill-chunked (tether render)
+# Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
+# where:
+#   causal == True
+#   kv_len > qo_len
+#   dtype in (f16 or bf16)
+#   head_dim == 128
+#   hq == 32
+#   hkv == 8
+#   qo_len >= 128
+# sweep policy-chunked-sm90, population policy-chunked-sm90-region
+# (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
+# run 20261201T112453Z-sweep-policy-chunked-sm90-sm90-11522c07a5b5
+# (2026-12-01, git 3d4434038a19, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/archs.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/launch_tables.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# 14 cells, geomean 2.130,
+# noise 0.987-1.013 (A/A floor 0.996-1.004
+# times replicate band 0.991-1.009): faster;
+# cells 14 faster, 0 slower, 0 level;
+# worst cell dtype=f16 kv_len=8192 qo_len=512
+# at 1.949.
+# geomean_win: holds
+# no_loss_outside_floor: holds
+# END GENERATED: policy-sm90-single-prefill-chunked
+_SM90_CHUNKED = Threshold(
+    region="policy-sm90-single-prefill-chunked",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence(
+        "policy-chunked-sm90", "single_prefill", (("qo_len", ">=", 128), ("kv_len", ">", "qo_len"))
+    ),
+    takes=(("qo_len", ">=", 128),),
+    scope=_SM90_CHUNKED_SCOPE,
+)
+# BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
+# Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
+# where:
+#   causal == True
+#   kv_len == qo_len
+#   dtype in (f16 or bf16)
+#   head_dim == 128
+#   hq == 32
+#   hkv == 8
+#   qo_len >= 1024
+# sweep policy-square-sm90, population policy-square-sm90-region
+# (reachable from single_prefill, qo_len >= 1024).
+# run 20261201T112514Z-sweep-policy-square-sm90-sm90-1d468a9a6060
+# (2026-12-01, git 3d4434038a19, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/archs.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/launch_tables.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# 10 cells, geomean 1.103,
+# noise 0.989-1.011 (A/A floor 0.996-1.004
+# times replicate band 0.992-1.008): faster;
+# cells 10 faster, 0 slower, 0 level;
+# worst cell dtype=bf16 seqlen=4096
+# at 1.073.
+# geomean_win: holds
+# no_loss_outside_floor: holds
+# END GENERATED: policy-single-prefill-sm90
+_SM90 = Threshold(
+    region="policy-single-prefill-sm90",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence("policy-square-sm90", "single_prefill", (("qo_len", ">=", 1024),)),
+    takes=(("qo_len", ">=", 1024),),
+    scope=_SM90_SQUARE_SCOPE,
+)
+# BEGIN GENERATED: policy-sm90-batch-prefill (tether render)
+# Evidence for sm90 batch_prefill -> gluon (else sdpa_cudnn)
+# where:
+#   not set
+# sweep policy-batch-sm90, population policy-batch-sm90-region
+# (reachable from batch_prefill).
+# run 20261201T112653Z-sweep-policy-batch-sm90-sm90-83a713fb2024
+# (2026-12-01, git 3d4434038a19, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/archs.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/launch_tables.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# 8 cells, geomean 0.893,
+# noise 0.996-1.004 (A/A floor 0.998-1.002
+# times replicate band 0.998-1.002): slower;
+# cells 1 faster, 7 slower, 0 level;
+# worst cell batch=16 seqlen=1024
+# at 0.749.
+# geomean_win: does not hold
+# no_loss_outside_floor: does not hold
+# END GENERATED: policy-sm90-batch-prefill
+_SM90_BATCH = Threshold(
+    region="policy-sm90-batch-prefill",
+    arch="sm90",
+    entry="batch_prefill",
+    arm="gluon",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence("policy-batch-sm90", "batch_prefill", ()),
+    # Not set: the sweep's cells have Gluon below cuDNN at batch 2 to 16 (the region above
+    # renders them), so batch_prefill keeps the route order.
+    takes=None,
+    scope=_SM90_BATCH_SCOPE,
+)
+# BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
+# Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
+# where:
+#   not set
+# sweep prefill-vs-sdpa, population single-prefill-gate
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no guarded ok run of this sweep on gfx942.
+# END GENERATED: policy-single-prefill-gfx942
+_GFX942 = _threshold("gfx942", "sdpa_flash", None)
+# BEGIN GENERATED: policy-gfx942-single-prefill-chunked (tether render)
+# Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
+# where:
+#   not set
+# sweep chunked-prefill, population single-prefill-chunked
+# (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
+# not measured: the store has no guarded ok run of this sweep on gfx942.
+# END GENERATED: policy-gfx942-single-prefill-chunked
+_GFX942_CHUNKED = _chunked_threshold("gfx942", "sdpa_flash", None)
+# BEGIN GENERATED: policy-single-prefill-gfx950 (tether render)
+# Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
+# where:
+#   not set
+# sweep prefill-vs-sdpa, population single-prefill-gate
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no guarded ok run of this sweep on gfx950.
+# END GENERATED: policy-single-prefill-gfx950
+_GFX950 = _threshold("gfx950", "sdpa_flash", None)
+# BEGIN GENERATED: policy-gfx950-single-prefill-chunked (tether render)
+# Evidence for gfx950 single_prefill -> triton (else sdpa_flash)
+# where:
+#   not set
+# sweep chunked-prefill, population single-prefill-chunked
+# (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
+# not measured: the store has no guarded ok run of this sweep on gfx950.
+# END GENERATED: policy-gfx950-single-prefill-chunked
+_GFX950_CHUNKED = _chunked_threshold("gfx950", "sdpa_flash", None)
+# BEGIN GENERATED: policy-single-prefill-gfx1151 (tether render)
+# Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
+# where:
+#   not set
+# sweep prefill-vs-sdpa, population single-prefill-gate
+# (reachable from single_prefill, qo_len >= 2048).
+# not measured: the store has no guarded ok run of this sweep on gfx1151.
+# END GENERATED: policy-single-prefill-gfx1151
+_GFX1151 = _threshold("gfx1151", "sdpa_flash", None)
+# BEGIN GENERATED: policy-gfx1151-single-prefill-chunked (tether render)
+# Evidence for gfx1151 single_prefill -> triton (else sdpa_flash)
+# where:
+#   not set
+# sweep chunked-prefill, population single-prefill-chunked
+# (reachable from single_prefill, qo_len >= 2048, kv_len > qo_len).
+# not measured: the store has no guarded ok run of this sweep on gfx1151.
+# END GENERATED: policy-gfx1151-single-prefill-chunked
+_GFX1151_CHUNKED = _chunked_threshold("gfx1151", "sdpa_flash", None)
+
+# route() reads an arch's thresholds in this order; the first that takes its arm wins.
+POLICY: tuple[Threshold, ...] = (
+    _SM90,
+    _SM90_CHUNKED,
+    _SM90_BATCH,
+    _GFX942,
+    _GFX942_CHUNKED,
+    _GFX950,
+    _GFX950_CHUNKED,
+    _GFX1151,
+    _GFX1151_CHUNKED,
+)
+
+# The throughput and compile gates live in gates.py: setting a gate from a measurement changes
+# no kernel source, so it never makes the evidence it rests on stale.
+
+
+def threshold_for(arch: str, entry: str = "single_prefill") -> Threshold | None:
+    """The first policy threshold for ``entry`` on ``arch``; None where the policy has none."""
+    found = thresholds_for(arch, entry)
+    return found[0] if found else None
+
+
+def thresholds_for(arch: str, entry: str = "single_prefill") -> tuple[Threshold, ...]:
+    """Every policy threshold for ``entry`` on ``arch``, in POLICY order (empty on cpu)."""
+    check_arch(arch)
+    return tuple(th for th in POLICY if th.arch == arch and th.entry == entry)
