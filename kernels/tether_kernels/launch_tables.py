@@ -120,14 +120,14 @@ def _cfg(m: int, n: int, w: int, s: int, wpe: int = 2) -> LaunchConfig:
     return LaunchConfig(block_m=m, block_n=n, num_warps=w, num_stages=s, waves_per_eu=wpe)
 
 
-# The AMD tables below are the picks of validate/tune_amd_compile.py by its rule (clean, that
+# The AMD tables below are the picks of validate/tools/tune_amd_compile.py by its rule (clean, that
 # is no spills, LDS within the arch, matrix instructions in the main loops; then 2 waves per
 # SIMD, then the larger tile, then occupancy), recorded in
 # kernels/tuning/amd-compile-search-2026-11-30.json (triton 3.9); where a pick spilled under
 # triton 3.6 (the H200's), the cell was searched again under 3.6
 # (kernels/tuning/compile-search-triton36-2026-12-01.json) and that pick is shipped where it is
 # clean under 3.9 too; where it is not, the pick of a search under both compilers
-# (validate/tune_amd_compile.py --also-under). kernels/NOTES.md says why and what is left. The region above
+# (validate/tools/tune_amd_compile.py --also-under). kernels/NOTES.md says why and what is left. The region above
 # each table is the compile runs of the whole map that the compile gate judges, per compiler,
 # rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
@@ -244,7 +244,7 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # sm90's f32 tiles: no sweep times f32 on the H200 (its f16 and bf16 configs above come from
 # timing runs), so they are picked from compile evidence by the AMD tables' rule, with 2 warps
-# per SM sub-partition for 2 waves per SIMD (validate/tune_amd_compile.py --arch sm90, recorded
+# per SM sub-partition for 2 waves per SIMD (validate/tools/tune_amd_compile.py --arch sm90, recorded
 # in kernels/tuning/sm90-f32-compile-search-2026-12-01.json, and for a pick that spilled under
 # triton 3.6 in kernels/tuning/compile-search-triton36-2026-12-01.json). The region is the
 # compile runs of the whole sm90 map that the compile gate judges.
