@@ -105,6 +105,9 @@ class Arm:
     kernels_by_arch: dict[str, tuple[str, ...]]
     allowed_kernels: tuple[str, ...] = ()
     writes_out: bool = True  # False: the call returns its own tensor and leaves ``out`` alone
+    # True: the plan's launcher reads dense q, k, v, out and lse by address only, so
+    # single_prefill may hand it its [len, heads, d] tensors without a batch dimension.
+    unbatched: bool = False
     _available: Callable[[str], str | None] = field(default=lambda arch: None, repr=False)
     _prepare: Callable[..., Launch] | None = field(default=None, repr=False)
     # (shape, arch, sm_scale, want_lse) -> PerCall; None: each call prepares then launches.
@@ -632,6 +635,7 @@ ARMS: dict[str, Arm] = {
             _available=gluon_arm.available,
             _prepare=gluon_arm.PREPARE,
             _plan=gluon_arm.PLAN,
+            unbatched=True,
         ),
     )
 }

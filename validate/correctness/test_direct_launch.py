@@ -80,10 +80,17 @@ def test_later_calls_launch_directly_with_the_jits_result(shape: Shape) -> None:
     q, k, v = (t[0] for t in make_qkv(shape, fresh_seed()))
     first = single_prefill(q, k, v, causal=True)  # through the JIT
     plan = _PLANS[_key("single_prefill", q, k, v, True, None, False, None)]
-    assert plan.arm == "gluon", plan.arm
+    assert plan.arm == "gluon" and plan.unbatched, plan
     second = single_prefill(q, k, v, causal=True)  # direct
     torch.cuda.synchronize()
-    assert torch.equal(first, second)
+    assert torch.equal(first, second) and second.shape == q.shape
+    # With the LSE: single_prefill's [hq, qo_len], the same on both paths and beside the
+    # output of the call without it.
+    out1, lse1 = single_prefill(q, k, v, causal=True, return_lse=True)
+    out2, lse2 = single_prefill(q, k, v, causal=True, return_lse=True)
+    torch.cuda.synchronize()
+    assert lse2.shape == (shape.hq, shape.qo_len)
+    assert torch.equal(out1, first) and torch.equal(out2, first) and torch.equal(lse1, lse2)
     # Inside a CUDA graph, on the capture's side stream: the replay computes the same.
     static = single_prefill(q, k, v, causal=True)
     graph = torch.cuda.CUDAGraph()

@@ -159,6 +159,9 @@ class GluonPlan:
         self.q_strides = [self.q_dims[1], 1]
         self.kv_strides = [self.kv_dims[1], 1]
         self.consts = (scale * LOG2E, qo_len, kv_len)
+        # The output's strides, contiguous BSHD: ``launch`` takes it dense, batched or not
+        # (single_prefill's [len, heads, d] output has the same layout with batch 1).
+        self.out_strides = (qo_len * hq * d, hq * d, d)
         meta = dict(
             HQ=hq,
             GROUP=hq // hkv,
@@ -176,9 +179,10 @@ class GluonPlan:
         self.kernel = DirectKernel(attn_fwd_sm90, (-(-qo_len // 128) * batch * hq,), meta)
 
     def launch(self, q: Any, k: Any, v: Any, out: Any, lse: Any = None) -> Any:
-        """Launch on contiguous, 16-byte aligned BSHD tensors of the plan's key."""
+        """Launch on contiguous, 16-byte aligned tensors of the plan's key: BSHD, or the
+        [len, heads, d] of a batch of one (the same memory); lse f32, [b, hq, qo] or [hq, qo]."""
         lse_arg = lse if self.want_lse else self.no_lse
-        rest = (out, lse_arg, *self.consts, out.stride(0), out.stride(1), out.stride(2))
+        rest = (out, lse_arg, *self.consts, *self.out_strides)
         stream = self.kernel.stream()
         if stream is not None:
             # A descriptor's base is read for its address only: q itself, not a 2-D view.
