@@ -88,8 +88,10 @@ lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run b
       done
     done
     if [ "$PLAN" = final ]; then
-      # The public API as routed, checked against the reference on this GPU (the issue 11
-      # grid and the suite's: every arm route picks, every head_dim, LSE, strides).
+      # The public API as routed, checked against the reference on this GPU: the Gluon
+      # scope's own calls (each twice: the JIT's launch, then the direct one), then the
+      # issue 11 grid and the suite's (every arm route picks, every head_dim, LSE, strides).
+      step lane1 gluon-routes 90 python3 -m validate.gpu_gluon_routes
       step lane1 routed-grid 150 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14 \
         --every "${GRID_EVERY:-1}"
     fi

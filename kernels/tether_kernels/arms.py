@@ -107,6 +107,9 @@ class Arm:
     kernels_by_arch: dict[str, tuple[str, ...]]
     allowed_kernels: tuple[str, ...] = ()
     writes_out: bool = True  # False: the call returns its own tensor and leaves ``out`` alone
+    # True: the plan's launcher reads dense q, k, v, out and lse by address only, so
+    # single_prefill may hand it its [len, heads, d] tensors without a batch dimension.
+    unbatched: bool = False
     _available: Callable[[str], str | None] = field(default=lambda arch: None, repr=False)
     _prepare: Callable[..., Launch] | None = field(default=None, repr=False)
     # (shape, arch, sm_scale, want_lse) -> PerCall; None: each call prepares then launches.
@@ -357,29 +360,60 @@ def _sdpa_prepare(backend_name: str, bias_mode: str) -> Callable[..., Launch]:
     return prepare
 
 
+class _OnlyBackend:
+    """``sdpa_kernel([backend])`` for the entry points' per-call path, without its cost.
+
+    torch's context manager is a generator that reads and sets every backend's flag through
+    ``getattr`` on each entry and exit (about 10 us of host time per call here); this sets the
+    same process-wide flags with the flag functions looked up once per plan, and restores the
+    previous state on the way out, as the context manager does."""
+
+    __slots__ = ("_getters", "_on", "_setters")
+
+    def __init__(self, backend_name: str) -> None:
+        import torch
+        from torch.nn.attention import SDPBackend, _backend_names
+
+        names = list(_backend_names.items())
+        self._getters = tuple(getattr(torch._C, f"_get_{n}_sdp_enabled") for n, _ in names)
+        self._setters = tuple(getattr(torch._C, f"_set_sdp_use_{n}") for n, _ in names)
+        wanted = getattr(SDPBackend, backend_name)
+        self._on = tuple(getattr(SDPBackend, v) == wanted for _, v in names)
+
+    def call(self, fn: Callable[..., torch.Tensor], *args: object, **kwargs: object):
+        prev = [get() for get in self._getters]
+        for set_, on in zip(self._setters, self._on, strict=True):
+            set_(on)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for set_, was in zip(self._setters, prev, strict=True):
+                set_(was)
+
+
 def _sdpa_plan(backend_name: str, bias_mode: str) -> Callable[..., PerCall]:
     """The entry points' SDPA launcher: the keyword arguments (and any mask) once per key; the
-    key's first call is the checked one (no extra call), later calls only launch."""
+    key's first call is the checked one (no extra call), later calls only launch, with the
+    backend forced by ``_OnlyBackend``."""
 
     def plan(shape, arch, sm_scale, want_lse):
         import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from torch.nn.attention import SDPBackend
 
         backend = getattr(SDPBackend, backend_name)
+        only = _OnlyBackend(backend_name)
+        sdpa = F.scaled_dot_product_attention
         kwargs: dict | None = None
-        checked = False
 
         def per_call(q, k, v, out, lse):
-            nonlocal kwargs, checked
+            nonlocal kwargs
             qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-            if not checked:
-                kwargs = _sdpa_kwargs(shape, q.device, bias_mode, sm_scale)
-                res = _sdpa_checked(backend, backend_name, shape, qt, kt, vt, kwargs)
-                checked = True
+            if kwargs is None:
+                made = _sdpa_kwargs(shape, q.device, bias_mode, sm_scale)
+                res = _sdpa_checked(backend, backend_name, shape, qt, kt, vt, made)
+                kwargs = made  # only once the checked call has served the key
                 return res.transpose(1, 2)
-            with sdpa_kernel([backend]):
-                res = F.scaled_dot_product_attention(qt, kt, vt, **kwargs)
-            return res.transpose(1, 2)
+            return only.call(sdpa, qt, kt, vt, **kwargs).transpose(1, 2)
 
         return per_call
 
@@ -603,6 +637,7 @@ ARMS: dict[str, Arm] = {
             _available=gluon_arm.available,
             _prepare=gluon_arm.PREPARE,
             _plan=gluon_arm.PLAN,
+            unbatched=True,
         ),
     )
 }

@@ -138,6 +138,9 @@ class _Plan:
     writes_out: bool
     copy: bool  # the routed kernel needs contiguous, 16-byte aligned inputs these are not
     launch: Callable[..., Any]
+    # single_prefill's own [len, heads, d] tensors go to the launcher as they are (no batch
+    # view in, no [0] out): the arm reads dense tensors by address only (Arm.unbatched).
+    unbatched: bool = False
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
         import torch
@@ -149,7 +152,8 @@ class _Plan:
         lse = None
         if self.return_lse:
             s = self.shape
-            lse = torch.empty(s.batch, s.hq, s.qo_len, dtype=torch.float32, device=q.device)
+            dims = (s.hq, s.qo_len) if self.unbatched else (s.batch, s.hq, s.qo_len)
+            lse = torch.empty(dims, dtype=torch.float32, device=q.device)
         res = self.launch(q, k, v, out, lse)
         return (res, lse) if self.return_lse else res
 
@@ -178,7 +182,9 @@ def _key(entry: str, q, k, v, causal, sm_scale, return_lse, arch) -> tuple[Any, 
         return None
 
 
-def _plan_for(arm_name: str, shape: Shape, arch: str, return_lse: bool, scale, q, k, v) -> _Plan:
+def _plan_for(
+    entry: str, arm_name: str, shape: Shape, arch: str, return_lse: bool, scale, q, k, v
+) -> _Plan:
     from tether_kernels.arms import get_arm
 
     arm = get_arm(arm_name)
@@ -194,6 +200,7 @@ def _plan_for(arm_name: str, shape: Shape, arch: str, return_lse: bool, scale, q
         writes_out=arm.writes_out,
         copy=copy,
         launch=arm.plan(shape, arch, scale, return_lse),
+        unbatched=entry == "single_prefill" and arm.unbatched,
     )
 
 
@@ -207,7 +214,7 @@ def _checked_plan(entry: str, q, k, v, causal, sm_scale, return_lse, arch) -> _P
     shape = _shape_of(q, k, v, causal, entry)
     found = _check_device(entry, q, k, v, arch)
     arm = route(entry, shape, found, return_lse=return_lse)
-    return _plan_for(arm, shape, found, return_lse, scale, q, k, v)
+    return _plan_for(entry, arm, shape, found, return_lse, scale, q, k, v)
 
 
 _LAYOUTS = {
@@ -225,12 +232,12 @@ def _call(entry: str, q, k, v, causal, sm_scale, return_lse, arch):
             _PLANS[key] = plan
             if len(_PLANS) > PLAN_CACHE_SIZE:
                 _PLANS.popitem(last=False)
-    if entry == "single_prefill":
+    if entry == "single_prefill" and not plan.unbatched:
         res = _run_plan(plan, q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0))
         if return_lse:
             return res[0][0], res[1][0]
         return res[0]
-    return _run_plan(plan, q, k, v)
+    return _run_plan(plan, q, k, v)  # batch_prefill, or single_prefill's unbatched plan
 
 
 def _run_plan(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether_kernels.direct import DirectKernel, HostDescriptor
+
 if TYPE_CHECKING:
     import torch
 
@@ -106,7 +108,10 @@ def gluon_unavailable(device: Any = None) -> str | None:
 class GluonPlan:
     """Everything one key of the Gluon kernel's launch needs that does not depend on the
     tensors' addresses (the layouts, the grid, the constants), built once; ``launch`` then
-    only makes the three tensor descriptors and launches. The entry points keep one per key."""
+    only makes the three tensor descriptors and launches. The entry points keep one per key.
+
+    The first launch goes through the JIT with Triton's checked ``TensorDescriptor``s; later
+    ones launch the compiled kernel directly with bare descriptors (``direct.py``)."""
 
     def __init__(
         self,
@@ -151,9 +156,13 @@ class GluonPlan:
         self.want_lse = want_lse
         # Never written when lse is None (STORE_LSE off); the pointer argument still needs a tensor.
         self.no_lse = None if want_lse else torch.empty(1, dtype=torch.float32, device=device)
-        self.kernel = attn_fwd_sm90[(-(-qo_len // 128) * batch * hq,)]
+        self.q_strides = [self.q_dims[1], 1]
+        self.kv_strides = [self.kv_dims[1], 1]
         self.consts = (scale * LOG2E, qo_len, kv_len)
-        self.meta = dict(
+        # The output's strides, contiguous BSHD: ``launch`` takes it dense, batched or not
+        # (single_prefill's [len, heads, d] output has the same layout with batch 1).
+        self.out_strides = (qo_len * hq * d, hq * d, d)
+        meta = dict(
             HQ=hq,
             GROUP=hq // hkv,
             HEAD_DIM=d,
@@ -167,23 +176,34 @@ class GluonPlan:
             num_warps=4,
             maxnreg=MAXNREG,
         )
+        self.kernel = DirectKernel(attn_fwd_sm90, (-(-qo_len // 128) * batch * hq,), meta)
 
     def launch(self, q: Any, k: Any, v: Any, out: Any, lse: Any = None) -> Any:
-        """Launch on contiguous, 16-byte aligned BSHD tensors of the plan's key."""
+        """Launch on contiguous, 16-byte aligned tensors of the plan's key: BSHD, or the
+        [len, heads, d] of a batch of one (the same memory); lse f32, [b, hq, qo] or [hq, qo]."""
+        lse_arg = lse if self.want_lse else self.no_lse
+        rest = (out, lse_arg, *self.consts, *self.out_strides)
+        stream = self.kernel.stream()
+        if stream is not None:
+            # A descriptor's base is read for its address only: q itself, not a 2-D view.
+            self.kernel.launch(
+                stream,
+                HostDescriptor(q, self.q_dims, self.q_strides),
+                HostDescriptor(k, self.kv_dims, self.kv_strides),
+                HostDescriptor(v, self.kv_dims, self.kv_strides),
+                *rest,
+            )
+            return out
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
         # 2-D views: one row per token, the heads side by side; a tile is one head's columns.
-        q_desc = TensorDescriptor(q.view(self.q_dims), self.q_dims, [self.q_dims[1], 1],
+        q_desc = TensorDescriptor(q.view(self.q_dims), self.q_dims, self.q_strides,
                                   self.q_block, self.q_layout)  # fmt: skip
-        k_desc = TensorDescriptor(k.view(self.kv_dims), self.kv_dims, [self.kv_dims[1], 1],
+        k_desc = TensorDescriptor(k.view(self.kv_dims), self.kv_dims, self.kv_strides,
                                   self.kv_block, self.kv_layout)  # fmt: skip
-        v_desc = TensorDescriptor(v.view(self.kv_dims), self.kv_dims, [self.kv_dims[1], 1],
+        v_desc = TensorDescriptor(v.view(self.kv_dims), self.kv_dims, self.kv_strides,
                                   self.kv_block, self.kv_layout)  # fmt: skip
-        lse_arg = lse if self.want_lse else self.no_lse
-        self.kernel(
-            q_desc, k_desc, v_desc, out, lse_arg, *self.consts,
-            out.stride(0), out.stride(1), out.stride(2), **self.meta,
-        )  # fmt: skip
+        self.kernel.jit(q_desc, k_desc, v_desc, *rest)
         return out
 
 
