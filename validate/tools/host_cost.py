@@ -1,6 +1,6 @@
 """Where an eager entry-point call's host time goes, on a GPU (a diagnostic; writes no run).
 
-    python3 -m validate.host_cost [--calls 200] [--reps 7]
+    python3 -m validate.tools.host_cost [--calls 200] [--reps 7]
 
 Times the host time to issue ``calls`` calls (device drained before, not counted after, as the
 bench's ``host`` sampler does) of the public entry point, of FlashInfer's fa3 as a serving stack
