@@ -19,9 +19,9 @@ from typing import Any
 from tether import registry
 from tether.errors import ArmUnavailableError
 from tether_kernels import batch_prefill, single_prefill
-from tether_kernels.arch_caps import LaunchConfig
 from tether_kernels.arms import ARMS, Arm, get_arm, prepare_triton_config
 from tether_kernels.gluon.arm import prepare_gluon
+from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.routing import ENTRY_POINTS, reachable_entry_points, route
 
 from tether_kernels_plugin.cases import AttentionCase

@@ -17,8 +17,8 @@ from tether import registry
 from tether.arch import check_arch
 from tether.errors import UsageError
 from tether.policy import shape_fields
-from tether_kernels.arch_caps import LaunchConfig
 from tether_kernels.gluon.launch import VARIANTS, GluonConfig
+from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.routing import reachable_entry_points, route
 from tether_kernels.shapes import TORCH_DTYPES, Shape, flops
 
