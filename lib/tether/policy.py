@@ -11,12 +11,13 @@ values); a value that names another field compares the two fields (``("kv_len", 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# Comparison operators a condition may use.
-OPS = {
+# Comparison operators a condition may use (operands are a cell's fields and the policy's
+# values: whatever JSON or the policy file holds).
+OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": lambda a, b: a >= b,
     ">": lambda a, b: a > b,
     "<=": lambda a, b: a <= b,

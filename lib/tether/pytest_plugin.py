@@ -205,7 +205,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # ----- routed public-API cases, counted by arm ------------------------------------------------
 
 SUMMARY_ENV = "TETHER_VERIFY_SUMMARY"
-_ROUTED = pytest.StashKey[collections.Counter]()
+_ROUTED = pytest.StashKey[collections.Counter[str]]()
 _WORKER_OUTPUT = "tether_routed_cases"
 
 
@@ -229,7 +229,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     _pytest_measure.merge_worker(node.config, node)
 
 
-def write_routed_summary(path: Path, counts: collections.Counter) -> None:
+def write_routed_summary(path: Path, counts: collections.Counter[str]) -> None:
     """``{"routed_cases": {arm: n}}`` to ``path``, atomically (a reader never sees half)."""
     from tether.atomic import write_atomic
 

@@ -270,7 +270,7 @@ class _Sampler:
                 self.fn()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / 1e3 / self.calls
+        return float(start.elapsed_time(end)) / 1e3 / self.calls
 
 
 def _calibrate(
@@ -309,7 +309,9 @@ def _call_seconds(
     return out
 
 
-def _orders(roles: list[str], policy: TimingPolicy, rng: random.Random) -> Callable[[int], list]:
+def _orders(
+    roles: list[str], policy: TimingPolicy, rng: random.Random
+) -> Callable[[int], list[str]]:
     def order(rep: int) -> list[str]:
         if policy.order == "abba":
             return list(roles) if rep % 2 == 0 else list(reversed(roles))

@@ -81,7 +81,7 @@ def profile_kernels(fn: Callable[[], object], device: str) -> list[str]:
     which is where a backend choice or a mask construction shows.
     """
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import DeviceType, ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
@@ -97,7 +97,7 @@ def profile_kernels(fn: Callable[[], object], device: str) -> list[str]:
         events = list(prof.events())
     names: list[str] = []
     if device == "cuda":
-        picked = [e.name for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        picked = [e.name for e in events if e.device_type == DeviceType.CUDA]
         if not picked:  # some builds attach device work to the launching op only
             picked = [k.name for e in events for k in getattr(e, "kernels", ())]
     else:

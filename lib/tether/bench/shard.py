@@ -156,7 +156,7 @@ def load_shard(path: Path | str) -> dict[str, Any]:
 
 
 def _full_config(doc: Mapping[str, Any]) -> dict[str, Any]:
-    config = copy.deepcopy(doc["run"]["config"])
+    config: dict[str, Any] = copy.deepcopy(doc["run"]["config"])
     config.setdefault("grid", {"axes": {}, "fixed": {}})["axes"] = copy.deepcopy(
         doc["shard"]["axes"]
     )
@@ -206,7 +206,7 @@ def merge_shards(paths: Sequence[Path | str]) -> StoreRun:
     cells: dict[str, dict[str, Any]] = {}
     devices: list[dict[str, Any]] = []
     guards: list[dict[str, Any]] = []
-    worst = ("ok", None)
+    worst: tuple[str, str | None] = ("ok", None)
     rank = {"ok": 0, "rejected": 1, "not_measured": 2}
     for path, doc in sorted(docs, key=lambda d: d[1]["shard"]["index"]):
         gpu = dict(doc["shard"]["gpu"])

@@ -202,7 +202,7 @@ def _store_runs(store: Any) -> list[Any]:
 def _gate(args: argparse.Namespace, ctx: Context) -> int:
     from tether.bench.gate import measure_gate, select_gates
     from tether.bench.sweep import Target
-    from tether.render.context import policy
+    from tether.render.policy_file import policy
 
     found = policy(ctx.root)
     gates = found[1] if found else ()

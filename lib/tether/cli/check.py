@@ -79,7 +79,7 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``tether check`` to the CLI."""
     parser = sub.add_parser(
         "check",

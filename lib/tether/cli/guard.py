@@ -180,7 +180,7 @@ def _wait_and_lock(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g = sub.add_parser(
         "guard",
         help="the GPU host lock: status, or --hold -- CMD",

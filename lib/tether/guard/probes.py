@@ -109,7 +109,7 @@ def probe_nvml() -> ProbeResult:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the pynvml shim package warns on import
-            import pynvml  # type: ignore[import-not-found]
+            import pynvml
     except ImportError:
         ev["note"] = "pynvml not importable"
         return ProbeResult("nvml", UNKNOWN, ev)

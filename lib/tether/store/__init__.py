@@ -26,7 +26,13 @@ from tether.store.schema import run_from_json, validate_run
 
 # Run.new / from_json / load / validate / write dispatch here (see tether.store.model).
 _model.LIFECYCLE.update(
-    new=new_run, from_json=run_from_json, load=load_run, validate=validate_run, write=write_run
+    {
+        "new": new_run,
+        "from_json": run_from_json,
+        "load": load_run,
+        "validate": validate_run,
+        "write": write_run,
+    }
 )
 
 __all__ = [

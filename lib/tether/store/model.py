@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 SCHEMA = "tether.run/2"
 # Run's lifecycle is implemented in the modules that build on this one: provenance (new),
@@ -29,7 +29,19 @@ SCHEMA = "tether.run/2"
 # imports none of them; tether.store's __init__ (which Python runs before any module of the
 # package) registers their functions here. One way through for a write: model -> schema
 # (validate) -> io (write), with no import circle and no function-level import.
-LIFECYCLE: dict[str, Callable[..., Any]] = {}
+
+
+class Lifecycle(TypedDict, total=False):
+    """The lifecycle functions, by the Run method that dispatches to each."""
+
+    new: Callable[..., Run]  # provenance.new_run(kind, name, *, arch, device, ...)
+    from_json: Callable[..., Run]  # schema.run_from_json(data, source, *, stem, ...)
+    load: Callable[[Path], Run]
+    validate: Callable[[Run, object], None]
+    write: Callable[[Run, Path], Path]
+
+
+LIFECYCLE: Lifecycle = {}
 KINDS: tuple[str, ...] = ("sweep", "gate", "probe", "tune", "verify", "compile")
 STATUSES: tuple[str, ...] = ("ok", "rejected", "not_measured")
 # How a run held the host: took the lock itself, ran under an enclosing hold (a parent
