@@ -57,7 +57,7 @@ def describe(conditions: tuple[Condition, ...]) -> str:
 def shape_fields(
     key: Mapping[str, object],
     fixed: Mapping[str, object],
-    aliases: Mapping[str, object] | None = None,
+    aliases: Mapping[str, Iterable[str]] | None = None,
 ) -> dict[str, object]:
     """A cell's fields: its key over the grid's fixed values, plus the fields its sweep declares
     as aliases of an axis (``{"seqlen": ["qo_len", "kv_len"]}``: a square call's length
@@ -65,7 +65,7 @@ def shape_fields(
     full = {**fixed, **key}
     for axis, names in (aliases or {}).items():
         if axis in full:
-            for name in names:  # type: ignore[attr-defined]
+            for name in names:
                 full.setdefault(name, full[axis])
     return full
 
@@ -204,17 +204,17 @@ class CompileGate:
     region: str | None = None
     notes: tuple[str, ...] = field(default=())
 
-    def failures(self, key: Mapping[str, object], extra: Mapping[str, object]) -> tuple[str, ...]:
+    def failures(self, key: Mapping[str, object], extra: Mapping[str, Any]) -> tuple[str, ...]:
         """Why one compiled variant (a compile cell's key and extra) fails; () when it passes."""
         out = []
-        spills = int(extra["spills"])  # type: ignore[call-overload]
+        spills = int(extra["spills"])
         if spills > self.max_spills:
             out.append(f"spilled registers: {spills}")
-        lds, limit = int(extra["lds_bytes"]), int(extra["lds_limit_bytes"])  # type: ignore[call-overload]
+        lds, limit = int(extra["lds_bytes"]), int(extra["lds_limit_bytes"])
         if lds > limit:
             out.append(f"LDS {lds} B over the {limit} B a workgroup may use")
         if self.matrix_dtypes is None or key.get("dtype") in self.matrix_dtypes:
-            loops = list(extra["loops"])  # type: ignore[call-overload]
+            loops = list(extra["loops"])
             if not loops:
                 out.append("no main loop found in the compiled code")
             bare = [i for i, loop in enumerate(loops) if not loop["matrix"]]

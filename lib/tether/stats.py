@@ -201,7 +201,7 @@ def cell_stat(
     cell: Cell,
     fixed: Mapping[str, object],
     siblings: Sequence[float] = (),
-    aliases: Mapping[str, object] | None = None,
+    aliases: Mapping[str, Iterable[str]] | None = None,
     sibling_floors: Sequence[tuple[float, float]] = (),
     runs: int = 1,
 ) -> CellStat:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from tether import project as project_mod
 from tether.errors import (
@@ -110,10 +110,10 @@ def find_root(start: Path | None = None) -> Path:
 class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting, so in-process callers keep control."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
 
-    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
             self._print_message(message, sys.stderr)
         raise _Exit(status)

@@ -424,7 +424,7 @@ class HostLock:
             if not busy or check.state == VERIFIED or time.monotonic() >= deadline:
                 break
             time.sleep(0.02)
-        live = bool(record) and record_is_live(record)  # type: ignore[arg-type]
+        live = bool(record and record_is_live(record))
         st = LockStatus(str(self.path), "free", record, live, [], check.state, holders, busy)
         live_holders = [p for p in holders or () if _proc.alive(p)]
         if busy and trusted(check, record, holders):

@@ -11,7 +11,7 @@ the field), ``to_json`` gives the file's form (optional fields left out when abs
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, Field, dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
 from tether.errors import RunFileError
@@ -36,22 +36,20 @@ class Results:
     """Shared behaviour of the typed summaries (a mixin of frozen dataclasses)."""
 
     KIND: ClassVar[str]
+    # Every subclass is a dataclass (declared here so ``fields`` accepts the mixin's types).
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     @classmethod
     def required(cls) -> Spec:
         """The fields every ok run of the kind carries, with their JSON types."""
-        return {
-            f.name: _TYPES[str(f.type)]
-            for f in fields(cls)  # type: ignore[arg-type]
-            if f.default is MISSING
-        }
+        return {f.name: _TYPES[str(f.type)] for f in fields(cls) if f.default is MISSING}
 
     @classmethod
     def optional(cls) -> Spec:
         """The fields checked when present (annotated ``X | None = None``)."""
         return {
             f.name: _TYPES[str(f.type).removesuffix(" | None")]
-            for f in fields(cls)  # type: ignore[arg-type]
+            for f in fields(cls)
             if f.default is not MISSING
         }
 
@@ -75,7 +73,7 @@ class Results:
     def to_json(self) -> dict[str, Any]:
         """The ``results`` object of the run file (absent optional fields left out)."""
         out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in fields(self):
             value = getattr(self, f.name)
             if value is None and f.default is not MISSING:
                 continue
