@@ -29,7 +29,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from tether.atomic import STAMP_FORMAT, utc_stamp
-from tether.bench.sweep import Bench
+from tether.bench.sweep import Bench, GridMeasurement
 from tether.store.model import Run
 
 # The signals that stop a measurement and still write what it measured.
@@ -118,7 +118,7 @@ class SafeBench(Bench):
 
     def measure_grid(
         self, sweep: Any, only: Callable[[int], bool] | None = None
-    ) -> tuple[str, str | None, dict[str, str], list[Any], bool]:
+    ) -> GridMeasurement:
         self._began = time.monotonic()
         self._wall = datetime.now(timezone.utc)
         try:

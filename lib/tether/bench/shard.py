@@ -26,6 +26,8 @@ from tether.errors import RunFileError, StoreError, UsageError
 from tether.store.model import SCHEMA as RUN_SCHEMA
 
 if TYPE_CHECKING:
+    from tether.bench.sweep import Bench
+    from tether.registry import Sweep
     from tether.store.model import Run as StoreRun
 
 SHARD_SCHEMA = "tether.shard/1"
@@ -285,8 +287,8 @@ def _merged_guard(guards: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_shard(
-    bench: Any,
-    sweep: Any,
+    bench: Bench,
+    sweep: Sweep,
     index: int,
     count: int,
     shard_dir: Path | str,
@@ -303,10 +305,10 @@ def run_shard(
     position = {_key_id(k): i for i, k in enumerate(keys)}
     mine = {position[_key_id(k)] for k in shard_keys(keys, count)[index]}
     started = _now()
-    status, reason, arms, cells, _ = bench.measure_grid(sweep, only=lambda i: i in mine)
+    grid = bench.measure_grid(sweep, only=lambda i: i in mine)
     config = {
         "grid": {"axes": {}, "fixed": dict(sweep.fixed)},
-        "arms": dict(arms),
+        "arms": dict(grid.arms),
         "case": sweep.case,
         "unit": sweep.unit,
         "entry_points": list(sweep.entry_points),
@@ -318,8 +320,8 @@ def run_shard(
         **({"aliases": {k: list(v) for k, v in sweep.aliases.items()}} if sweep.aliases else {}),
     }
     run = bench.new_run(
-        "sweep", sweep.name, config=config, status=status, reason=reason, cells=cells,
-        started=started, ended=_now(),
+        "sweep", sweep.name, config=config, status=grid.status, reason=grid.reason,
+        cells=grid.cells, started=started, ended=_now(),
     )  # fmt: skip
     return write_shard(run, shard_dir, index, count, gpu, axes=dict(sweep.axes))
 

@@ -33,6 +33,38 @@ from tether.store.model import CONTROL, UNGUARDED, Cell, GuardRecord, Run
 ROLES = ("A", CONTROL, "B")
 
 
+@dataclass(frozen=True)
+class CellMeasurement:
+    """One cell measured once (one replicate block): what ``Bench.measure_cell`` returns."""
+
+    samples: dict[str, list[float]]  # seconds per call, by role
+    flags: list[str]
+    extra: dict[str, Any]
+    kernels: dict[str, list[str]]  # what each role launched ({} when not profiled)
+
+
+@dataclass(frozen=True)
+class GridMeasurement:
+    """A grid measured in replicate blocks: what ``Bench.measure_grid`` returns."""
+
+    status: str  # "ok" or "rejected"
+    reason: str | None
+    arms: dict[str, str]  # by role
+    cells: list[Cell]
+    interrupted: bool  # stopped by Ctrl-C (the caller writes the run, then re-raises)
+
+
+@dataclass
+class _Blocks:
+    """One cell's replicate blocks as they accumulate over the grid's passes."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    blocks: list[int] = field(default_factory=list)  # samples per block
+    flags: set[str] = field(default_factory=set)
+    extra: list[dict[str, Any]] = field(default_factory=list)
+    kernels: dict[str, list[str]] = field(default_factory=dict)
+
+
 @dataclass
 class Target:
     """Where a measurement runs: the arch name the store files it under and the torch device."""
@@ -174,9 +206,8 @@ class Bench:
         seed: int,
         label: str,
         profile: bool,
-    ) -> tuple[dict[str, list[float]], list[str], dict[str, Any], dict[str, list[str]]]:
-        """Prepare, time (and on the first block profile) one cell once; returns samples,
-        flags, extra and the kernels each role ran ({} when not profiled)."""
+    ) -> CellMeasurement:
+        """Prepare, time (and on the first block profile) one cell once."""
         target = self.target
         role_arm = (
             {"A": arms["A"], CONTROL: arms["A"], "B": arms["B"]} if "A" in arms else dict(arms)
@@ -218,7 +249,7 @@ class Bench:
             if strays:
                 flags.append("kernel_mismatch")
                 extra["unexpected_kernels"] = strays
-        return timing_out.samples, flags, extra, kernels
+        return CellMeasurement(timing_out.samples, flags, extra, kernels)
 
     # -- a grid --------------------------------------------------------------------------
 
@@ -230,13 +261,11 @@ class Bench:
 
     def measure_grid(
         self, sweep: Sweep, only: Callable[[int], bool] | None = None
-    ) -> tuple[str, str | None, dict[str, str], list[Cell], bool]:
+    ) -> GridMeasurement:
         """Measure every cell of ``sweep`` in replicate blocks (or, for a shard, the cells whose
         grid index ``only`` accepts; arms are resolved over the whole grid either way, and a
         cell's seeds come from its place in the whole grid, so shards compare with unsharded
         runs cell by cell).
-
-        Returns (status, reason, arms by role, cells, interrupted).
         """
         from tether.bench.progress import SweepProgress
 
@@ -249,10 +278,11 @@ class Bench:
         mine = [i for i in range(len(keys)) if only is None or only(i)]
         timing = self.timing_of(sweep)
         blocks = max(1, self.replicates if self.replicates is not None else sweep.replicates)
-        per_cell: list[dict[str, Any]] = [
-            {"samples": {}, "blocks": [], "flags": set(), "extra": [], "kernels": {}} for _ in keys
-        ]
-        status, reason, arms, done = "ok", None, {}, 0
+        per_cell = [_Blocks() for _ in keys]
+        status: str = "ok"
+        reason: str | None = None
+        arms: dict[str, str] = {}
+        done = 0
         interrupted = False
         try:
             arms = resolve_arms(sweep, cases, self.target.arch, self.registry)
@@ -260,21 +290,21 @@ class Bench:
                 for block in range(blocks):
                     for index in mine:
                         case = cases[index]
-                        samples, flags, extra, kernels = self.measure_cell(
+                        got = self.measure_cell(
                             sweep, case, arms, timing,
                             seed=timing.seed + index + 7919 * block,
                             label=f"{sweep.name}[{index}]#{block}",
                             profile=block == 0,
                         )  # fmt: skip
                         acc = per_cell[index]
-                        for role, vals in samples.items():
-                            acc["samples"].setdefault(role, []).extend(vals)
-                        acc["blocks"].append(len(next(iter(samples.values()))))
-                        acc["flags"].update(flags)
-                        acc["extra"].append(extra)
-                        acc["kernels"] = acc["kernels"] or kernels
+                        for role, vals in got.samples.items():
+                            acc.samples.setdefault(role, []).extend(vals)
+                        acc.blocks.append(len(next(iter(got.samples.values()))))
+                        acc.flags.update(got.flags)
+                        acc.extra.append(got.extra)
+                        acc.kernels = acc.kernels or got.kernels
                         done += 1
-                        bar.advance({r: list(s) for r, s in samples.items()})
+                        bar.advance({r: list(s) for r, s in got.samples.items()})
         except ArmUnavailableError as exc:
             status, reason = "rejected", f"arm unavailable: {exc}"
         except KeyboardInterrupt:
@@ -283,23 +313,23 @@ class Bench:
             interrupted = True
         cells = []
         for key, case, acc in zip(keys, cases, per_cell, strict=True):
-            if not acc["blocks"]:
+            if not acc.blocks:
                 continue
             cells.append(
                 Cell(
                     key=dict(key),
                     work=float(case.work),
-                    samples={r: tuple(v) for r, v in acc["samples"].items()},
-                    blocks=tuple(acc["blocks"]) if len(acc["blocks"]) > 1 else (),
-                    kernels={r: tuple(k) for r, k in acc["kernels"].items()},
+                    samples={r: tuple(v) for r, v in acc.samples.items()},
+                    blocks=tuple(acc.blocks) if len(acc.blocks) > 1 else (),
+                    kernels={r: tuple(k) for r, k in acc.kernels.items()},
                     reach=dict(case.reach(self.target.arch)),
-                    flags=tuple(sorted(acc["flags"])),
-                    extra=_merge_extra(acc["extra"]),
+                    flags=tuple(sorted(acc.flags)),
+                    extra=_merge_extra(acc.extra),
                 )
             )
         if status == "ok" and len(cells) != len(mine):
             status, reason = "rejected", f"{len(mine) - len(cells)} cells not measured"
-        return status, reason, arms, cells, interrupted
+        return GridMeasurement(status, reason, arms, cells, interrupted)
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -332,13 +362,14 @@ class Bench:
     ) -> Run:
         """Measure ``sweep`` and write one run (kind ``sweep.kind`` unless given)."""
         started = time.time()
-        status, reason, arms, cells, interrupted = self.measure_grid(sweep)
+        grid = self.measure_grid(sweep)
+        status, cells = grid.status, grid.cells
         axes = {k: list(v) for k, v in sweep.axes.items()} if status == "ok" else {}
         timing = self.timing_of(sweep)
         config = {
             "grid": {"axes": axes, "fixed": dict(sweep.fixed)},
             "arms": dict(
-                arms or {r: c if isinstance(c, str) else c[0] for r, c in sweep.arms.items()}
+                grid.arms or {r: c if isinstance(c, str) else c[0] for r, c in sweep.arms.items()}
             ),
             "case": sweep.case,
             "unit": sweep.unit,
@@ -359,11 +390,11 @@ class Bench:
             results = results(cells) if status == "ok" else {}
         run = self.new_run(
             kind or sweep.kind, sweep.name, config=config, status=status,
-            reason=_safe_reason(reason), cells=cells, results=dict(results or {}),
+            reason=_safe_reason(grid.reason), cells=cells, results=dict(results or {}),
             started=_stamp(started), ended=_stamp(time.time()),
         )  # fmt: skip
         run = self.write_run(run)
-        if interrupted:
+        if grid.interrupted:
             raise KeyboardInterrupt
         return run
 
@@ -407,4 +438,13 @@ def cell_rate(cell: Cell, role: str = "B") -> float:
     return cell.work / statistics.median(cell.samples[role])
 
 
-__all__ = ["ROLES", "Bench", "Target", "cell_rate", "guard_record", "resolve_arms"]
+__all__ = [
+    "ROLES",
+    "Bench",
+    "CellMeasurement",
+    "GridMeasurement",
+    "Target",
+    "cell_rate",
+    "guard_record",
+    "resolve_arms",
+]
