@@ -14,6 +14,7 @@ from tether.bench.engine import TimingPolicy
 from tether.bench.sweep import Bench
 from tether.errors import NotRunHereError, UsageError
 from tether.registry import Sweep
+from tether.store.results import GateResults
 
 GATE_TIMING = TimingPolicy()  # the engine's defaults: the same policy the sweeps use
 NO_EVIDENCE = "no evidence yet: set from a guarded before/after pair of runs"
@@ -83,12 +84,12 @@ def measure_gate(bench: Bench, gate: Any, policy_file: str) -> GateOutcome:
         )
     if gate.threshold is None:
         raise UsageError(f"gate {gate.id}: {NO_EVIDENCE}")
-    results = {
-        "threshold": float(gate.threshold),
-        "gate": gate.id,
-        "shape": call_text(dict(gate.call)),
-        "policy": f"{policy_file} GATES {gate.id}",
-    }
+    results = GateResults(
+        threshold=float(gate.threshold),
+        gate=gate.id,
+        shape=call_text(dict(gate.call)),
+        policy=f"{policy_file} GATES {gate.id}",
+    ).to_json()
     record = {
         "id": gate.id,
         "arm": gate.arm,

@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tether.cli import Context
+from tether.cli import Context, Subparsers
+from tether.store.results import CompileResults
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "compile",
         help="compile every kernel variant for each GPU arch (no GPU needed) into compile runs",
@@ -86,13 +87,13 @@ def _compile_with(engine: Any, args: argparse.Namespace, ctx: Context, runs: lis
             continue
         run = engine.compile_arch(arch, ctx.root, workers=args.workers or None, err=ctx.err)
         path = write_run(run, ctx.store)
-        r = run.results
+        r = CompileResults.from_json(run.results, path)
         print(
-            f"compile {arch}: {r['variants']} variants, {r['spills_total']} registers spilled "
-            f"in {r['variants_spilling']}, {r['variants_over_lds']} over the LDS, "
-            f"{r['variants_loop_without_matrix']} with a main loop without matrix instructions, "
-            f"occupancy {r['occupancy_min']}-{r['occupancy_max']} {r['occupancy_unit']}; "
-            f"{r['seconds']} s -> {path}",
+            f"compile {arch}: {r.variants} variants, {r.spills_total} registers spilled "
+            f"in {r.variants_spilling}, {r.variants_over_lds} over the LDS, "
+            f"{r.variants_loop_without_matrix} with a main loop without matrix instructions, "
+            f"occupancy {r.occupancy_min}-{r.occupancy_max} {r.occupancy_unit}; "
+            f"{r.seconds} s -> {path}",
             file=ctx.out,
         )
         _gate_lines(run, ctx)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.policy import CompileGate
+from tether.store.results import CompileResults
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ def compile_doc(
 
 
 def _compiler(run: Any) -> str:
-    return f"{run.results['compiler']} {run.results['compiler_version']}"
+    r = CompileResults.from_json(run.results, run.path)
+    return f"{r.compiler} {r.compiler_version}"
 
 
 def also_compiled(
