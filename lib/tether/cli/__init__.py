@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import NoReturn, TextIO
+from typing import NoReturn, TextIO, TypeAlias
 
 from tether import project as project_mod
 from tether.errors import (
@@ -100,6 +100,9 @@ class BareContext:
 
 
 Handler = Callable[[argparse.Namespace, Context], int]
+# What each verb module's ``register`` adds its parser to (a string: argparse's class is not
+# subscriptable at run time).
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def find_root(start: Path | None = None) -> Path:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tether.cli import Context
+from tether.cli import Context, Subparsers
 from tether.cli._bench_host import KNOBS, bench_for
 from tether.cli.shards import run_sharded
 from tether.errors import UsageError
@@ -58,7 +58,7 @@ def _add_measure_options(p: argparse.ArgumentParser, grid: bool = True) -> None:
         )
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("sweep", help="measure a registered sweep into one run of the store")
     p.add_argument("name", nargs="?", help="the sweep (see --list)")
     p.add_argument("--list", action="store_true", help="list the registered sweeps and exit")

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from tether.check import FIX_COMMAND, run_check
-from tether.cli import Context
+from tether.cli import Context, Subparsers
 from tether.snapshot import snapshot
 
 CHECK_DESCRIPTION = """\
@@ -79,7 +79,7 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     """Add ``tether check`` to the CLI."""
     parser = sub.add_parser(
         "check",

@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from tether.cli import Context
+from tether.cli import Context, Subparsers
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "collect",
         help="merge the nightly's per-host artifacts into the store, then render and check",

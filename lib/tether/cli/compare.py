@@ -31,7 +31,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tether.cli import Context
+from tether.cli import Context, Subparsers
 from tether.cli.store import find_run, table
 from tether.errors import UsageError
 from tether.store.model import Run
@@ -333,7 +333,7 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
     return 1 if doc["failing"] else 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
         "compare",
         help="two runs cell by cell against their noise and the run-to-run band",

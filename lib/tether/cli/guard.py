@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tether.cli import Subparsers
 from tether.errors import GuardError, UsageError, guard_status_code
 
 GUARD_DESCRIPTION = """\
@@ -180,7 +181,7 @@ def _wait_and_lock(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     g = sub.add_parser(
         "guard",
         help="the GPU host lock: status, or --hold -- CMD",

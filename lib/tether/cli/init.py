@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
+from tether.cli import Subparsers
 from tether.errors import UsageError
 from tether.project import CONFIG_FILE, TABLE
 from tether.render.regions import syntax_for
@@ -271,7 +272,7 @@ def _handle(args: argparse.Namespace, ctx: Any) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
         "init",
         help="set up tether in an existing repository (config, plugin, template, hook)",

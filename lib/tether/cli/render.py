@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from tether.cli import Context
+from tether.cli import Context, Subparsers
 from tether.errors import UsageError
 
 RENDER_DESCRIPTION = """\
@@ -71,7 +70,7 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
         "render",
         help="write README.md, docs/ and generated policy regions from the results store",

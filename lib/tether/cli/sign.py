@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from tether.cli import Context
+from tether.cli import Context, Subparsers
 from tether.cli.store import find_run
 from tether.errors import UsageError
 from tether.store.io import load_run, store_files
@@ -69,7 +68,7 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     """Add ``tether sign`` to the CLI."""
     parser = sub.add_parser(
         "sign",
