@@ -69,8 +69,9 @@ ARCH_ARMS: dict[str, tuple[str, ...]] = {
 # (``serves`` in tether_kernels.arms) covers the call takes it, so every call gets an arm that
 # meets the contract in kernels/API.md. First the SDPA arm each policy threshold names as its
 # ``otherwise``; then the Triton arm, which serves every length, mask and dtype the SDPA arm
-# may not (on sm90: causal qo_len > kv_len, kv_len 1, f32); then PyTorch's math backend for the
-# head_dims that are not powers of two. The CPU's flash arm serves every head_dim it is asked.
+# may not (on sm90: causal qo_len > kv_len, kv_len 1, f32) and every head_dim up to 256 (issue
+# 24); then PyTorch's math backend for what is beyond the Triton kernel's grid and 32-bit
+# offsets. The CPU's flash arm serves every head_dim it is asked.
 ROUTE_ORDER: dict[str, tuple[str, ...]] = {
     "sm90": ("sdpa_cudnn", "triton", "sdpa_math"),
     "gfx942": ("sdpa_flash", "triton", "sdpa_math"),
@@ -143,6 +144,13 @@ class LaunchConfig:
     longest_first: bool = False
     # Skip the accumulator's rescale for a whole tile when no row of it changed frame.
     skip_rescale: bool = False
+    # 0: the query tile stays in registers across the key loop. N: Q K^T is reduced over
+    # head-dim chunks of N columns, each chunk of Q and K read per key block, so neither tile
+    # is held whole (issue 24: RDNA3.5, where Q and the accumulator overflow a wave's VGPRs).
+    q_chunk: int = 0
+    # Programs per query tile, each owning 1/split of the output's head dim (V, acc, O) and
+    # computing the whole softmax (issue 24: halves the accumulator's registers).
+    split_head_dim: int = 1
 
 
 def launch_config(
@@ -181,6 +189,11 @@ def launch_config(
                 programs = batch_heads // 2 * -(-qo_len // 128)
                 if programs < SM90_MIN_PROGRAMS:
                     return LaunchConfig(64, 64, num_warps=4, num_stages=3, longest_first=True)
+            if head_dim != 128:
+                # Head dims padded onto the 128 tile (issue 24) were never timed: v6's tile
+                # with one head per program, whose two-head form spills there as at 128 (the
+                # sm90 compile run), the one-head form not.
+                return LaunchConfig(128, 64, num_warps=8, num_stages=4, longest_first=True)
             return LaunchConfig(
                 128, 64, num_warps=8, num_stages=4, heads_per_program=2, longest_first=True
             )
@@ -201,12 +214,16 @@ def amd_launch_config(arch: str, head_dim: int, dtype: str) -> LaunchConfig:
 def _from_table(
     table: dict[tuple[int, str], LaunchConfig], arch: str, head_dim: int, dtype: str
 ) -> LaunchConfig:
+    """The table's config for the tile ``head_dim`` runs on (the tables are keyed by tile
+    widths: a head_dim that is not a power of two runs on the next one's tile, masked)."""
+    from tether_kernels.serves import tile_head_dim
+
     try:
-        return table[(head_dim, dtype)]
-    except KeyError:
+        return table[(tile_head_dim(head_dim), dtype)]
+    except (KeyError, ValueError):
         raise UsageError(
             f"no {arch} launch config for head_dim {head_dim} {dtype}: the Triton arm serves "
-            "power-of-two head dims 16 to 256 in f16, bf16 and f32"
+            "head dims that are multiples of 8 up to 256 in f16, bf16 and f32"
         ) from None
 
 

@@ -256,7 +256,9 @@ def test_this_gpu_grid_reaches_the_arms_named_in_issue_11() -> None:
         for c in g.calls(True)
     }
     if arch == "sm90":
-        assert {"sdpa_cudnn", "triton", "sdpa_math"} <= reached
+        # Since issue 24 the Triton kernel serves every head_dim, so the math backend that
+        # issue 11 saw take head_dim 96 is reached only beyond the kernel's own limits.
+        assert {"sdpa_cudnn", "triton"} <= reached
     assert routable_arms(arch) <= reached
 
 
