@@ -274,6 +274,23 @@ def _attn_fwd(
         part = tl.program_id(0) % SPLIT_D
         off_bh = tl.program_id(1)
     DV: tl.constexpr = HEAD_DIM_PAD // SPLIT_D
+    if PADDED:
+        # Every stride is a multiple of 8 elements (contiguous BSHD with a head dim that is a
+        # multiple of 8, which the launcher checks). Triton's specialisation only tells the
+        # compiler whether a stride divides by 16; where the head dim does not (24, 40, 136,
+        # ...), saying 8 keeps its loads and stores 16 bytes wide for halves.
+        stride_qb = stride_qb // 8 * 8
+        stride_qm = stride_qm // 8 * 8
+        stride_qh = stride_qh // 8 * 8
+        stride_kb = stride_kb // 8 * 8
+        stride_kn = stride_kn // 8 * 8
+        stride_kh = stride_kh // 8 * 8
+        stride_vb = stride_vb // 8 * 8
+        stride_vn = stride_vn // 8 * 8
+        stride_vh = stride_vh // 8 * 8
+        stride_ob = stride_ob // 8 * 8
+        stride_om = stride_om // 8 * 8
+        stride_oh = stride_oh // 8 * 8
     HP: tl.constexpr = HQ // HEADS  # programs per batch row along the heads
     b = off_bh // HP
     h = (off_bh % HP) * HEADS  # first query head of the program; HEADS heads share one kv head
