@@ -172,14 +172,18 @@ def test_a_call_no_arm_serves_is_a_usage_error_naming_each_constraint() -> None:
         route("single_prefill", shape, "sm90")
     for name in ROUTE_ORDER["sm90"]:
         assert f"{name}: head_dim 20 is not one of" in str(exc.value)
+    # Beyond the Triton kernel's grid (batch x hq over 65535) only the math backend serves,
+    # and it returns no LSE.
+    wide = Shape(2, 16, 16, 40000, 8, 64, "f16", True)
     with pytest.raises(UsageError, match="sdpa_math: does not return the log-sum-exp"):
-        route("batch_prefill", shape.with_(head_dim=96), "sm90", return_lse=True)
+        route("batch_prefill", wide, "sm90", return_lse=True)
+    assert route("batch_prefill", wide, "sm90") == "sdpa_math"
 
 
-def test_head_dims_no_kernel_tiles_go_to_the_math_backend() -> None:
+def test_head_dims_no_sdpa_arm_serves_go_to_the_triton_kernel_even_with_keyless_rows() -> None:
     shape = Shape(1, 300, 100, 8, 2, 96, "f16", True)  # keyless rows too
-    assert route("single_prefill", shape, "sm90") == "sdpa_math"
-    assert route("single_prefill", shape, "gfx942") == "sdpa_math"
+    assert route("single_prefill", shape, "sm90") == "triton"
+    assert route("single_prefill", shape, "gfx942") == "triton"
 
 
 def test_policy_arm_comes_first_and_the_route_order_follows(

@@ -276,21 +276,22 @@ def _attn_fwd(
     DV: tl.constexpr = HEAD_DIM_PAD // SPLIT_D
     if PADDED:
         # Every stride is a multiple of 8 elements (contiguous BSHD with a head dim that is a
-        # multiple of 8, which the launcher checks). Triton's specialisation only tells the
-        # compiler whether a stride divides by 16; where the head dim does not (24, 40, 136,
-        # ...), saying 8 keeps its loads and stores 16 bytes wide for halves.
-        stride_qb = stride_qb // 8 * 8
-        stride_qm = stride_qm // 8 * 8
-        stride_qh = stride_qh // 8 * 8
-        stride_kb = stride_kb // 8 * 8
-        stride_kn = stride_kn // 8 * 8
-        stride_kh = stride_kh // 8 * 8
-        stride_vb = stride_vb // 8 * 8
-        stride_vn = stride_vn // 8 * 8
-        stride_vh = stride_vh // 8 * 8
-        stride_ob = stride_ob // 8 * 8
-        stride_om = stride_om // 8 * 8
-        stride_oh = stride_oh // 8 * 8
+        # multiple of 8), and the launcher passes them in units of 8: the compiler then knows
+        # each is a multiple of 8 (16-byte accesses of halves) where Triton's specialisation
+        # would only say whether it divides by 16 (not at head dims 24, 40, 136, ...), and one
+        # compile serves every head dim padded onto the tile.
+        stride_qb = stride_qb * 8
+        stride_qm = stride_qm * 8
+        stride_qh = stride_qh * 8
+        stride_kb = stride_kb * 8
+        stride_kn = stride_kn * 8
+        stride_kh = stride_kh * 8
+        stride_vb = stride_vb * 8
+        stride_vn = stride_vn * 8
+        stride_vh = stride_vh * 8
+        stride_ob = stride_ob * 8
+        stride_om = stride_om * 8
+        stride_oh = stride_oh * 8
     HP: tl.constexpr = HQ // HEADS  # programs per batch row along the heads
     b = off_bh // HP
     h = (off_bh % HP) * HEADS  # first query head of the program; HEADS heads share one kv head
@@ -538,6 +539,10 @@ def attn_fwd_launcher(
             f"attn_fwd: q_chunk {config.q_chunk} needs one head per program, pointer loads and "
             f"a power of two of at least 16 that divides head_dim {d}'s tile"
         )
+    padded = d != head_dim_pad(d)
+    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3])
+    if padded:
+        strides = tuple(st // 8 for st in strides)  # exact: contiguous rows of 8k elements
     kernel = _attn_fwd[grid]
 
     def launch() -> torch.Tensor:
@@ -552,22 +557,11 @@ def attn_fwd_launcher(
             qo_len,
             kv_len,
             d // 8,
-            q.stride(0),
-            q.stride(1),
-            q.stride(2),
-            k.stride(0),
-            k.stride(1),
-            k.stride(2),
-            v.stride(0),
-            v.stride(1),
-            v.stride(2),
-            out.stride(0),
-            out.stride(1),
-            out.stride(2),
+            *strides,
             HQ=hq,
             GROUP=hq // hkv,
             HEAD_DIM_PAD=head_dim_pad(d),
-            PADDED=d != head_dim_pad(d),
+            PADDED=padded,
             BLOCK_M=config.block_m,
             BLOCK_N=config.block_n,
             CAUSAL=causal,
