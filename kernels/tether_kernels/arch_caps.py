@@ -366,14 +366,14 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     16: (_cfg(128, 64, 8, 1), _cfg(128, 64, 8, 1), _cfg(64, 64, 8, 1)),
     32: (_cfg(128, 64, 8, 1), _cfg(128, 64, 8, 1), _cfg(32, 16, 4, 1)),
     # f32: no candidate holding Q compiles without spills in both arms; Q K^T over 16-column
-    # chunks with the accumulator split in two compiles clean under both compilers (issue 24:
-    # candidates compiled by hand under both, kernels/NOTES.md; the region above shows it)
+    # chunks with the accumulator split in two (issue 24). This pick and those at 128 and 256
+    # were made from one variant per candidate (causal, LSE, deferred) compiled by hand under
+    # triton 3.9 and 3.6, not by a full search (kernels/NOTES.md); the region above is what
+    # the whole map compiled to.
     64: (_cfg(128, 32, 8, 2), _cfg(128, 32, 8, 2), _cfg(32, 16, 4, 1, q_chunk=16, split=2)),
-    # f32: clean under triton 3.9 with Q K^T in 16-column chunks and the accumulator split in
-    # four; no candidate compiled is clean under 3.6 (this one spills least there)
+    # f32: Q K^T in 16-column chunks, the accumulator split in four
     128: (_cfg(32, 16, 4, 1), _cfg(32, 16, 4, 1), _cfg(16, 16, 4, 1, q_chunk=16, split=4)),
-    # f16, bf16: Q K^T in 16-column chunks, Q read per key block, clean under both compilers;
-    # f32: as at 128
+    # f16, bf16: Q K^T in 16-column chunks (Q read per key block, not held); f32: as at 128
     256: (
         _cfg(128, 32, 8, 1, q_chunk=16),
         _cfg(128, 32, 8, 1, q_chunk=16),
