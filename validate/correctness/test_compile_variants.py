@@ -12,9 +12,9 @@ import copy
 import pytest
 from tether_kernels.arch_caps import CHUNKED_PREFILL_16K, launch_config
 from tether_kernels.gates import COMPILE_GATES
+from tether_kernels.serves import tile_head_dim
 from tether_kernels_plugin import compile as C
 from tether_kernels_plugin.isa import LIMITS
-from tether_kernels.serves import tile_head_dim
 
 TARGET_ARCHES = tuple(C.TARGETS)
 AMD = tuple(a for a in TARGET_ARCHES if LIMITS[a].vendor == "amd")
