@@ -32,10 +32,12 @@ Head dims that are not a power of two (any multiple of 8 up to 256): the tile's 
 dimension is ``HEAD_DIM_PAD``, the next power of two (at least 16, the smallest ``tl.dot``
 reduction), and the columns past the head dim are masked (``PADDED``) in every load of Q, K
 and V (read as 0, so they add nothing to Q K^T and give 0 columns of P V) and in the store of
-O. Where the head dim is the tile's width the masks are not emitted at all. The head dim is a
-run-time argument in units of 8 (``head_dim_8``): the compiler then knows the masks are
-constant over runs of 8 columns (16-byte loads of halves), and one compiled kernel serves
-every head dim padded onto the same tile, as one serves every sequence length.
+O. Where the head dim is the tile's width the masks are not emitted at all, and the kernel is
+the one it was before padded head dims (the same code for those variants). The head dim is a
+run-time argument in units of 8 (``head_dim_8``), and a padded tile's strides are derived
+from it (contiguous BSHD) rather than passed: the compiler then knows the masks are constant
+over runs of 8 columns (16-byte loads of halves), and one compiled kernel serves every head
+dim padded onto the same tile, as one serves every sequence length.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ def _update(
     IEEE_DOT: tl.constexpr,
     COUNT_RESCALES: tl.constexpr,
     SKIP_RESCALE: tl.constexpr = False,
+    ONE_COMPARE: tl.constexpr = False,
 ):
     """One key block's online-softmax step for one query tile; returns (f, l, acc, count).
 
@@ -138,11 +141,22 @@ def _update(
     Unmasked blocks take the block max of the raw scores and fold the scale into the
     exponent's argument (one FMA per score instead of a multiply and a subtract); the scale is
     positive (the launcher checks), so ``max(raw) * scale == max(raw * scale)``.
+
+    ``ONE_COMPARE`` (causal masked blocks): a key is visible when it is at most the row's last
+    visible key, ``min(row + shift, kv_len - 1)``: one compare per score where the key-tail
+    and causal tests take two and an AND. On wave64 each of those holds a lane mask in a pair
+    of SGPRs; with the head-dim masks of a padded tile, CDNA's causal variants went past their
+    106 SGPRs (issue 24). The tiles as wide as their head dim keep the two tests, so they
+    compile to the code they did before padded head dims.
     """
     if MASKED:
-        visible = cols[None, :] < kv_len
-        if CAUSAL:
-            visible = visible & (cols[None, :] <= offs_m[:, None] + shift)
+        if CAUSAL and ONE_COMPARE:
+            last = tl.minimum(offs_m + shift, kv_len - 1)  # < 0: a row that sees no key
+            visible = cols[None, :] <= last[:, None]
+        else:
+            visible = cols[None, :] < kv_len
+            if CAUSAL:
+                visible = visible & (cols[None, :] <= offs_m[:, None] + shift)
         s = tl.where(visible, raw * qk_scale, float("-inf"))
         m_blk = tl.max(s, 1)
         need = m_blk > f + MARGIN
@@ -193,10 +207,11 @@ def _finish(
     HQ: tl.constexpr,
     STORE_LSE: tl.constexpr,
     COUNT_RESCALES: tl.constexpr,
-    head_dim,
+    d_ok,
     PADDED: tl.constexpr,
 ):
-    """Normalise and store one query tile's output (and LSE and rescale counts)."""
+    """Normalise and store one query tile's output (and LSE and rescale counts); ``d_ok``
+    (``PADDED`` only) masks the head-dim columns past the head dim."""
     # Rows with no visible key (causal, kv_len < qo_len) produce 0 and lse -inf.
     empty = l_i == 0.0
     inv_l = tl.where(empty, 0.0, 1.0 / tl.where(empty, 1.0, l_i))
@@ -204,7 +219,7 @@ def _finish(
     o_ptrs = Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
     o_mask = row_ok[:, None]
     if PADDED:
-        o_mask = o_mask & (offs_d[None, :] < head_dim)
+        o_mask = o_mask & d_ok[None, :]
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=o_mask)
     row_index = (b * HQ + h) * qo_len + offs_m
     if STORE_LSE:
@@ -260,38 +275,29 @@ def _attn_fwd(
     Q_CHUNK: tl.constexpr = 0,
     SPLIT_D: tl.constexpr = 1,
 ):
-    # SPLIT_D programs share one query tile: each computes the whole softmax but only its
-    # 1 / SPLIT_D of the output's head dim (its slice of V, of the accumulator and of O).
+    # Where the head dim is the tile's width (not PADDED, head_dim_8 None), no Q_CHUNK and no
+    # SPLIT_D, every branch below takes the form the kernel had before padded head dims: those
+    # variants compile to the code they did (on CDNA their causal variants use all but one or
+    # two of the 106 SGPRs, so any extra scalar state spills there).
     if LONGEST_FIRST:
         # Grid (batch * hq / HEADS, m blocks): heads vary fastest and the query blocks with the
         # most keys (the last ones of a causal call) are launched first, so the programs
         # left for the tail of the grid are the shortest.
-        off_bh = tl.program_id(0) // SPLIT_D
-        part = tl.program_id(0) % SPLIT_D
+        if SPLIT_D == 1:
+            off_bh = tl.program_id(0)
+        else:
+            # SPLIT_D programs share one query tile: each computes the whole softmax but only
+            # its 1 / SPLIT_D of the output's head dim (its slice of V, of acc and of O).
+            off_bh = tl.program_id(0) // SPLIT_D
+            part = tl.program_id(0) % SPLIT_D
         start_m = tl.num_programs(1) - 1 - tl.program_id(1)
     else:
-        start_m = tl.program_id(0) // SPLIT_D
-        part = tl.program_id(0) % SPLIT_D
+        if SPLIT_D == 1:
+            start_m = tl.program_id(0)
+        else:
+            start_m = tl.program_id(0) // SPLIT_D
+            part = tl.program_id(0) % SPLIT_D
         off_bh = tl.program_id(1)
-    DV: tl.constexpr = HEAD_DIM_PAD // SPLIT_D
-    if PADDED:
-        # Every stride is a multiple of 8 elements (contiguous BSHD with a head dim that is a
-        # multiple of 8), and the launcher passes them in units of 8: the compiler then knows
-        # each is a multiple of 8 (16-byte accesses of halves) where Triton's specialisation
-        # would only say whether it divides by 16 (not at head dims 24, 40, 136, ...), and one
-        # compile serves every head dim padded onto the tile.
-        stride_qb = stride_qb * 8
-        stride_qm = stride_qm * 8
-        stride_qh = stride_qh * 8
-        stride_kb = stride_kb * 8
-        stride_kn = stride_kn * 8
-        stride_kh = stride_kh * 8
-        stride_vb = stride_vb * 8
-        stride_vn = stride_vn * 8
-        stride_vh = stride_vh * 8
-        stride_ob = stride_ob * 8
-        stride_om = stride_om * 8
-        stride_oh = stride_oh * 8
     HP: tl.constexpr = HQ // HEADS  # programs per batch row along the heads
     b = off_bh // HP
     h = (off_bh % HP) * HEADS  # first query head of the program; HEADS heads share one kv head
@@ -300,16 +306,44 @@ def _attn_fwd(
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM_PAD)
-    head_dim = head_dim_8 * 8  # a multiple of 8 the compiler can see
-    d_ok = offs_d < head_dim
-    offs_dv = part * DV + tl.arange(0, DV)  # this program's columns of V, acc and O
-    dv_ok = offs_dv < head_dim
     row_ok = offs_m < qo_len
+    if PADDED:
+        # The launcher passes no strides (None): they are those of contiguous BSHD, derived
+        # here from the head dim, which it passes in units of 8. The compiler then knows every
+        # stride is a multiple of 8 (16-byte accesses of halves) where Triton's specialisation
+        # would only say whether it divides by 16 (not at head dims 24, 40, 136, ...), sees
+        # that K and V (and Q and O) share their strides, and keeps no stride in a register
+        # of its own; one compile serves every head dim padded onto the tile.
+        head_dim = head_dim_8 * 8
+        HKV: tl.constexpr = HQ // GROUP
+        stride_qh = head_dim
+        stride_qm = HQ * head_dim
+        stride_qb = qo_len * stride_qm
+        stride_kh = head_dim
+        stride_kn = HKV * head_dim
+        stride_kb = kv_len * stride_kn
+        stride_vh = stride_kh
+        stride_vn = stride_kn
+        stride_vb = stride_kb
+        stride_oh = stride_qh
+        stride_om = stride_qm
+        stride_ob = stride_qb
+    else:
+        head_dim = HEAD_DIM_PAD
+    d_ok = offs_d < head_dim  # emitted only where a load or store below uses it (PADDED)
+    DV: tl.constexpr = HEAD_DIM_PAD // SPLIT_D
+    if SPLIT_D == 1:
+        offs_dv = offs_d
+        dv_ok = d_ok
+    else:
+        offs_dv = part * DV + tl.arange(0, DV)  # this program's columns of V, acc and O
+        dv_ok = offs_dv < head_dim
 
     k_base = K + b * stride_kb + hk * stride_kh
     v_base = V + b * stride_vb + hk * stride_vh
-    q_rows = Q + b * stride_qb + h * stride_qh + offs_m * stride_qm
-    q_ptrs = q_rows[:, None] + offs_d[None, :]
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
+    if Q_CHUNK > 0:
+        q_rows = Q + b * stride_qb + h * stride_qh + offs_m * stride_qm
     QK_CHUNKS: tl.constexpr = HEAD_DIM_PAD // Q_CHUNK if Q_CHUNK > 0 else 1
     if USE_TMA:
         q_desc = tl.make_tensor_descriptor(
@@ -331,7 +365,7 @@ def _attn_fwd(
             block_shape=[BLOCK_N, DV],
         )
         q0 = q_desc.load([start_m * BLOCK_M, 0])  # columns past head_dim read as zero
-    else:
+    elif Q_CHUNK == 0:
         q0 = _load(q_ptrs, row_ok[:, None], d_ok[None, :], True, PADDED)
 
     f0 = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
@@ -365,7 +399,7 @@ def _attn_fwd(
         cols = start_n + offs_n
         if USE_TMA:
             kt = tl.trans(k_desc.load([start_n, 0]))
-            v = v_desc.load([start_n, part * DV])
+            v = v_desc.load([start_n, 0] if SPLIT_D == 1 else [start_n, part * DV])
         else:
             if Q_CHUNK == 0:
                 kt = _load(
@@ -403,7 +437,7 @@ def _attn_fwd(
         col_ok = cols < kv_len
         if USE_TMA:
             kt = tl.trans(k_desc.load([start_n, 0]))  # rows past kv_len read as zero
-            v = v_desc.load([start_n, part * DV])
+            v = v_desc.load([start_n, 0] if SPLIT_D == 1 else [start_n, part * DV])
         else:
             if Q_CHUNK == 0:
                 kt = _load(
@@ -425,22 +459,22 @@ def _attn_fwd(
             raw1 = _scores(q1, kt, IEEE_DOT)
         f0, l0, acc0, cnt0 = _update(
             raw0, v, f0, l0, acc0, cnt0, qk_scale, cols, offs_m, shift, kv_len,
-            True, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES,
+            True, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES, False, PADDED,
         )  # fmt: skip
         if HEADS == 2:
             f1, l1, acc1, cnt1 = _update(
                 raw1, v, f1, l1, acc1, cnt1, qk_scale, cols, offs_m, shift, kv_len,
-                True, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES,
+                True, CAUSAL, MARGIN, IEEE_DOT, COUNT_RESCALES, False, PADDED,
             )  # fmt: skip
 
     _finish(
         acc0, l0, f0, cnt0, Out, Lse, Counter, b, h, offs_m, offs_dv, row_ok, qo_len,
-        stride_ob, stride_om, stride_oh, HQ, STORE_LSE, COUNT_RESCALES, head_dim, PADDED,
+        stride_ob, stride_om, stride_oh, HQ, STORE_LSE, COUNT_RESCALES, dv_ok, PADDED,
     )  # fmt: skip
     if HEADS == 2:
         _finish(
             acc1, l1, f1, cnt1, Out, Lse, Counter, b, h + 1, offs_m, offs_dv, row_ok, qo_len,
-            stride_ob, stride_om, stride_oh, HQ, STORE_LSE, COUNT_RESCALES, head_dim, PADDED,
+            stride_ob, stride_om, stride_oh, HQ, STORE_LSE, COUNT_RESCALES, dv_ok, PADDED,
         )  # fmt: skip
 
 
@@ -542,7 +576,7 @@ def attn_fwd_launcher(
     padded = d != head_dim_pad(d)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3])
     if padded:
-        strides = tuple(st // 8 for st in strides)  # exact: contiguous rows of 8k elements
+        strides = (None,) * len(strides)  # the kernel derives them (contiguous BSHD)
     kernel = _attn_fwd[grid]
 
     def launch() -> torch.Tensor:
@@ -556,7 +590,7 @@ def attn_fwd_launcher(
             scale,
             qo_len,
             kv_len,
-            d // 8,
+            d // 8 if padded else None,  # None: a constexpr, no kernel argument
             *strides,
             HQ=hq,
             GROUP=hq // hkv,
