@@ -10,10 +10,11 @@ per program). What the launcher passed is specialised exactly as Triton's JIT wo
 then compiled by ``triton.compile`` for ``GPUTarget`` of the arch, in worker processes.
 
 Specialisation follows the launch: 16-byte aligned tensors under 2 GB (buffer loads on AMD),
-and query and key lengths and strides that are multiples of 16 (the probes' head counts make
-every stride one). A call whose lengths are not (a ragged chunk), whose strides are not (an
-odd head count at head_dim 8 or 24 mod 32), or whose tensors are unaligned views or over 2 GB
-is a further JIT specialisation of the same variant that the map does not compile.
+and query and key lengths that are multiples of 16 (every stride passed is: a tile as wide as
+its head dim is at least 16, and a padded tile passes no strides, the kernel derives them from
+the head dim). A call whose lengths are not (a ragged chunk) or whose tensors are unaligned
+views or over 2 GB is a further JIT specialisation of the same variant that the map does not
+compile.
 
 The compiled code is read by ``tether_kernels_plugin.isa``: registers, spills, scratch, LDS, matrix
 instructions in each main loop, and occupancy from the per-arch limits table. One run of kind
