@@ -252,7 +252,7 @@ def _triton_prepare(margin: int) -> Callable[..., Launch]:
 def _triton_plan(margin: int) -> Callable[..., PerCall]:
     def plan(shape, arch, sm_scale, want_lse):
         from tether_kernels.arch_caps import launch_config
-        from tether_kernels.triton.attn_fwd import attn_fwd_launcher
+        from tether_kernels.triton.attn_fwd import attn_fwd_plan
 
         config = launch_config(
             arch,
@@ -262,11 +262,17 @@ def _triton_plan(margin: int) -> Callable[..., PerCall]:
             batch_heads=shape.batch * shape.hq,
         )
         causal = shape.causal
+        # The kernel's plan per device, from the key's first call (its tensors give the
+        # strides every call of the key shares); later calls only launch.
+        built: dict[object, Callable[..., torch.Tensor]] = {}
 
         def per_call(q, k, v, out, lse):
-            return attn_fwd_launcher(
-                q, k, v, out, config, causal=causal, sm_scale=sm_scale, margin=margin, lse=lse
-            )()
+            run = built.get(q.device)
+            if run is None:
+                run = built[q.device] = attn_fwd_plan(
+                    q, k, v, out, config, causal=causal, sm_scale=sm_scale, margin=margin, lse=lse
+                )
+            return run(q, k, v, out, lse)
 
         return per_call
 

@@ -505,7 +505,7 @@ def _set_descriptor_allocator(device: torch.device) -> None:
     triton.set_allocator(alloc)
 
 
-def attn_fwd_launcher(
+def attn_fwd_plan(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -517,7 +517,12 @@ def attn_fwd_launcher(
     lse: torch.Tensor | None = None,
     counter: torch.Tensor | None = None,
 ):
-    """A no-argument callable that launches the kernel on these preallocated tensors.
+    """A launcher for every call shaped like these tensors: ``run(q, k, v, out, lse=None,
+    counter=None)`` launches on the call's own tensors and returns ``out``. The checks, the
+    grid and the constants are worked out here, once, from these; the first launch goes
+    through the JIT and later ones call the compiled kernel directly (``direct.py``), so every
+    call must match these tensors' shapes, strides, dtypes and device, and give ``lse`` and
+    ``counter`` exactly where these do.
 
     q [b, qo_len, hq, d], k/v [b, kv_len, hkv, d], out like q; lse f32 [b, hq, qo_len];
     counter int32 [b, hq, qo_len] receives each row's number of rescales (debug only).
@@ -526,6 +531,8 @@ def attn_fwd_launcher(
     ``config.heads_per_program`` 2 falls back to 1 when the query heads per kv head are odd
     (``heads_per_program`` and ``heads_fallback`` on the callable say which ran).
     """
+    from tether_kernels.direct import DirectKernel
+
     batch, qo_len, hq, d = q.shape
     kv_len, hkv = k.shape[1], k.shape[2]
     if d % 8 or not 8 <= d <= 256:
@@ -550,9 +557,6 @@ def attn_fwd_launcher(
     if split not in (1, 2, 4, 8) or head_dim_pad(d) // split < 16:
         raise ValueError(f"attn_fwd: split_head_dim {split} does not divide head_dim {d}'s tile")
     grid = (programs * split, m_blocks) if longest_first else (m_blocks * split, programs)
-    # Unused pointer arguments still need a tensor; out is never written through them.
-    lse_arg = lse if lse is not None else out
-    counter_arg = counter if counter is not None else out
     import torch
 
     ieee = q.dtype == torch.float32
@@ -577,47 +581,66 @@ def attn_fwd_launcher(
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3])
     if padded:
         strides = (None,) * len(strides)  # the kernel derives them (contiguous BSHD)
-    kernel = _attn_fwd[grid]
+    meta = dict(
+        HQ=hq,
+        GROUP=hq // hkv,
+        HEAD_DIM_PAD=head_dim_pad(d),
+        PADDED=padded,
+        BLOCK_M=config.block_m,
+        BLOCK_N=config.block_n,
+        CAUSAL=causal,
+        MARGIN=margin,
+        STORE_LSE=lse is not None,
+        COUNT_RESCALES=counter is not None,
+        IEEE_DOT=ieee,
+        USE_TMA=use_tma,
+        WARP_SPEC=config.warp_specialize,
+        HEADS=heads,
+        LONGEST_FIRST=longest_first,
+        SKIP_RESCALE=config.skip_rescale,
+        Q_CHUNK=config.q_chunk,
+        SPLIT_D=split,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+        **extra,
+    )
+    kernel = DirectKernel(_attn_fwd, grid, meta)
+    head_8 = d // 8 if padded else None  # None: a constexpr, no kernel argument
 
-    def launch() -> torch.Tensor:
-        kernel(
-            q,
-            k,
-            v,
-            out,
-            lse_arg,
-            counter_arg,
-            scale,
-            qo_len,
-            kv_len,
-            d // 8 if padded else None,  # None: a constexpr, no kernel argument
-            *strides,
-            HQ=hq,
-            GROUP=hq // hkv,
-            HEAD_DIM_PAD=head_dim_pad(d),
-            PADDED=padded,
-            BLOCK_M=config.block_m,
-            BLOCK_N=config.block_n,
-            CAUSAL=causal,
-            MARGIN=margin,
-            STORE_LSE=lse is not None,
-            COUNT_RESCALES=counter is not None,
-            IEEE_DOT=ieee,
-            USE_TMA=use_tma,
-            WARP_SPEC=config.warp_specialize,
-            HEADS=heads,
-            LONGEST_FIRST=longest_first,
-            SKIP_RESCALE=config.skip_rescale,
-            Q_CHUNK=config.q_chunk,
-            SPLIT_D=split,
-            num_warps=config.num_warps,
-            num_stages=config.num_stages,
-            **extra,
-        )
+    def run(q, k, v, out, lse=None, counter=None) -> torch.Tensor:
+        # Unused pointer arguments still need a tensor; out is never written through them.
+        lse_arg = lse if lse is not None else out
+        counter_arg = counter if counter is not None else out
+        kernel(q, k, v, out, lse_arg, counter_arg, scale, qo_len, kv_len, head_8, *strides)
         return out
 
-    launch.use_tma = use_tma  # type: ignore[attr-defined]
-    launch.tma_fallback = tma_fallback  # type: ignore[attr-defined]
-    launch.heads_per_program = heads  # type: ignore[attr-defined]
-    launch.heads_fallback = heads_fallback  # type: ignore[attr-defined]
+    run.use_tma = use_tma  # type: ignore[attr-defined]
+    run.tma_fallback = tma_fallback  # type: ignore[attr-defined]
+    run.heads_per_program = heads  # type: ignore[attr-defined]
+    run.heads_fallback = heads_fallback  # type: ignore[attr-defined]
+    return run
+
+
+def attn_fwd_launcher(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    config: LaunchConfig,
+    causal: bool = True,
+    sm_scale: float | None = None,
+    margin: int = DEFAULT_MARGIN,
+    lse: torch.Tensor | None = None,
+    counter: torch.Tensor | None = None,
+):
+    """A no-argument callable that launches the kernel on these preallocated tensors
+    (``attn_fwd_plan``'s launcher bound to them; the same ``use_tma``, ``tma_fallback``,
+    ``heads_per_program`` and ``heads_fallback`` on it)."""
+    run = attn_fwd_plan(q, k, v, out, config, causal, sm_scale, margin, lse, counter)
+
+    def launch() -> torch.Tensor:
+        return run(q, k, v, out, lse, counter)
+
+    for name in ("use_tma", "tma_fallback", "heads_per_program", "heads_fallback"):
+        setattr(launch, name, getattr(run, name))
     return launch
