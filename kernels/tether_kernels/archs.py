@@ -135,9 +135,9 @@ _GPU_ARMS = (
 # declaration (``serves`` in tether_kernels.arms) covers the call takes it, so every call gets
 # an arm that meets the contract in kernels/API.md. First the SDPA arm each policy threshold
 # names as its ``otherwise``; then the Triton arm, which serves every length, mask and dtype the
-# SDPA arm may not (on sm90: causal qo_len > kv_len, kv_len 1, f32); then PyTorch's math backend
-# for the head_dims that are not powers of two. The CPU's flash arm serves every head_dim it is
-# asked.
+# SDPA arm may not (on sm90: causal qo_len > kv_len, kv_len 1, f32) and every head_dim up to 256
+# that is a multiple of 8 (issue 24); then PyTorch's math backend for what is beyond the Triton
+# kernel's grid and 32-bit offsets. The CPU's flash arm serves every head_dim it is asked.
 _AMD_ROUTE = ("sdpa_flash", "triton", "sdpa_math")
 
 # ISA limits, sources for each number:

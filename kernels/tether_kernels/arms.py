@@ -24,8 +24,8 @@ from tether_kernels.gluon import arm as gluon_arm
 from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.serves import (
     GRID_AXIS_MAX,
-    HEAD_DIMS_POW2,
     HEAD_DIMS_SDPA,
+    HEAD_DIMS_TRITON,
     INT32_ELEMENTS,
     Serves,
 )
@@ -257,7 +257,7 @@ def _triton_prepare(margin: int) -> Callable[..., Launch]:
 def _triton_plan(margin: int) -> Callable[..., PerCall]:
     def plan(shape, arch, sm_scale, want_lse):
         from tether_kernels.launch_tables import launch_config
-        from tether_kernels.triton.attn_fwd import attn_fwd_launcher
+        from tether_kernels.triton.attn_fwd import attn_fwd_plan
 
         config = launch_config(
             arch,
@@ -267,11 +267,17 @@ def _triton_plan(margin: int) -> Callable[..., PerCall]:
             batch_heads=shape.batch * shape.hq,
         )
         causal = shape.causal
+        # The kernel's plan per device, from the key's first call (its tensors give the
+        # strides every call of the key shares); later calls only launch.
+        built: dict[object, Callable[..., torch.Tensor]] = {}
 
         def per_call(q, k, v, out, lse):
-            return attn_fwd_launcher(
-                q, k, v, out, config, causal=causal, sm_scale=sm_scale, margin=margin, lse=lse
-            )()
+            run = built.get(q.device)
+            if run is None:
+                run = built[q.device] = attn_fwd_plan(
+                    q, k, v, out, config, causal=causal, sm_scale=sm_scale, margin=margin, lse=lse
+                )
+            return run(q, k, v, out, lse)
 
         return per_call
 
@@ -472,11 +478,13 @@ _GPU_SDPA_WHY = {
 
 
 def _triton_serves(arch: str) -> Serves:
-    # head_dim 16 and 256 had not run on a GPU when declared: the kernel's arithmetic at both
-    # is the interpreter's (checked on the CPU), both compile for sm90 within its shared
-    # memory (triton 3.9, on a CPU host), and the routed-API grid runs them on the GPU.
+    # head_dim 16 and 256, and the head dims that are not powers of two (issue 24), had not run
+    # on a GPU when declared: the kernel's arithmetic at them is the interpreter's (checked on
+    # the CPU, validate/correctness/test_triton_kernel.py), every one compiles for each arch
+    # (`tether compile`), and the routed-API grid runs them on the GPU.
     why = {
-        "head_dims": "the kernel tiles head_dim whole: a power of two, at least tl.dot's 16",
+        "head_dims": "the kernel pads its tile to the next power of two and masks the rest: "
+        "multiples of 8 (16-byte rows of halves) up to 256",
         "max_batch_heads": "batch x hq programs lie along a grid axis of at most 65535",
         "max_elements": "the kernel computes element offsets in 32 bits",
     }
@@ -486,7 +494,7 @@ def _triton_serves(arch: str) -> Serves:
         why["dtypes"] = "bf16 tl.dot is wrong in the Triton interpreter (triton 3.9); GPU only"
     return Serves(
         dtypes,
-        HEAD_DIMS_POW2,
+        HEAD_DIMS_TRITON,
         "kernel",
         max_batch_heads=GRID_AXIS_MAX,
         max_elements=INT32_ELEMENTS,

@@ -28,11 +28,26 @@ BOTTOM_RIGHT = {
     "mask inside the call (the fidelity check flags that)",
 }
 
-# Every head_dim tether routes anywhere: multiples of 8 up to 256. Powers of two in 16..256
-# are the Triton kernel's; the SDPA arms' declarations stay inside this set, so a test can
+# Every head_dim tether routes anywhere: multiples of 8 up to 256. The Triton kernel serves
+# all of them (it pads its tile to the next power of two and masks the rest, see
+# triton/attn_fwd.py); the SDPA arms' declarations stay inside this set, so a test can
 # enumerate every routed head_dim (validate/correctness/test_routed_api.py does).
 HEAD_DIMS_SDPA: tuple[int, ...] = tuple(range(8, 257, 8))
+HEAD_DIMS_TRITON: tuple[int, ...] = HEAD_DIMS_SDPA
+# The Triton kernel's tile widths: powers of two in 16..256 (tl.dot reduces over at least 16).
+# A head_dim runs on the tile of its width (``tile_head_dim``), and the launch tables in
+# launch_tables.py are keyed by these.
 HEAD_DIMS_POW2: tuple[int, ...] = (16, 32, 64, 128, 256)
+
+
+def tile_head_dim(head_dim: int) -> int:
+    """The Triton tile width ``head_dim`` runs on: the smallest of ``HEAD_DIMS_POW2`` that
+    holds it (ValueError above 256). Pure Python: the launch tables read it without triton."""
+    for width in HEAD_DIMS_POW2:
+        if head_dim <= width:
+            return width
+    raise ValueError(f"head_dim {head_dim} is above the Triton kernel's widest tile, 256")
+
 
 # Largest element offset a Triton program computes in 32 bits (its strides are i32).
 INT32_ELEMENTS = 2**31 - 1

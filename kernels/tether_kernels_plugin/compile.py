@@ -10,9 +10,11 @@ per program). What the launcher passed is specialised exactly as Triton's JIT wo
 then compiled by ``triton.compile`` for ``GPUTarget`` of the arch, in worker processes.
 
 Specialisation follows the launch: 16-byte aligned tensors under 2 GB (buffer loads on AMD),
-and query and key lengths that are multiples of 16 (every stride is, with head_dim at least
-16). A call whose lengths are not (a ragged chunk) or whose tensors are unaligned views or
-over 2 GB is a further JIT specialisation of the same variant that the map does not compile.
+and query and key lengths that are multiples of 16 (every stride passed is: a tile as wide as
+its head dim is at least 16, and a padded tile passes no strides, the kernel derives them from
+the head dim). A call whose lengths are not (a ragged chunk) or whose tensors are unaligned
+views or over 2 GB is a further JIT specialisation of the same variant that the map does not
+compile.
 
 The compiled code is read by ``tether_kernels_plugin.isa``: registers, spills, scratch, LDS, matrix
 instructions in each main loop, and occupancy from the per-arch limits table. One run of kind
@@ -139,6 +141,10 @@ def config_label(config: LaunchConfig) -> str:
     parts += [name for name in flags if getattr(config, name)]
     if config.heads_per_program != 1:
         parts.append(f"hpp{config.heads_per_program}")
+    if config.q_chunk:
+        parts.append(f"qc{config.q_chunk}")
+    if config.split_head_dim != 1:
+        parts.append(f"split{config.split_head_dim}")
     return " ".join(parts)
 
 
@@ -324,7 +330,11 @@ def _param_names() -> list[str]:
 
 
 def variants(arch: str) -> list[Variant]:
-    """Every distinct compile of ``_attn_fwd`` the Triton arms make on ``arch``."""
+    """Every distinct compile of ``_attn_fwd`` the Triton arms make on ``arch``.
+
+    The head dims padded onto one tile (72 to 120 onto 128) share one compile where their
+    launch config is the same: the kernel takes the head dim as a run-time argument. The
+    variant is keyed by the smallest of them; its ``shape`` lists all (``head_dims``)."""
     check_arch(arch)
     names = _param_names()
     found: dict[str, Variant] = {}
@@ -338,6 +348,9 @@ def variants(arch: str) -> list[Variant]:
                         job = _specialise(arch, args, kwargs)
                         ident = _identity(job)
                         if ident in found:
+                            dims = found[ident].shape["head_dims"]
+                            if d not in dims:
+                                dims.append(d)
                             continue
                         c = {names[k[0]]: v for k, v in job["constexprs"].items()}
                         key = {
@@ -349,7 +362,9 @@ def variants(arch: str) -> list[Variant]:
                             "heads": c["HEADS"],
                             "config": config_label(cfg),
                         }
-                        found[ident] = Variant(key, {**shape.key(), "arm": arm}, job)
+                        found[ident] = Variant(
+                            key, {**shape.key(), "arm": arm, "head_dims": [d]}, job
+                        )
     return list(found.values())
 
 
@@ -421,7 +436,7 @@ def _cost(job: dict[str, Any]) -> tuple[int, int]:
     get = {names[k[0]]: v for k, v in c.items()}
     return (
         int(bool(get.get("IEEE_DOT"))),
-        int(get["HEAD_DIM"]) * int(get["BLOCK_M"]) * int(get["BLOCK_N"]),
+        int(get["HEAD_DIM_PAD"]) * int(get["BLOCK_M"]) * int(get["BLOCK_N"]),
     )
 
 

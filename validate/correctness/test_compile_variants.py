@@ -12,6 +12,7 @@ import copy
 import pytest
 from tether_kernels.gates import COMPILE_GATES
 from tether_kernels.launch_tables import CHUNKED_PREFILL_16K, launch_config
+from tether_kernels.serves import tile_head_dim
 from tether_kernels_plugin import compile as C
 from tether_kernels_plugin.isa import LIMITS
 
@@ -26,7 +27,9 @@ def plans() -> dict[str, list[C.Variant]]:
 
 @pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in TARGET_ARCHES])
 def test_every_config_launch_config_returns_is_compiled(arch: str, plans) -> None:
-    labels = {(v.key["head_dim"], v.key["dtype"], v.key["config"]) for v in plans[arch]}
+    labels = {
+        (d, v.key["dtype"], v.key["config"]) for v in plans[arch] for d in v.shape["head_dims"]
+    }
     for d, dtype, cfg, _qo, _bh in C.launch_configs(arch):
         assert (d, dtype, C.config_label(cfg)) in labels
     # Calls the suite names pick configs that are in the map.
@@ -43,7 +46,22 @@ def test_variant_axes(arch: str, plans) -> None:
     assert {v.key["margin"] for v in plans[arch]} == set(C.arm_margins(arch).values())
     assert {v.key["causal"] for v in plans[arch]} == {True, False}
     assert {v.key["lse"] for v in plans[arch]} == {True, False}
-    assert {v.key["head_dim"] for v in plans[arch]} == set(C.head_dims(arch))
+    # Every head_dim the arm serves is compiled, in the variant of its tile (issue 24).
+    covered = {d for v in plans[arch] for d in v.shape["head_dims"]}
+    assert covered == set(C.head_dims(arch))
+    assert all(v.key["head_dim"] == min(v.shape["head_dims"]) for v in plans[arch])
+
+
+@pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in TARGET_ARCHES])
+def test_padded_head_dims_share_their_tiles_compile(arch: str, plans) -> None:
+    # Head dims padded onto one tile with one config differ only in a run-time argument, so
+    # each tile width has one compile without masks and, below it, one with.
+    for v in plans[arch]:
+        dims = v.shape["head_dims"]
+        widths = {tile_head_dim(d) for d in dims}
+        assert len(widths) == 1, dims
+        padded = [d != tile_head_dim(d) for d in dims]
+        assert all(padded) or dims == [tile_head_dim(dims[0])], dims
 
 
 def test_margins_come_from_the_arms() -> None:
@@ -69,7 +87,7 @@ def test_jobs_are_what_the_launcher_passes(plans) -> None:
     names = C._param_names()
     consts = {names[k[0]]: val for k, val in v.job["constexprs"].items()}
     cfg = launch_config("gfx942", 64, "f16", qo_len=v.shape["qo_len"], batch_heads=v.shape["hq"])
-    assert (consts["BLOCK_M"], consts["BLOCK_N"], consts["HEAD_DIM"]) == (
+    assert (consts["BLOCK_M"], consts["BLOCK_N"], consts["HEAD_DIM_PAD"]) == (
         cfg.block_m,
         cfg.block_n,
         64,

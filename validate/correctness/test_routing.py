@@ -19,9 +19,11 @@ from tether_kernels.routing import candidates, policy_choice
 from tether_kernels.serves import (
     HEAD_DIMS_POW2,
     HEAD_DIMS_SDPA,
+    HEAD_DIMS_TRITON,
     Serves,
     describe_dims,
     has_keyless_rows,
+    tile_head_dim,
 )
 
 try:
@@ -119,13 +121,13 @@ def test_route_follows_the_declarations(
 def test_every_ordinary_call_gets_an_arm(
     shape: Shape, entry: str, return_lse: bool, arch: str, monkeypatch
 ) -> None:
-    # The space the library promises: head_dims multiples of 8 up to 256 (powers of two in
-    # 16..256 with the LSE, which only the Triton kernel returns), within the kernel's grid
-    # and 32-bit offsets; bf16 with the LSE is GPU only (the interpreter's bf16 dot).
+    # The space the library promises: head_dims multiples of 8 up to 256 (with the LSE too,
+    # which only the Triton kernel returns), within the kernel's grid and 32-bit offsets;
+    # bf16 with the LSE is GPU only (the interpreter's bf16 dot).
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     if entry not in reachable_entry_points(shape) or shape.batch * shape.hq > 65535:
         return
-    dims = HEAD_DIMS_POW2 if return_lse else HEAD_DIMS_SDPA
+    dims = HEAD_DIMS_TRITON if return_lse else HEAD_DIMS_SDPA
     elements = shape.batch * max(shape.qo_len * shape.hq, shape.kv_len * shape.hkv)
     if shape.head_dim not in dims or elements * shape.head_dim >= 2**31:
         return
@@ -171,14 +173,18 @@ def test_a_call_no_arm_serves_is_a_usage_error_naming_each_constraint() -> None:
         route("single_prefill", shape, "sm90")
     for name in ROUTE_ORDER["sm90"]:
         assert f"{name}: head_dim 20 is not one of" in str(exc.value)
+    # Beyond the Triton kernel's grid (batch x hq over 65535) only the math backend serves,
+    # and it returns no LSE.
+    wide = Shape(2, 16, 16, 40000, 8, 64, "f16", True)
     with pytest.raises(UsageError, match="sdpa_math: does not return the log-sum-exp"):
-        route("batch_prefill", shape.with_(head_dim=96), "sm90", return_lse=True)
+        route("batch_prefill", wide, "sm90", return_lse=True)
+    assert route("batch_prefill", wide, "sm90") == "sdpa_math"
 
 
-def test_head_dims_no_kernel_tiles_go_to_the_math_backend() -> None:
+def test_head_dims_no_sdpa_arm_serves_go_to_the_triton_kernel_even_with_keyless_rows() -> None:
     shape = Shape(1, 300, 100, 8, 2, 96, "f16", True)  # keyless rows too
-    assert route("single_prefill", shape, "sm90") == "sdpa_math"
-    assert route("single_prefill", shape, "gfx942") == "sdpa_math"
+    assert route("single_prefill", shape, "sm90") == "triton"
+    assert route("single_prefill", shape, "gfx942") == "triton"
 
 
 def test_policy_arm_comes_first_and_the_route_order_follows(
@@ -244,3 +250,35 @@ def test_a_declaration_refuses_with_the_value_and_the_reason() -> None:
         Serves(("f16",), None, "kernel", why={"typo": "x"})
     with pytest.raises(ValueError, match="bottom_right"):
         Serves(("f16",), None, "upper_left")
+
+
+# --- Issue 24: every head_dim a model uses gets the LSE, through the Triton kernel ---------
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+@pytest.mark.parametrize("head_dim", [pytest.param(d, id=f"d{d}") for d in (8, 40, 96, 200, 248)])
+def test_sm90_serves_the_lse_at_head_dims_that_are_not_powers_of_two(
+    head_dim: int, dtype: str
+) -> None:
+    # Phi-3-mini's head_dim 96 with return_lse was refused on sm90 in every dtype and length.
+    for qo, kv in ((4096, 4096), (2048, 16384), (17, 65), (65, 17)):
+        shape = Shape(1, qo, kv, 32, 8, head_dim, dtype, True)
+        for entry in reachable_entry_points(shape):
+            assert route(entry, shape, "sm90", return_lse=True) == "triton"
+
+
+@pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in ARCHES if a != "cpu"])
+def test_head_dims_no_sdpa_arm_serves_go_to_the_triton_kernel(arch: str) -> None:
+    # Before issue 24 these went to PyTorch's math backend (the Triton tile was a power of
+    # two); route order puts the Triton kernel ahead of it.
+    shape = Shape(1, 512, 512, 8, 2, 96, "f16", True)
+    assert get_arm("sdpa_math").supports(shape, arch) is None
+    assert route("single_prefill", shape, arch) == "triton"
+
+
+def test_tile_head_dim() -> None:
+    assert [tile_head_dim(d) for d in (8, 16, 24, 96, 128, 136, 256)] == [
+        16, 16, 32, 128, 128, 256, 256,
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="264"):
+        tile_head_dim(264)

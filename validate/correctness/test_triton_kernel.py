@@ -111,9 +111,12 @@ def test_custom_scale_is_used() -> None:
     assert max_err(out, ref) <= 1e-5, f"seed {seed}"
 
 
-def test_rows_that_see_no_key_are_zero() -> None:
+# head_dim 40 runs on a padded tile, whose masked blocks test a key against each row's last
+# visible key, min(row + shift, kv_len - 1): negative for the keyless rows.
+@pytest.mark.parametrize("head_dim", [pytest.param(d, id=f"d{d}") for d in (64, 40)])
+def test_rows_that_see_no_key_are_zero(head_dim: int) -> None:
     # Causal with kv_len < qo_len: bottom-right alignment leaves the first rows keyless.
-    shape = Shape(1, 20, 5, 2, 2, 64, "f32", True)
+    shape = Shape(1, 20, 5, 2, 2, head_dim, "f32", True)
     seed = fresh_seed()
     q, k, v = make_qkv(shape, seed)
     lse = torch.full((1, 2, 20), float("nan"), device=q.device)
@@ -203,3 +206,114 @@ def test_a_scale_that_is_not_positive_is_refused(scale: float) -> None:
     q, k, v = make_qkv(shape, 0)
     with pytest.raises(ValueError, match="sm_scale must be positive"):
         attn_fwd_launcher(q, k, v, torch.empty_like(q), LaunchConfig(16, 16, 4, 1), sm_scale=scale)
+
+
+# Head dims that are not a power of two (issue 24): the tile is padded to the next power of two
+# (at least 16) and the columns past head_dim are masked in every load and in the store. Each
+# case has a query tail and a key tail (neither length a multiple of the 16-row interpreter
+# tile), GQA, and the LSE; causal square, chunked (kv_len > qo_len) and full. The tile widths
+# 16 to 256 themselves run in the cases above and in the routed-API grid.
+# The deferred arm at each padded head_dim; the eager arm (another margin, the same masks) at
+# two of them.
+PADDED_DIMS = [
+    *(pytest.param(d, "triton", id=f"d{d}-deferred") for d in (8, 24, 40, 72, 96, 136, 200, 248)),
+    *(pytest.param(d, "triton_eager", id=f"d{d}-eager") for d in (96, 200)),
+]
+PADDED_CALLS = [
+    pytest.param((1, 37, 37, 4, 2, True), id="sq37-causal-gqa2"),
+    pytest.param((1, 21, 53, 4, 1, True), id="q21-kv53-chunked-mqa"),
+    pytest.param((2, 19, 45, 4, 2, False), id="b2-q19-kv45-full"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dims", PADDED_CALLS)
+@pytest.mark.parametrize(("head_dim", "arm"), PADDED_DIMS)
+def test_padded_head_dims_match_reference(head_dim: int, arm: str, dims: tuple, dtype: str) -> None:
+    batch, qo, kv, hq, hkv, causal = dims
+    shape = Shape(batch, qo, kv, hq, hkv, head_dim, dtype, causal)
+    seed = fresh_seed()
+    q, k, v = make_qkv(shape, seed)
+    lse = torch.full((batch, hq, qo), float("nan"), device=q.device)
+    out = run_arm(arm, shape, q, k, v, lse=lse)
+    _, ref_lse = attention_ref(q, k, v, causal, return_lse=True)
+    assert torch.isfinite(lse).all(), f"unwritten lse (seed {seed})"
+    assert max_err(lse, ref_lse) <= 1e-4 * ref_lse.abs().max().item() + 1e-5, f"seed {seed}"
+    assert_within_baseline(arm, out, shape, q, k, v, seed)
+
+
+def test_padded_columns_are_never_written() -> None:
+    # The kernel's tile is 128 wide for head_dim 96: it must store only the 96 columns of each
+    # row. The output sits at the start of a larger buffer, so a store past the last row's 96
+    # columns would land in the guard band after it.
+    from tether_kernels.launch_tables import LaunchConfig
+    from tether_kernels.triton.attn_fwd import attn_fwd_launcher
+
+    shape = Shape(1, 33, 33, 2, 2, 96, "f32", True)
+    seed = fresh_seed()
+    q, k, v = make_qkv(shape, seed)
+    buf = torch.full((2 * q.numel(),), 7.0, device=q.device)
+    out = buf[: q.numel()].view_as(q)
+    attn_fwd_launcher(q, k, v, out, LaunchConfig(16, 16, 4, 1), causal=True)()
+    guard = buf[q.numel() :]
+    assert torch.equal(guard, torch.full_like(guard, 7.0))
+    assert_within_baseline("triton", out, shape, q, k, v, seed)
+
+
+# Options that keep a tile within RDNA3.5's VGPRs (issue 24): ``q_chunk`` reduces Q K^T over
+# head-dim chunks with Q read per key block; ``split_head_dim`` gives each of several programs
+# a slice of V, the accumulator and O. Both change the order of the score sums or who stores
+# which columns, not what is computed: each is held to the error rule, at a tile width and at a
+# padded head dim, with the LSE.
+KERNEL_OPTIONS = [
+    pytest.param({"q_chunk": 16}, id="qc16"),
+    pytest.param({"q_chunk": 32, "split_head_dim": 2}, id="qc32-split2"),
+    pytest.param({"split_head_dim": 4}, id="split4"),
+    pytest.param({"q_chunk": 16, "split_head_dim": 2, "longest_first": True}, id="qc16-split2-lf"),
+]
+
+
+@pytest.mark.parametrize("options", KERNEL_OPTIONS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("head_dim", [pytest.param(d, id=f"d{d}") for d in (96, 256)])
+@pytest.mark.parametrize(
+    "dims",
+    [
+        pytest.param((1, 21, 53, 4, 1, True), id="q21-kv53-chunked-mqa"),
+        pytest.param((1, 19, 45, 2, 2, False), id="q19-kv45-full"),
+    ],
+)
+def test_kernel_options_match_reference(
+    dims: tuple, head_dim: int, dtype: str, options: dict
+) -> None:
+    from tether_kernels.launch_tables import LaunchConfig
+
+    batch, qo, kv, hq, hkv, causal = dims
+    shape = Shape(batch, qo, kv, hq, hkv, head_dim, dtype, causal)
+    seed = fresh_seed()
+    q, k, v = make_qkv(shape, seed)
+    _, out, lse = _launch(shape, q, k, v, LaunchConfig(16, 16, 4, 1, **options), causal)
+    _, ref_lse = attention_ref(q, k, v, causal, return_lse=True)
+    assert torch.isfinite(lse).all(), f"unwritten lse (seed {seed})"
+    assert max_err(lse, ref_lse) <= 1e-4 * ref_lse.abs().max().item() + 1e-5, f"seed {seed}"
+    assert_within_baseline("triton", out, shape, q, k, v, seed)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        pytest.param({"split_head_dim": 3}, "split_head_dim 3", id="split3"),
+        pytest.param({"split_head_dim": 8}, "split_head_dim 8", id="split8-d64"),
+        pytest.param({"q_chunk": 24}, "q_chunk 24", id="qc24"),
+        pytest.param({"q_chunk": 16, "heads_per_program": 2}, "q_chunk 16", id="qc-h2"),
+    ],
+)
+def test_kernel_options_outside_the_tile_are_refused(options: dict, match: str) -> None:
+    from tether_kernels.launch_tables import LaunchConfig
+    from tether_kernels.triton.attn_fwd import attn_fwd_launcher
+
+    shape = Shape(1, 16, 16, 4, 2, 64, "f16", True)  # an even group: two heads can share
+    q, k, v = make_qkv(shape, 0)
+    config = LaunchConfig(16, 16, 4, 1, **options)
+    with pytest.raises(ValueError, match=match):
+        attn_fwd_launcher(q, k, v, torch.empty_like(q), config)

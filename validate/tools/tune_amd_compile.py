@@ -87,12 +87,21 @@ def warps_for(tile: tuple[int, int]) -> tuple[int, ...]:
     return (4, 8) if tile[0] >= 64 else (1, 2, 4)
 
 
+# Kernel options a search may add (issue 24), each a LaunchConfig field: ``q_chunk`` (Q K^T
+# over head-dim chunks, Q read per key block, so the query tile is not held in registers) and
+# ``split_head_dim`` (programs per query tile, each with a slice of the accumulator). The
+# default search tries neither; ``--q-chunk`` and ``--split`` name the values to try instead.
+OPTIONS: list[dict[str, int]] = [{}]
+STAGES_TRIED: list[int] = list(STAGES)
+
+
 def candidates(tile: tuple[int, int], arch: str) -> list[LaunchConfig]:
     wpe = None if arch == "sm90" else OCCUPANCY_TARGET  # waves_per_eu is an AMD hint
     return [
-        LaunchConfig(tile[0], tile[1], num_warps=w, num_stages=s, waves_per_eu=wpe)
+        LaunchConfig(tile[0], tile[1], num_warps=w, num_stages=s, waves_per_eu=wpe, **opt)
+        for opt in OPTIONS
         for w in warps_for(tile)
-        for s in STAGES
+        for s in STAGES_TRIED
     ]
 
 
@@ -152,6 +161,11 @@ def rank(entry: dict[str, Any]) -> tuple:
     return (
         min(verdict["occupancy_min"], OCCUPANCY_TARGET),
         cfg["block_m"] * cfg["block_n"],
+        # Fewer programs computing the same softmax (a split recomputes Q K^T per slice), then
+        # Q held in registers over Q read per key block, then larger chunks (fewer reads).
+        -cfg.get("split_head_dim", 1),
+        cfg.get("q_chunk", 0) == 0,
+        cfg.get("q_chunk", 0),
         verdict["occupancy_min"],
         -cfg["num_stages"],
         -cfg["num_warps"],
@@ -304,12 +318,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-margins", action="store_true", help="search both arms' margins")
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument(
+        "--q-chunk", type=int, action="append", help="try only candidates with this q_chunk"
+    )
+    parser.add_argument(
+        "--split", type=int, action="append", help="with --q-chunk: split_head_dim values to try"
+    )
+    parser.add_argument("--stages", type=int, action="append", help="stage counts to try")
+    parser.add_argument(
         "--rechoose",
         type=Path,
         metavar="FILE",
         help="apply the rule to the candidates recorded in FILE (no compiling); write --out",
     )
     args = parser.parse_args(argv)
+    if args.q_chunk or args.split:
+        OPTIONS[:] = [
+            {"q_chunk": qc, "split_head_dim": sp}
+            for qc in (args.q_chunk or [0])
+            for sp in (args.split or [1])
+        ]
+    if args.stages:
+        STAGES_TRIED[:] = args.stages
     if args.judge is not None:
         return _judge_request(args.judge)
     if args.out is None:
@@ -336,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             "host": platform.node(),
             "occupancy_target": OCCUPANCY_TARGET,
             "also_under": args.also_under,
+            "options": OPTIONS,
+            "stages": STAGES_TRIED,
             "seconds": round(time.time() - started, 1),
             "results": results,
         }
