@@ -20,7 +20,7 @@ import numbers
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from tether.errors import UsageError
 
@@ -88,7 +88,9 @@ def _device_arch(device: torch.device) -> str:
     return detect_arch(device)
 
 
-def _check_device(entry: str, q, k, v, arch: str | None) -> str:
+def _check_device(
+    entry: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, arch: str | None
+) -> str:
     """The arch to route for: the tensors' own, which ``arch``, when given, must name."""
     from tether_kernels.archs import check_arch
 
@@ -108,12 +110,16 @@ def _check_device(entry: str, q, k, v, arch: str | None) -> str:
     return found
 
 
-def _check_flags(entry: str, causal: object, sm_scale: object, return_lse: object) -> float | None:
-    for name, flag in (("causal", causal), ("return_lse", return_lse)):
-        if not isinstance(flag, bool):
-            raise UsageError(f"{entry}: {name} must be a bool, got {flag!r}")
+def _check_flags(
+    entry: str, causal: object, sm_scale: object, return_lse: object
+) -> tuple[bool, float | None, bool]:
+    """``(causal, sm_scale, return_lse)`` checked: two bools and a positive finite scale."""
+    if not isinstance(causal, bool):
+        raise UsageError(f"{entry}: causal must be a bool, got {causal!r}")
+    if not isinstance(return_lse, bool):
+        raise UsageError(f"{entry}: return_lse must be a bool, got {return_lse!r}")
     if sm_scale is None:
-        return None
+        return causal, None, return_lse
     if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real):
         raise UsageError(
             f"{entry}: sm_scale must be a positive finite number or None, "
@@ -121,9 +127,10 @@ def _check_flags(entry: str, causal: object, sm_scale: object, return_lse: objec
         )
     # Every arm scales scores by sm_scale; the Triton kernel takes each block's max of the
     # unscaled scores, which is the max of the scaled ones only for a positive scale.
-    if not (math.isfinite(sm_scale) and sm_scale > 0):
+    scale = float(sm_scale)
+    if not (math.isfinite(scale) and scale > 0):
         raise UsageError(f"{entry}: sm_scale must be a positive finite number, got {sm_scale!r}")
-    return float(sm_scale)
+    return causal, scale, return_lse
 
 
 @dataclass(frozen=True)
@@ -169,7 +176,10 @@ def _tensor_key(t: Any) -> tuple[Any, ...]:
     return (type(t), t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
 
 
-def _key(entry: str, q, k, v, causal, sm_scale, return_lse, arch) -> tuple[Any, ...] | None:
+def _key(
+    entry: str, q: object, k: object, v: object, causal: object, sm_scale: object,
+    return_lse: object, arch: object,
+) -> tuple[Any, ...] | None:  # fmt: skip
     """The call's key, or None where it cannot be formed (not tensors): checked in full.
     Types ride beside the flags, so ``causal=1`` never finds the plan of ``causal=True``."""
     try:
@@ -183,7 +193,15 @@ def _key(entry: str, q, k, v, causal, sm_scale, return_lse, arch) -> tuple[Any, 
 
 
 def _plan_for(
-    entry: str, arm_name: str, shape: Shape, arch: str, return_lse: bool, scale, q, k, v
+    entry: str,
+    arm_name: str,
+    shape: Shape,
+    arch: str,
+    return_lse: bool,
+    scale: float | None,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
 ) -> _Plan:
     from tether_kernels.arms import get_arm
 
@@ -204,13 +222,16 @@ def _plan_for(
     )
 
 
-def _checked_plan(entry: str, q, k, v, causal, sm_scale, return_lse, arch) -> _Plan:
+def _checked_plan(
+    entry: str, q: Any, k: Any, v: Any, causal: object, sm_scale: object, return_lse: object,
+    arch: str | None,
+) -> _Plan:  # fmt: skip
     """The full check of a call, its route and its plan (the first call of a key)."""
     layout = _LAYOUTS[entry]
     _check_tensors(entry, (q, k, v), layout)
     if entry == "single_prefill":
         q, k, v = q[None], k[None], v[None]
-    scale = _check_flags(entry, causal, sm_scale, return_lse)
+    causal, scale, return_lse = _check_flags(entry, causal, sm_scale, return_lse)
     shape = _shape_of(q, k, v, causal, entry)
     found = _check_device(entry, q, k, v, arch)
     arm = route(entry, shape, found, return_lse=return_lse)
@@ -223,7 +244,10 @@ _LAYOUTS = {
 }
 
 
-def _call(entry: str, q, k, v, causal, sm_scale, return_lse, arch):
+def _call(
+    entry: str, q: Any, k: Any, v: Any, causal: object, sm_scale: object, return_lse: object,
+    arch: str | None,
+) -> Any:  # fmt: skip
     key = _key(entry, q, k, v, causal, sm_scale, return_lse, arch)
     plan = _PLANS.get(key) if key is not None else None
     if plan is None:
@@ -250,6 +274,27 @@ def clear_plans() -> None:
     _PLANS.clear()
 
 
+@overload
+def single_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = ...,
+    sm_scale: float | None = ...,
+    return_lse: Literal[False] = ...,
+    arch: str | None = ...,
+) -> torch.Tensor: ...
+@overload
+def single_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = ...,
+    sm_scale: float | None = ...,
+    *,
+    return_lse: Literal[True],
+    arch: str | None = ...,
+) -> tuple[torch.Tensor, torch.Tensor]: ...
 def single_prefill(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -258,16 +303,39 @@ def single_prefill(
     sm_scale: float | None = None,
     return_lse: bool = False,
     arch: str | None = None,
-):
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention for one request: q [qo_len, hq, d], k/v [kv_len, hkv, d] -> [qo_len, hq, d].
 
     Causal is bottom-right aligned (chunked prefill). With ``return_lse`` also returns the
     natural-log LSE [hq, qo_len] in f32. ``arch`` defaults to the arch of the tensors'
     device; when given it must be that arch. See kernels/API.md for the full contract.
     """
-    return _call("single_prefill", q, k, v, causal, sm_scale, return_lse, arch)
+    res: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+    res = _call("single_prefill", q, k, v, causal, sm_scale, return_lse, arch)
+    return res
 
 
+@overload
+def batch_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = ...,
+    sm_scale: float | None = ...,
+    return_lse: Literal[False] = ...,
+    arch: str | None = ...,
+) -> torch.Tensor: ...
+@overload
+def batch_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = ...,
+    sm_scale: float | None = ...,
+    *,
+    return_lse: Literal[True],
+    arch: str | None = ...,
+) -> tuple[torch.Tensor, torch.Tensor]: ...
 def batch_prefill(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -276,9 +344,11 @@ def batch_prefill(
     sm_scale: float | None = None,
     return_lse: bool = False,
     arch: str | None = None,
-):
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention for a batch: q [b, qo_len, hq, d], k/v [b, kv_len, hkv, d] -> [b, qo_len, hq, d].
 
     Every request shares qo_len and kv_len. With ``return_lse`` also returns [b, hq, qo_len].
     """
-    return _call("batch_prefill", q, k, v, causal, sm_scale, return_lse, arch)
+    res: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+    res = _call("batch_prefill", q, k, v, causal, sm_scale, return_lse, arch)
+    return res
