@@ -112,19 +112,14 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261201T112453Z-sweep-policy-chunked-sm90-sm90-11522c07a5b5
-# (2026-12-01, git 3d4434038a19, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/archs.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/launch_tables.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# 14 cells, geomean 2.130,
-# noise 0.987-1.013 (A/A floor 0.996-1.004
-# times replicate band 0.991-1.009): faster;
+# run 20261201T135111Z-sweep-policy-chunked-sm90-sm90-7348e13b0e63
+# (2026-12-01, git ff35828e1fc8, 1 blocks, 1 replicate runs)
+# 14 cells, geomean 2.137,
+# noise 0.985-1.015 (A/A floor 0.997-1.003
+# times replicate band 0.987-1.013): faster;
 # cells 14 faster, 0 slower, 0 level;
 # worst cell dtype=f16 kv_len=8192 qo_len=512
-# at 1.949.
+# at 1.947.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -152,19 +147,14 @@ _SM90_CHUNKED = Threshold(
 #   qo_len >= 1024
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 1024).
-# run 20261201T112514Z-sweep-policy-square-sm90-sm90-1d468a9a6060
-# (2026-12-01, git 3d4434038a19, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/archs.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/launch_tables.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# 10 cells, geomean 1.103,
-# noise 0.989-1.011 (A/A floor 0.996-1.004
-# times replicate band 0.992-1.008): faster;
+# run 20261201T135134Z-sweep-policy-square-sm90-sm90-ca57e8be4de0
+# (2026-12-01, git ff35828e1fc8, 1 blocks, 1 replicate runs)
+# 10 cells, geomean 1.105,
+# noise 0.993-1.007 (A/A floor 0.998-1.002
+# times replicate band 0.994-1.006): faster;
 # cells 10 faster, 0 slower, 0 level;
 # worst cell dtype=bf16 seqlen=4096
-# at 1.073.
+# at 1.069.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -184,19 +174,14 @@ _SM90 = Threshold(
 #   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
 # (reachable from batch_prefill).
-# run 20261201T112653Z-sweep-policy-batch-sm90-sm90-83a713fb2024
-# (2026-12-01, git 3d4434038a19, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/archs.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/launch_tables.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
+# run 20261201T135317Z-sweep-policy-batch-sm90-sm90-8b88f0b14d7f
+# (2026-12-01, git ff35828e1fc8, 1 blocks, 1 replicate runs)
 # 8 cells, geomean 0.893,
-# noise 0.996-1.004 (A/A floor 0.998-1.002
+# noise 0.997-1.003 (A/A floor 0.999-1.001
 # times replicate band 0.998-1.002): slower;
-# cells 1 faster, 7 slower, 0 level;
+# cells 0 faster, 7 slower, 1 level;
 # worst cell batch=16 seqlen=1024
-# at 0.749.
+# at 0.750.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
