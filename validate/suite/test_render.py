@@ -239,7 +239,8 @@ def test_a_failing_verify_run_is_published_as_failing(tmp_path: Path) -> None:
         arch="sm90", vendor="cuda", passed=11, failed=1, started="2026-01-02T00:00:00Z", store=store
     )
     readme = _text(render_all(ROOT, store), README)
-    assert "Tested: FAILED, 11 passed, 1 failed" in readme
+    # The rejected run's reason beside the verdict: why it failed, in the harness's words.
+    assert "Tested: FAILED (FIXTURE: 1 failed, 0 errors), 11 passed, 1 failed" in readme
     assert "Tested: 12 passed" not in readme
 
 
