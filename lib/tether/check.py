@@ -38,15 +38,26 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether._scan import Finding, scan_tree
+from tether import project
+from tether._scan import Finding, apply_baseline, scan_tree
 from tether.atomic import STAMP_FORMAT, utc_stamp
-from tether.errors import TetherError, UsageError
+from tether.errors import SigningError, TetherError, UsageError
+from tether.freshness import GitUnavailable, KernelDiff, store_changes_since
+from tether.render import embedded_digest, render_parts
+from tether.render.context import policy as checkout_policy
+from tether.render.env import rate
+from tether.render.targets import missing_tune_regions
+from tether.stats import MIN_RUNS, aggregate, cell_stats, evaluate, rate_of
+from tether.store import kernels_fingerprint
+from tether.store.audit import load_store_checked
+from tether.store.cite import by_id, cited, latest_ok, siblings
+from tether.store.harness import CurrentHarness, is_superseded
+from tether.store.signing import keygen, verify_run
 
 if TYPE_CHECKING:
     from tether.policy import Gate, Threshold
     from tether.render import FigureSpec
     from tether.stats import CellStat
-    from tether.store.harness import CurrentHarness
     from tether.store.model import Run
 
 # The command that fixes generated text, in every project: tether's own Makefile has a
@@ -75,7 +86,6 @@ def _rel(path: object, root: Path) -> str:
 def load_checked_store(store: Path, root: Path) -> tuple[Any, list[Finding]]:
     """The loaded store, or None and one finding per bad file (every one, not the first):
     malformed runs, misplaced or misnamed files, links, FIFOs, ids claimed twice."""
-    from tether.store.audit import load_store_checked
 
     found = load_store_checked(store)
     if found.ok:
@@ -108,7 +118,6 @@ def check_rendered(
     ``also_rendered``: targets checked another way (figures whose digest matched), so they are
     not reported as stale files under docs/. SVG figures get a finding but no diff.
     """
-    from tether import project
 
     proj = project.get(root)
     store = f"{proj.rel(proj.store)}/"  # the configured store, as messages name it
@@ -151,7 +160,6 @@ def figures_to_compare(
     missing, stale, or no longer matches the file's own body (a hand edit); with ``full`` every
     figure is drawn, which is what catches an edit that also forged the embedded digests.
     """
-    from tether.render import embedded_digest
 
     drawn: dict[Path, bytes] = {}
     matched: list[Path] = []
@@ -177,7 +185,6 @@ def figures_to_compare(
 def _stale_docs(root: Path, expected: Iterable[Path]) -> list[Finding]:
     """Files in the project's figures folder (the one folder render owns) that no target
     renders: left over from an older render, or added by hand."""
-    from tether import project
 
     figures = project.get(root).figures
     docs = root / figures if figures else None
@@ -196,7 +203,6 @@ def _stale_docs(root: Path, expected: Iterable[Path]) -> list[Finding]:
 
 
 def _policy_files(root: Path) -> tuple[Path, ...]:
-    from tether import project
 
     proj = project.get(root)
     return proj.policies or ((proj.policy,) if proj.policy is not None else ())
@@ -204,7 +210,6 @@ def _policy_files(root: Path) -> tuple[Path, ...]:
 
 def _region_place(root: Path, region: str) -> tuple[str, int]:
     """The policy file and line of the region's BEGIN marker, so a finding points at it."""
-    from tether import project
 
     proj = project.get(root)
     needle = f"BEGIN GENERATED: {region}"
@@ -219,7 +224,6 @@ def _region_place(root: Path, region: str) -> tuple[str, int]:
 
 
 def _superseded(run: Run, current: str | CurrentHarness) -> bool:
-    from tether.store.harness import is_superseded
 
     return is_superseded(run, current)
 
@@ -267,8 +271,6 @@ def check_thresholds(
 ) -> list[Finding]:
     """Each set threshold rests on the cited (guarded, current) run of its sweep, whose
     predicates hold, and applies only where that evidence has cells."""
-    from tether.stats import aggregate, cell_stats, evaluate
-    from tether.store.cite import cited, siblings
 
     findings = []
     for th in policy:
@@ -323,7 +325,6 @@ def check_thresholds(
 
 def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
     """Each ``tune-<id>`` region names a tuning run the store holds."""
-    from tether.render.targets import missing_tune_regions
 
     ids = {r.id for r in runs if r.kind == "tune"}
     return [
@@ -337,8 +338,6 @@ def check_gates(
 ) -> list[Finding]:
     """Each set gate sits strictly between its cited before and after measurements, clear of
     both replicate bands; both are guarded, current and unthrottled."""
-    from tether.stats import MIN_RUNS, rate_of
-    from tether.store.cite import by_id, siblings
 
     findings = []
     for gate in gates:
@@ -410,8 +409,6 @@ def check_gates(
                 )
             bands[role] = stat.band
         if len(bands) == 2 and not bands["before"][1] < gate.threshold < bands["after"][0]:
-            from tether.render.env import rate
-
             findings.append(
                 Finding(
                     *where,
@@ -430,8 +427,6 @@ def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
     """The newest ok compile run of each kernel and arch was compiled from this checkout's
     kernel sources; one compiled from other sources is stale evidence, like a run from a
     superseded harness."""
-    from tether.store import kernels_fingerprint
-    from tether.store.cite import latest_ok
 
     current = kernels_fingerprint(root)
     pairs = {(r.name, r.arch) for r in runs if r.kind == "compile" and r.status == "ok"}
@@ -499,9 +494,6 @@ def cited_ids(runs: Iterable[Run], published: Mapping[Path, bytes]) -> list[Run]
 def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
     """With ``[tool.tether.signing] require``, each cited run is signed by an allowed signer
     and its signature matches its digest (see tether.store.signing)."""
-    from tether import project
-    from tether.errors import SigningError
-    from tether.store.signing import keygen, verify_run
 
     proj = project.get(root)
     if not proj.require_signed or proj.allowed_signers is None:
@@ -545,7 +537,6 @@ def evidence_runs(
 ) -> list[tuple[Run, str]]:
     """Every timing run a decision rests on, with what rests on it: each set threshold's
     evidence run and each set gate's before and after runs."""
-    from tether.store.cite import by_id, cited
 
     out: dict[str, tuple[Run, str]] = {}
     for th in policy:
@@ -571,9 +562,6 @@ def check_timing_freshness(
     its arms use. A run the documents cite as a sweep's newest is rendered marked stale there
     (``SweepDoc.stale``, the same rule), which the re-render holds them to, as it holds
     superseded runs: history in the store stays citable as history, never as current."""
-    from tether import project
-    from tether.freshness import KernelDiff
-    from tether.store import kernels_fingerprint
 
     current = kernels_fingerprint(root)
     diff = KernelDiff(root, project.get(root).kernel_files())
@@ -601,7 +589,6 @@ def check_timing_freshness(
 
 def check_append_only(root: Path, store: Path, since: str) -> list[Finding]:
     """Run files the store held at the merge-base of ``since`` and HEAD, modified or gone."""
-    from tether.freshness import GitUnavailable, store_changes_since
 
     try:
         changes = store_changes_since(root, store, since)
@@ -637,11 +624,6 @@ def run_check(
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
     if loaded is not None:
-        from tether import project
-        from tether.render import render_parts
-        from tether.render.context import policy as checkout_policy
-        from tether.store.harness import CurrentHarness
-
         runs = list(loaded)
         try:
             expected, figures = render_parts(root, loaded)
@@ -671,8 +653,6 @@ def run_check(
         findings += check_append_only(root, store, since)
     scanned = scan_tree(root)
     if baseline:
-        from tether._scan import apply_baseline
-
         scanned = apply_baseline(root, scanned)
     findings += scanned
     findings += check_config(root)
@@ -682,7 +662,6 @@ def run_check(
 def check_config(root: Path) -> list[Finding]:
     """Configuration that would otherwise pass silently until a sweep: a plugin module that
     does not exist (found without importing it)."""
-    from tether import project
 
     proj = project.get(root)
     return [
