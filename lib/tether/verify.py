@@ -22,10 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from tether.bench.sweep import record_of
 from tether.errors import RunFileError, UsageError, WrongVendorError
+from tether.gpus import visible_gpus
 from tether.guard import devinfo
-from tether.guard.hold import run_held
+from tether.guard.api import HostUnavailable
+from tether.guard.hold import run_held, safe_reason, write_not_measured
 from tether.guard.idle import detect_vendor
+from tether.pytest_plugin import SUMMARY_ENV, read_routed_summary
+from tether.store import GuardRecord, new_run, write_run
 from tether.store.results import VerifyResults
 
 VENDORS = ("auto", "cuda", "rocm")
@@ -128,7 +133,6 @@ def _environ(name: str, value: str) -> Iterator[None]:
 
 def routed_cases(path: Path) -> dict[str, int] | None:
     """The suite's routed-case counts by arm; None when the suite wrote none (it died)."""
-    from tether.pytest_plugin import read_routed_summary
 
     if not path.exists():
         return None
@@ -143,8 +147,6 @@ def record_wrong_vendor(
 ) -> Path:
     """Record a verify that could not run here (no GPU of the vendor asked for) as a
     not_measured run with its reason, under this host's own arch; returns its path."""
-    from tether.guard.hold import safe_reason
-    from tether.store import GuardRecord, new_run, write_run
 
     found = detect_vendor()
     arch, device, driver = devinfo.device_info(found)
@@ -200,7 +202,6 @@ def run_verify(
         store = off_target_store
         print(f"[verify-cpu] no GPU on this host: the run goes to {store}", file=err)
     arch, device, driver = devinfo.device_info(vendor)
-    from tether.gpus import visible_gpus
 
     gpus = visible_gpus() if vendor != "cpu" else 0
     if workers is not None and workers < 1:
@@ -213,8 +214,6 @@ def run_verify(
         cmd = pytest_command(suite, junit, workers, extra)
         started = time.time()
         try:
-            from tether.pytest_plugin import SUMMARY_ENV
-
             with _environ(SUMMARY_ENV, str(summary)):
                 rc, evidence = run_held(
                     cmd,
@@ -226,9 +225,6 @@ def run_verify(
                     root=root,
                 )
         except Exception as exc:
-            from tether.guard.api import HostUnavailable
-            from tether.guard.hold import write_not_measured
-
             if isinstance(exc, HostUnavailable):
                 path = write_not_measured(exc, store, root, name=tag)
                 print(f"[{tag}] NOT MEASURED: {exc} (recorded {path})", file=out)
@@ -254,8 +250,6 @@ def run_verify(
         routed_cases=routed,
     )
     results = summary_of_run.to_json()
-    from tether.bench.sweep import record_of
-    from tether.store import new_run, write_run
 
     status = "ok" if ok else "rejected"
     reason = (

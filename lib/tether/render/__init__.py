@@ -9,11 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tether import project
 from tether.atomic import write_atomic
+from tether.errors import UsageError
 from tether.render.context import build_context, load_runs
-from tether.render.env import TemplateError, make_env
+from tether.render.env import BUILTIN_PREFIX, TemplateError, make_env, render_template
 from tether.render.figures import FigureSpec, embedded_digest
 from tether.render.regions import RegionError
+from tether.render.summary import summary_context
+from tether.render.tables import table_context
 from tether.render.targets import figure_specs, render_files, render_regions
 
 __all__ = [
@@ -31,8 +35,6 @@ __all__ = [
 def extra_context(runs: Any, context: dict[str, Any], proj: Any) -> dict[str, Any]:
     """What the built-in results table (``results_tables``) and the front page's per-arch
     table (``summary``) need, computed from the context ``build_context`` made."""
-    from tether.render.summary import summary_context
-    from tether.render.tables import table_context
 
     return {
         **table_context(runs, context),
@@ -43,8 +45,6 @@ def extra_context(runs: Any, context: dict[str, Any], proj: Any) -> dict[str, An
 def render_builtin(root: Path, store: Path | Any, name: str) -> str:
     """One of tether's built-in templates (``tether/<name>``) rendered with the project's full
     context, written nowhere (``tether render --pr-comment``)."""
-    from tether import project
-    from tether.render.env import BUILTIN_PREFIX, render_template
 
     root = Path(root)
     runs = load_runs(store)
@@ -63,7 +63,6 @@ def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict
     root = Path(root)
     runs = load_runs(store)
     context = build_context(root, runs)
-    from tether import project
 
     proj = project.get(root)
     context.update(extra_context(runs, context, proj))
@@ -81,8 +80,6 @@ def render_all(root: Path, store: Path | Any) -> dict[Path, bytes]:
     try:
         out.update({path: spec.draw() for path, spec in figures.items()})
     except ImportError as exc:
-        from tether.errors import UsageError
-
         raise UsageError(
             f"tether render draws the SVG figures with matplotlib ({exc}); install tether[render]"
         ) from exc
@@ -106,7 +103,6 @@ def write_all(root: Path, store: Path | Any, out_root: Path | None = None) -> li
             continue
         write_atomic(path, data)
         changed.append(rel)
-    from tether import project
 
     owned = project.get(root).figures
     figures = dest / owned if owned else None

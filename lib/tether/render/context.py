@@ -37,10 +37,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tether import project
+from tether.freshness import KernelDiff
 from tether.policy import WHOLE_MAP, Gate, Population, Threshold, shape_fields
 from tether.render.compiled import compile_context
 from tether.render.policy_file import policy
 from tether.stats import (
+    MIN_RUNS,
     VERDICT_WORDS,
     Aggregate,
     BoundStat,
@@ -64,6 +67,7 @@ from tether.stats import (
     split,
     verdict_word,
 )
+from tether.store import kernels_fingerprint, load_store
 from tether.store.cite import by_id, cited, matching, newest_attempt, siblings
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.model import Run
@@ -80,7 +84,6 @@ def load_runs(store: Any) -> list[Run]:
     if isinstance(store, Path):
         if not store.exists():
             return []
-        from tether.store import load_store
 
         return sorted(load_store(store), key=lambda r: r.id)
     return sorted(store, key=lambda r: r.id)
@@ -190,7 +193,6 @@ class SweepDoc:
     @property
     def provisional(self) -> bool:
         """One run: its band misses run-to-run noise, so its verdicts are provisional."""
-        from tether.stats import MIN_RUNS
 
         return self.run is not None and self.runs < MIN_RUNS
 
@@ -203,7 +205,6 @@ class SweepDoc:
 
 
 def _figures_dir(root: Path) -> str | None:
-    from tether import project
 
     return project.get(root).figures
 
@@ -537,7 +538,6 @@ def _verify_runs(runs: list[Run]) -> tuple[Run | None, Run | None]:
 
 def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     """Everything the templates see, computed once per render."""
-    from tether import project
 
     proj = project.get(root)
     figures = proj.figures
@@ -603,9 +603,6 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
 def _staleness(root: Path, runs: list[Run]) -> Any:
     """A function from a cited run (or None) to the kernel files its arms use that changed
     since it was measured (tether.freshness); ("unknown: why",) when git cannot tell."""
-    from tether import project
-    from tether.freshness import KernelDiff
-    from tether.store import kernels_fingerprint
 
     current = kernels_fingerprint(root)
     diff = KernelDiff(root, project.get(root).kernel_files())
