@@ -56,9 +56,9 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
     return
   fi
   if [ "$PLAN" = verify ]; then
-    # The short steps first, then the suite with all the time left: on one H200 it took more
-    # than 420 s at ff35828 (its compile-gate tests compile every arch's variants), so a
-    # fixed 420 s step cut it off before pytest reported (a rejected run, no junit xml).
+    # The short steps first, then the suite with all the time left: at ff35828 a fixed step
+    # cut the suite off before pytest reported (a rejected run, no junit xml); its
+    # compile-gate tests compile every arch's variants.
     step lane0 gate 100 $T gate --no-progress --wait 30
     step lane0 routed-grid 120 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14
     step lane0 verify 590 $T verify --vendor cuda --workers 14 --wait 30

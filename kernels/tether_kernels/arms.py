@@ -370,8 +370,8 @@ class _OnlyBackend:
     """``sdpa_kernel([backend])`` for the entry points' per-call path, without its cost.
 
     torch's context manager is a generator that reads and sets every backend's flag through
-    ``getattr`` on each entry and exit (about 10 us of host time per call here); this sets the
-    same process-wide flags with the flag functions looked up once per plan, and restores the
+    ``getattr`` on each entry and exit, host work on every call; this sets the same
+    process-wide flags with the flag functions looked up once per plan, and restores the
     previous state on the way out, as the context manager does."""
 
     __slots__ = ("_getters", "_on", "_setters")

@@ -3,7 +3,7 @@
 Calling a ``@triton.jit`` (or ``@gluon.jit``) function binds its arguments, derives their
 specialization (a Python pass over every argument: pointer alignment, integer divisibility,
 each tensor descriptor's dtype, block and layout), hashes that into a key and looks the
-compiled kernel up, on every call: most of an entry point's host time at small sizes. An
+compiled kernel up, on every call: host work an entry point's later calls do not need. An
 entry point's call key (``prefill._key``) already fixes everything the specialization reads
 (shapes, strides, dtypes, device and 16-byte alignment of the inputs; the plan's constants;
 outputs are fresh allocations, which the caching allocator aligns to 512 bytes). So a plan
@@ -28,7 +28,7 @@ class HostDescriptor:
     address), ``shape``, ``strides`` and ``padding``. The descriptor of a plan's first call
     is Triton's own ``TensorDescriptor``, which checks them (alignment, block shape, layout)
     and gives the specialization; later calls of the key have the same shape, strides and
-    alignment, so this record skips those checks (a few microseconds each)."""
+    alignment, so this record skips those checks."""
 
     __slots__ = ("base", "padding", "shape", "strides")
 
