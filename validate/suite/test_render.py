@@ -244,6 +244,19 @@ def test_a_failing_verify_run_is_published_as_failing(tmp_path: Path) -> None:
     assert "Tested: 12 passed" not in readme
 
 
+def test_a_verify_run_cut_off_before_pytest_reported_claims_no_suite(tmp_path: Path) -> None:
+    """A verify run whose pytest never reported (killed: no junit xml, recorded as one error)
+    is published as failing with its reason, and not as the whole suite having run."""
+    store = tmp_path / "results"
+    make_verify_run(
+        arch="sm90", vendor="cuda", passed=0, errors=1, started="2026-01-02T00:00:00Z",
+        store=store,
+    )  # fmt: skip
+    readme = _text(render_all(ROOT, store), README)
+    assert "Tested: FAILED (FIXTURE: 0 failed, 1 errors), no test reported a result, " in readme
+    assert "the whole suite" not in readme.split("Tested:")[1].split("\n")[0]
+
+
 def test_a_sharded_run_is_judged_against_its_unsharded_twin(tmp_path: Path) -> None:
 
     store = tmp_path / "results"
