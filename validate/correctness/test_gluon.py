@@ -8,10 +8,10 @@ import torch
 from tether.errors import ArmUnavailableError
 from tether.pytest_plugin import current_arch
 from tether_kernels import Shape
-from tether_kernels.arms import ARMS, get_arm
-from tether_kernels.gluon.launch import VARIANTS, GluonConfig
+from tether_kernels.arms import ARMS, attention_ref, get_arm
+from tether_kernels.gluon.launch import MAX_SPLIT, VARIANTS, GluonConfig, split_count
 
-from validate.correctness._helpers import assert_within_baseline, fresh_seed, make_qkv
+from validate.correctness._helpers import assert_within_baseline, fresh_seed, make_qkv, max_err
 
 CHUNK = Shape(1, 256, 1024, 8, 2, 128, "bf16", True)
 VARIANT_NAMES = [pytest.param(name, id=name) for name in VARIANTS]
@@ -20,7 +20,7 @@ VARIANT_NAMES = [pytest.param(name, id=name) for name in VARIANTS]
 def test_gluon_arm_is_declared_for_sm90_only() -> None:
     arm = ARMS["gluon"]
     assert arm.arches == ("sm90",) and arm.returns_lse and arm.writes_out
-    assert arm.expected_kernels_on("sm90") == (r"attn_fwd_sm90",)
+    assert arm.expected_kernels_on("sm90") == (r"attn_fwd_sm90", r"merge_splits")
     for arch in ("gfx942", "gfx950", "gfx1151", "cpu"):
         assert arm.supports(CHUNK, arch) == f"gluon does not run on {arch}"
     assert "dtype f32" in (arm.supports(CHUNK.with_(dtype="f32"), "sm90") or "")
@@ -48,6 +48,22 @@ def test_gluon_config_rejects_what_cannot_launch(changes: dict, why: str) -> Non
         GluonConfig(**changes)
 
 
+@pytest.mark.parametrize(
+    ("programs", "key_blocks", "sms", "want"),
+    [
+        pytest.param(32, 64, 132, 4, id="q128-kv8k-fills-the-sms"),
+        pytest.param(64, 64, 132, 2, id="q256-kv8k-two"),
+        pytest.param(128, 64, 132, 1, id="q512-one-wave-no-split"),
+        pytest.param(67, 256, 132, 1, id="just-over-half-no-split"),
+        pytest.param(32, 8, 132, 2, id="few-key-blocks-cap"),
+        pytest.param(32, 1, 132, 1, id="square-128-one-block"),
+        pytest.param(1, 4096, 132, MAX_SPLIT, id="one-program-max-split"),
+    ],
+)
+def test_split_count(programs: int, key_blocks: int, sms: int, want: int) -> None:
+    assert split_count(programs, key_blocks, sms) == want
+
+
 def _triton_36_with_gluon() -> str | None:
     from tether_kernels.gluon.launch import gluon_triton_reason
 
@@ -61,8 +77,8 @@ def test_every_variant_compiles_for_sm90_without_spills(variant: str) -> None:
         pytest.skip(why)
     from validate.tools.gluon_aot import compile_variant, inspect
 
-    for causal in (True, False):
-        row = inspect(compile_variant(variant, causal))
+    for causal, split in ((True, False), (False, False), (True, True)):
+        row = inspect(compile_variant(variant, causal, split=split))
         assert row["wgmma_ptx"] > 0 and row["hgmma_sass"] > 0, row
         assert row["spill_bytes"] == 0 and row["local_ptx"] == 0, row
         assert row["num_warps"] == 12, row  # two consumer warpgroups and the producer's
@@ -90,3 +106,52 @@ def test_gluon_variant_matches_reference(variant: str, base: Shape) -> None:
     res = prepare_gluon(VARIANTS[variant])(q, k, v, base, out, None, "sm90")()
     assert res is out
     assert_within_baseline(f"gluon:{variant}", res, base, q, k, v, seed)
+
+
+# Split-KV: each tile's key blocks shared among n_split programs, merged by merge_splits.
+SPLIT_SHAPES = [
+    pytest.param(Shape(1, 128, 2048, 8, 2, 128, "bf16", True), id="q128-kv2048-chunk"),
+    pytest.param(Shape(1, 300, 1000, 4, 4, 128, "bf16", True), id="q300-kv1000-tails-mha"),
+    pytest.param(Shape(2, 130, 777, 8, 1, 64, "f16", False), id="b2-q130-kv777-full-d64"),
+    # qo > kv, causal: the first rows see no key in any split (0, lse -inf).
+    pytest.param(Shape(1, 400, 300, 4, 2, 128, "f16", True), id="q400-kv300-empty-rows"),
+]
+
+
+@pytest.mark.gpu(reason="the Gluon kernel runs on an sm90 GPU")
+@pytest.mark.parametrize("base", SPLIT_SHAPES)
+@pytest.mark.parametrize("n_split", [2, 3, 8])
+def test_gluon_split_kv_matches_reference(n_split: int, base: Shape) -> None:
+    """Every split count, with splits left empty (8 splits of a few key blocks), key tails,
+    rows that see nothing, and the LSE: the merged result is the unsplit kernel's."""
+    if current_arch() != "sm90":
+        pytest.skip(f"the Gluon kernel is declared for sm90; this is {current_arch()}")
+    from tether_kernels.gluon.launch import GluonPlan
+
+    seed = fresh_seed()
+    q, k, v = make_qkv(base, seed)
+    dims = (base.batch, base.qo_len, base.kv_len, base.hq, base.hkv, base.head_dim)
+    plan = GluonPlan(dims, q.dtype, q.device, causal=base.causal, want_lse=True, n_split=n_split)
+    assert plan.n_split == n_split and plan.merge is not None
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((base.batch, base.hq, base.qo_len), float("nan"), device=q.device)
+    for _ in range(2):  # the JIT launch, then the direct one
+        plan.launch(q, k, v, out, lse)
+        assert_within_baseline(f"gluon split {n_split}", out, base, q, k, v, seed)
+    _, ref_lse = attention_ref(q, k, v, base.causal, return_lse=True)
+    seen = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), seen), f"lse -inf where no key is seen (seed {seed})"
+    assert max_err(lse[seen], ref_lse[seen]) <= 1e-4 * ref_lse[seen].abs().max().item() + 1e-5
+
+
+@pytest.mark.gpu(reason="the split is chosen from the device's SM count")
+def test_gluon_splits_a_call_that_leaves_the_gpu_idle() -> None:
+    """A short chunked call (one query tile per head) splits its keys; a long one does not."""
+    if current_arch() != "sm90":
+        pytest.skip(f"the Gluon kernel is declared for sm90; this is {current_arch()}")
+    from tether_kernels.gluon.launch import GluonPlan
+
+    dev = torch.device("cuda")
+    short = GluonPlan((1, 128, 8192, 32, 8, 128), torch.bfloat16, dev)
+    long = GluonPlan((1, 4096, 8192, 32, 8, 128), torch.bfloat16, dev)
+    assert short.n_split > 1 and long.n_split == 1 and long.merge is None

@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 
-def compile_variant(name: str, causal: bool, dtype: str = "bf16", head_dim: int = 128) -> Any:
-    """The compiled kernel (triton's CompiledKernel) of one variant for sm90."""
+def compile_variant(
+    name: str, causal: bool, dtype: str = "bf16", head_dim: int = 128, split: bool = False
+) -> Any:
+    """The compiled kernel (triton's CompiledKernel) of one variant for sm90; ``split``: the
+    split-KV launch's, which writes f32 partial results."""
     import triton
     from tether_kernels.gluon.attn_fwd_sm90 import attn_fwd_sm90
     from tether_kernels.gluon.launch import MAXNREG, VARIANTS
@@ -39,11 +42,12 @@ def compile_variant(name: str, causal: bool, dtype: str = "bf16", head_dim: int 
         "q_desc": f"tensordesc<{dtype}[64, {d}],{ql!r}>",
         "k_desc": f"tensordesc<{dtype}[{n}, {d}],{kl!r}>",
         "v_desc": f"tensordesc<{dtype}[{n}, {d}],{kl!r}>",
-        "o_ptr": f"*{dtype}",
+        "o_ptr": "*fp32" if split else f"*{dtype}",
         "lse_ptr": "*fp32",
         "qk_scale": "fp32",
         "qo_len": "i32",
         "kv_len": "i32",
+        "n_split": "i32",
         "stride_ob": "i32",
         "stride_om": "i32",
         "stride_oh": "i32",

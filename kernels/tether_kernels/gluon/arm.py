@@ -92,8 +92,8 @@ def plan_gluon(config: GluonConfig) -> Callable[..., Callable[..., Any]]:
     return plan
 
 
-# Profiler names of what the arm runs (the kernel's own name).
-KERNELS = {"sm90": (r"attn_fwd_sm90",)}
+# Profiler names of what the arm runs: the kernel, and the merge after a split-KV launch.
+KERNELS = {"sm90": (r"attn_fwd_sm90", r"merge_splits")}
 PREPARE = prepare_gluon(VARIANTS[DEFAULT_VARIANT])
 PLAN = plan_gluon(VARIANTS[DEFAULT_VARIANT])
 

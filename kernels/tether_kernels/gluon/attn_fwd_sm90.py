@@ -47,14 +47,22 @@ LN2 = 0.6931471805599453
 
 
 @gluon.jit
-def _tile_coords(qo_len, kv_len, HQ: gl.constexpr, GROUP: gl.constexpr, BLOCK_N: gl.constexpr,
-                 CAUSAL: gl.constexpr):  # fmt: skip
-    """(batch, query head, kv head, first query row, key blocks in all, fully visible ones)."""
+def _tile_coords(qo_len, kv_len, n_split, HQ: gl.constexpr, GROUP: gl.constexpr,
+                 BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+    """(batch, output batch row, query head, kv head, first query row, one past the program's
+    last key block, key blocks it visits, masked ones among them).
+
+    The program's tile sees key blocks [0, n_total); the last n_total - n_full need the
+    per-element mask. A split-KV launch (n_split > 1) gives each of n_split programs of a tile
+    an equal run of those blocks; every program visits its run from its last block down."""
     n_m = gl.cdiv(qo_len, 128)
-    bh_count = gl.num_programs(0) // n_m
+    bh_count = gl.num_programs(0) // (n_m * n_split)
     pid = gl.program_id(0)
-    tile = pid // bh_count
-    bh = pid % bh_count
+    per_tile = bh_count * n_split
+    tile = pid // per_tile
+    rest = pid % per_tile
+    split = rest // bh_count
+    bh = rest % bh_count
     if CAUSAL:
         tile = n_m - 1 - tile  # most keys first: the grid's tail holds the short tiles
     b = bh // HQ
@@ -69,22 +77,31 @@ def _tile_coords(qo_len, kv_len, HQ: gl.constexpr, GROUP: gl.constexpr, BLOCK_N:
     else:
         n_total = gl.cdiv(kv_len, BLOCK_N)
         n_full = kv_len // BLOCK_N
-    return b, h, hk, m0, n_total, n_full
+    per = gl.cdiv(n_total, n_split)
+    lo = split * per
+    hi = gl.minimum(lo + per, n_total)
+    count = gl.maximum(hi - lo, 0)
+    n_masked = gl.maximum(hi - gl.maximum(lo, n_full), 0)
+    # The output row block this program writes: its batch's, in its split's slice of the
+    # partial results ([n_split, batch, ...]) when the launch is split.
+    sb = split * (bh_count // HQ) + b
+    return b, sb, h, hk, m0, hi, count, n_masked
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, qo_len, kv_len,
+def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, qo_len, kv_len, n_split,
               HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
     q_bar, k_ready, k_empty, v_ready, v_empty, _turn = bars
-    b, h, hk, m0, n_total, _n_full = _tile_coords(qo_len, kv_len, HQ, GROUP, BLOCK_N, CAUSAL)
+    b, _sb, h, hk, m0, hi, count, _n_masked = _tile_coords(qo_len, kv_len, n_split, HQ, GROUP,
+                                                           BLOCK_N, CAUSAL)  # fmt: skip
     q_row = b * qo_len + m0
     mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, h * HEAD_DIM], q_bar, q_smem.index(0))
     tma.async_copy_global_to_shared(q_desc, [q_row + 64, h * HEAD_DIM], q_bar, q_smem.index(1))
     kv_row = b * kv_len
-    for j in range(n_total):
-        n = n_total - 1 - j
+    for j in range(count):
+        n = hi - 1 - j
         s = j % STAGES
         phase = (j // STAGES) & 1
         # A fresh mbarrier counts as having completed the phase before 0: the first
@@ -122,8 +139,8 @@ def _softmax(s, m_i, l_i, qk_scale, rows, n, kv_len, shift, BLOCK_N: gl.constexp
 
 
 @gluon.jit
-def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om,
-              stride_oh, q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
+def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob,
+              stride_om, stride_oh, q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
               HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
     q_bar, k_ready, k_empty, v_ready, v_empty, turn = bars
@@ -139,10 +156,10 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    b, h, _hk, m0, n_total, n_full = _tile_coords(qo_len, kv_len, HQ, GROUP, BLOCK_N, CAUSAL)
+    _b, sb, h, _hk, m0, hi, count, n_masked = _tile_coords(qo_len, kv_len, n_split, HQ, GROUP,
+                                                           BLOCK_N, CAUSAL)  # fmt: skip
     shift = kv_len - qo_len
     rows = m0 + WG * 64 + gl.arange(0, 64, layout=row_s)
-    n_masked = n_total - n_full  # visited first (key blocks run last to first)
     q_tile = q_smem.index(WG)
     my_turn = turn.index(WG)
     other_turn = turn.index(1 - WG)
@@ -153,9 +170,10 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride
     s_zero = gl.zeros([64, BLOCK_N], gl.float32, layout=s_layout)
     mbarrier.wait(q_bar, 0)
 
-    if n_total > 0:
-        # Iteration 0, peeled: block n_total - 1, always masked (it holds the diagonal or the
-        # key tail whenever any block does); only its score MMA is issued.
+    if count > 0:
+        # Iteration 0, peeled: block hi - 1, always masked (it holds the diagonal or the key
+        # tail whenever any block of the run does; a run below them masks nothing, which the
+        # masked step computes the same); only its score MMA is issued.
         if PINGPONG:
             mbarrier.wait(my_turn, 1 - WG)  # consumer 0 goes first
         mbarrier.wait(k_ready.index(0), 0)
@@ -165,27 +183,28 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride
             mbarrier.arrive(other_turn)
         s = warpgroup_mma_wait(0, deps=(s_tok,))
         mbarrier.arrive(k_empty.index(0))
-        p, _alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, n_total - 1, kv_len, shift,
+        p, _alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1, kv_len, shift,
                                       BLOCK_N, s_layout, True, CAUSAL)  # fmt: skip
         p_op = gl.convert_layout(p.to(dtype), p_layout)
 
-        # The rest of the masked blocks, then the unmasked ones: each iteration issues block
+        # The rest of the masked blocks (visited first: the run goes last to first), then the
+        # unmasked ones: each iteration issues block
         # j's score MMA and block j-1's P V MMA, then runs block j's softmax.
         for j in range(1, gl.maximum(n_masked, 1)):
-            acc, p_op, m_i, l_i = _step(j, n_total, acc, p_op, m_i, l_i, qk_scale, rows, kv_len,
+            acc, p_op, m_i, l_i = _step(j, hi, acc, p_op, m_i, l_i, qk_scale, rows, kv_len,
                                         shift, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready,
                                         v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
                                         s_layout, row_o, p_layout, True, CAUSAL,
                                         PINGPONG)  # fmt: skip
-        for j in range(gl.maximum(n_masked, 1), n_total):
-            acc, p_op, m_i, l_i = _step(j, n_total, acc, p_op, m_i, l_i, qk_scale, rows, kv_len,
+        for j in range(gl.maximum(n_masked, 1), count):
+            acc, p_op, m_i, l_i = _step(j, hi, acc, p_op, m_i, l_i, qk_scale, rows, kv_len,
                                         shift, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready,
                                         v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
                                         s_layout, row_o, p_layout, False, CAUSAL,
                                         PINGPONG)  # fmt: skip
 
         # The last block's P V.
-        last = n_total - 1
+        last = count - 1
         ls = last % STAGES
         mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
         o_tok = warpgroup_mma(p_op, v_smem.index(ls), acc, is_async=True)
@@ -197,17 +216,18 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride
     acc = acc / gl.expand_dims(gl.where(l_o == 0.0, 1.0, l_o), 1)
     rows_o = m0 + WG * 64 + gl.arange(0, 64, layout=row_o)
     cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-    o_base = o_ptr + b * stride_ob + h * stride_oh
+    o_base = o_ptr + sb * stride_ob + h * stride_oh
     offs = gl.expand_dims(rows_o * stride_om, 1) + gl.expand_dims(cols_o, 0)
-    gl.store(o_base + offs, acc.to(dtype), mask=gl.expand_dims(rows_o < qo_len, 1))
+    # The inputs' dtype, or f32 into a split-KV launch's partial results.
+    gl.store(o_base + offs, acc.to(o_ptr.dtype.element_ty), mask=gl.expand_dims(rows_o < qo_len, 1))
     if STORE_LSE:
         lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_i)) * 0.6931471805599453, -float("inf"))
-        lse_base = lse_ptr + (b * HQ + h) * qo_len
+        lse_base = lse_ptr + (sb * HQ + h) * qo_len
         gl.store(lse_base + rows, lse, mask=rows < qo_len)
 
 
 @gluon.jit
-def _step(j, n_total, acc, p_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile, k_smem,
+def _step(j, hi, acc, p_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile, k_smem,
           v_smem, k_ready, k_empty, v_ready, v_empty, my_turn, other_turn, s_zero,
           WG: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
           s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
@@ -227,7 +247,7 @@ def _step(j, n_total, acc, p_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile
         mbarrier.arrive(other_turn)
     s = warpgroup_mma_wait(1, deps=(s_tok,))  # the score MMA, issued first, is done
     mbarrier.arrive(k_empty.index(s_idx))
-    p, alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, n_total - 1 - j, kv_len, shift,
+    p, alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1 - j, kv_len, shift,
                                   BLOCK_N, s_layout, MASK, CAUSAL)  # fmt: skip
     acc = warpgroup_mma_wait(0, deps=(o_tok,))
     mbarrier.arrive(v_empty.index(prev))
@@ -237,32 +257,42 @@ def _step(j, n_total, acc, p_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile
 
 
 @gluon.jit
-def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om, stride_oh,
+def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
                q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
                HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
-    _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om, stride_oh,
+    _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
+              stride_oh,
               q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL,
               PINGPONG, STORE_LSE)  # fmt: skip
 
 
 @gluon.jit
-def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om, stride_oh,
+def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
                q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
                HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
-    _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om, stride_oh,
+    _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
+              stride_oh,
               q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL,
               PINGPONG, STORE_LSE)  # fmt: skip
 
 
 @gluon.jit
-def attn_fwd_sm90(q_desc, k_desc, v_desc, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob,
-                  stride_om, stride_oh, HQ: gl.constexpr, GROUP: gl.constexpr,
+def attn_fwd_sm90(q_desc, k_desc, v_desc, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split,
+                  stride_ob, stride_om, stride_oh, HQ: gl.constexpr, GROUP: gl.constexpr,
                   HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
                   PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
-    """Grid: (cdiv(qo_len, 128) * batch * HQ,); num_warps=4 (consumer 0); see the module doc.
+    """Grid: (cdiv(qo_len, 128) * n_split * batch * HQ,); num_warps=4 (consumer 0); see the
+    module doc.
+
+    n_split 1: o_ptr is the output (the inputs' dtype, strides as given) and lse_ptr, when
+    STORE_LSE, the f32 [batch, HQ, qo_len] LSE. n_split > 1 (split-KV, STORE_LSE on): each
+    tile's key blocks are shared among n_split programs, each of which writes its normalised
+    partial output, f32, into o_ptr's [n_split, batch, qo_len, HQ, HEAD_DIM] (stride_ob the
+    batch stride, so a split's slice follows the last batch's) and its LSE into lse_ptr's
+    [n_split, batch, HQ, qo_len]; ``merge.merge_splits`` combines them.
 
     q_desc: [batch * qo_len, HQ * HEAD_DIM] with 64 x HEAD_DIM blocks; k_desc, v_desc:
     [batch * kv_len, hkv * HEAD_DIM] with BLOCK_N x HEAD_DIM blocks. Rows a tile reads past
@@ -295,14 +325,14 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, o_ptr, lse_ptr, qk_scale, qo_len, kv_l
     # its constexpr members into tensors.
     gl.warp_specialize(
         [
-            (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om,
+            (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
                           stride_oh, q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N,
                           STAGES, CAUSAL, PINGPONG, STORE_LSE)),
-            (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, stride_ob, stride_om,
+            (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
                           stride_oh, q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N,
                           STAGES, CAUSAL, PINGPONG, STORE_LSE)),
             (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, qo_len, kv_len,
-                         HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+                         n_split, HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
         ],
         [4, 1],
         [CONSUMER_REGS, PRODUCER_REGS],

@@ -50,6 +50,8 @@ class GluonConfig:
 
 # The H200's per-block shared memory limit (227 KiB); a variant over it cannot launch.
 SMEM_LIMIT = 232448
+# Query rows (one token's one head) per program of the split-KV merge.
+MERGE_ROWS = 16
 
 VARIANTS: dict[str, GluonConfig] = {
     "n128s2pp": GluonConfig(),
@@ -63,6 +65,25 @@ VARIANTS: dict[str, GluonConfig] = {
 # every variant against the fastest peer under the guard, and kernels/NOTES.md renders its
 # outcome from the store.
 DEFAULT_VARIANT = "n128s2"
+
+
+# Split-KV (a launch whose query tiles are too few to fill the GPU shares each tile's key
+# blocks among several programs, then merges their partial results): at most MAX_SPLIT
+# programs per tile, each with at least MIN_SPLIT_BLOCKS key blocks, so that each program's
+# K/V ring fills before it drains; and only where the unsplit launch leaves more than half the
+# SMs idle, since the partial results' round trip through memory and the merge's launch cost
+# what a launch that already fills most SMs has no idle SMs to win back.
+MAX_SPLIT = 8
+MIN_SPLIT_BLOCKS = 4
+
+
+def split_count(programs: int, key_blocks: int, sms: int) -> int:
+    """How many programs share a query tile's key blocks: 1 (no split) unless ``programs``
+    (the unsplit grid) would leave more than half of ``sms`` idle; then as many as fill the
+    SMs, within MAX_SPLIT and MIN_SPLIT_BLOCKS of the longest tile's ``key_blocks``."""
+    if programs <= 0 or 2 * programs > sms:
+        return 1
+    return max(1, min(sms // programs, key_blocks // MIN_SPLIT_BLOCKS, MAX_SPLIT))
 
 
 # The Triton release whose Gluon API the kernel is written against (the H200's).
@@ -107,8 +128,13 @@ def gluon_unavailable(device: Any = None) -> str | None:
 
 class GluonPlan:
     """Everything one key of the Gluon kernel's launch needs that does not depend on the
-    tensors' addresses (the layouts, the grid, the constants), built once; ``launch`` then
-    only makes the three tensor descriptors and launches. The entry points keep one per key.
+    tensors' addresses (the layouts, the grid, the constants, the split), built once;
+    ``launch`` then only makes the three tensor descriptors and launches. The entry points
+    keep one per key.
+
+    ``n_split`` None picks the split from the grid and the device's SM count
+    (``split_count``); a number forces it (1: never split). A split launch writes f32
+    partial results into fresh workspace and launches ``merge_splits`` after the kernel.
 
     The first launch goes through the JIT with Triton's checked ``TensorDescriptor``s; later
     ones launch the compiled kernel directly with bare descriptors (``direct.py``)."""
@@ -122,11 +148,13 @@ class GluonPlan:
         causal: bool = True,
         sm_scale: float | None = None,
         want_lse: bool = False,
+        n_split: int | None = None,
     ) -> None:
         import torch
         from triton.experimental.gluon import language as gl
 
         from tether_kernels.gluon.attn_fwd_sm90 import attn_fwd_sm90
+        from tether_kernels.triton.merge import merge_splits
 
         config = config or VARIANTS[DEFAULT_VARIANT]
         batch, qo_len, kv_len, hq, hkv, d = shape
@@ -141,6 +169,8 @@ class GluonPlan:
             raise ValueError(f"gluon attn_fwd: hq {hq} is not a multiple of hkv {hkv}")
         if config.smem_bytes(d) > SMEM_LIMIT:
             raise ValueError(f"gluon attn_fwd: {config} needs more shared memory than a block has")
+        if n_split is not None and not 1 <= n_split <= MAX_SPLIT:
+            raise ValueError(f"gluon attn_fwd: n_split {n_split} not in 1..{MAX_SPLIT}")
         scale = d**-0.5 if sm_scale is None else sm_scale
         if not (scale > 0 and math.isfinite(scale)):
             # The kernel takes the row max of the unscaled scores (see the kernel's docstring).
@@ -158,7 +188,15 @@ class GluonPlan:
         self.no_lse = None if want_lse else torch.empty(1, dtype=torch.float32, device=device)
         self.q_strides = [self.q_dims[1], 1]
         self.kv_strides = [self.kv_dims[1], 1]
-        self.consts = (scale * LOG2E, qo_len, kv_len)
+        tiles = -(-qo_len // 128)
+        programs = tiles * batch * hq
+        if n_split is None:
+            # The longest tile sees every key (the last tile, when causal: masks align
+            # bottom-right).
+            sms = torch.cuda.get_device_properties(device).multi_processor_count
+            n_split = split_count(programs, -(-kv_len // config.block_n), sms)
+        self.n_split = n_split
+        self.consts = (scale * LOG2E, qo_len, kv_len, n_split)
         # The output's strides, contiguous BSHD: ``launch`` takes it dense, batched or not
         # (single_prefill's [len, heads, d] output has the same layout with batch 1).
         self.out_strides = (qo_len * hq * d, hq * d, d)
@@ -170,18 +208,45 @@ class GluonPlan:
             STAGES=config.stages,
             CAUSAL=causal,
             PINGPONG=config.pingpong,
-            STORE_LSE=want_lse,
+            STORE_LSE=want_lse or n_split > 1,  # a split's LSE weighs it in the merge
             PRODUCER_REGS=config.producer_regs,
             CONSUMER_REGS=config.consumer_regs,
             num_warps=4,
             maxnreg=MAXNREG,
         )
-        self.kernel = DirectKernel(attn_fwd_sm90, (-(-qo_len // 128) * batch * hq,), meta)
+        self.kernel = DirectKernel(attn_fwd_sm90, (programs * n_split,), meta)
+        self.merge: DirectKernel | None = None
+        if n_split > 1:
+            rows = batch * qo_len * hq
+            self.part_o = (n_split * rows * d,)
+            self.part_lse = (n_split * rows,)
+            self.merge_consts = (rows, qo_len, hq)
+            merge_meta = dict(N_SPLIT=n_split, HEAD_DIM=d, ROWS=MERGE_ROWS, STORE_LSE=want_lse)
+            self.merge = DirectKernel(merge_splits, (-(-rows // MERGE_ROWS),), merge_meta)
 
     def launch(self, q: Any, k: Any, v: Any, out: Any, lse: Any = None) -> Any:
         """Launch on contiguous, 16-byte aligned tensors of the plan's key: BSHD, or the
         [len, heads, d] of a batch of one (the same memory); lse f32, [b, hq, qo] or [hq, qo]."""
+        if self.merge is not None:
+            return self._launch_split(q, k, v, out, lse)
         lse_arg = lse if self.want_lse else self.no_lse
+        return self._launch(q, k, v, out, lse_arg)
+
+    def _launch_split(self, q: Any, k: Any, v: Any, out: Any, lse: Any) -> Any:
+        """The kernel into fresh f32 partial results, then the merge into ``out`` (and
+        ``lse``). Fresh per call, from the caching allocator: two calls in flight on two
+        streams, or two graphs, never share a workspace."""
+        import torch
+
+        o_part = torch.empty(self.part_o, dtype=torch.float32, device=q.device)
+        lse_part = torch.empty(self.part_lse, dtype=torch.float32, device=q.device)
+        self._launch(q, k, v, o_part, lse_part)
+        assert self.merge is not None
+        lse_arg = lse if self.want_lse else self.no_lse
+        self.merge(o_part, lse_part, out, lse_arg, *self.merge_consts)
+        return out
+
+    def _launch(self, q: Any, k: Any, v: Any, out: Any, lse_arg: Any) -> Any:
         rest = (out, lse_arg, *self.consts, *self.out_strides)
         stream = self.kernel.stream()
         if stream is not None:
@@ -249,4 +314,5 @@ __all__ = [
     "GluonPlan",
     "attn_fwd_sm90_launcher",
     "gluon_unavailable",
+    "split_count",
 ]
