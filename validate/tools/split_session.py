@@ -4,8 +4,8 @@
 
 For the short calls where the unsplit Gluon launch leaves SMs idle, times, in CUDA graphs of
 ``calls`` launches (the serving stacks' mode), the Gluon plan at each forced split count, the
-split ``split_count`` picks, cuDNN (the arm short square calls take today), FlashInfer's fa3
-and ``single_prefill`` as routed; prints one table of microseconds per call (the median of
+split ``split_count`` picks, the Triton arm, cuDNN (the arm short square calls take today),
+FlashInfer's fa3 and ``single_prefill`` as routed; prints one table of microseconds per call (the median of
 ``reps`` replays) and each against fa3. It says which split counts to pick; the store's
 evidence is the ``api-*`` and ``policy-*`` sweeps.
 """
@@ -85,10 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         for n in (1, 2, 4, 8):
             p = GluonPlan(dims, torch.bfloat16, dev, n_split=n)
             t(f"gluon split {n}", lambda p=p, q=q, k=k, v=v, o=out: p.launch(q, k, v, o))
-        if qo == kv:
-            shape = Shape(1, qo, kv, 32, 8, 128, "bf16", True)
-            cudnn = get_arm("sdpa_cudnn").prepare(q, k, v, shape, out=out, lse=None, arch="sm90")
-            t("cudnn", cudnn)
+        shape = Shape(1, qo, kv, 32, 8, 128, "bf16", True)
+        for arm in ("sdpa_cudnn", "triton") if qo == kv else ("triton",):
+            t(arm, get_arm(arm).prepare(q, k, v, shape, out=out, lse=None, arch="sm90"))
         t("single_prefill", lambda q=q, k=k, v=v: single_prefill(q[0], k[0], v[0], causal=True))
     fa3 = {tag: us for tag, name, us in rows if name == "fa3"}
     print(f"{'shape':<12} {'arm':<26} {'us/call':>9} {'fa3/arm':>8}")
