@@ -10,7 +10,8 @@
 #                   routed cases by arm), then validate/gpu_routed_grid.py, then more runs;
 #   lane 1 (GPU 1): the sweeps of PLAN, one after another, each its own guarded run.
 # PLAN "api": the public entry points as called and the sm90 policy's evidence, each sweep twice;
-# "final": "api" and then the routed-API grid; "verify": the suite, the grid and the gates.
+# "final": "api", then the policy's routes checked, the gates and the routed-API grid;
+# "verify": the suite alone.
 # PLAN "evidence": lane 0 verifies, then tunes, probes and runs the demos; lane 1 measures the
 # sweeps the policy cites twice each (two runs give the run-to-run band), the gated calls and
 # the peers. PLAN "gates": once the policy and the gates are set from that evidence: the suite
@@ -46,8 +47,9 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
 # The public entry points as called, and the sm90 policy's evidence: each sweep run twice, in
 # separate processes (two runs of one commit are the run-to-run band).
 # What the policy and the gates rest on first, so a session cut short loses the least.
-API_SWEEPS="policy-chunked-sm90 policy-square-sm90 gate-calls-api api-chunked-fa3 api-square-fa3
-  api-chunked-sdpa api-batch-sdpa policy-batch-sm90 api-eager-fa3 api-host-fa3"
+API_SWEEPS="policy-chunked-sm90 policy-square-sm90 policy-square-short-sm90 gate-calls-api
+  api-chunked-fa3 api-square-fa3 api-chunked-sdpa api-batch-sdpa policy-batch-sm90 api-eager-fa3
+  api-host-fa3"
 
 lane0() {  # the public API as routed (the suite, recorded; the issue's wider grid), then more
   export CUDA_VISIBLE_DEVICES=$1
@@ -56,11 +58,9 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
     return
   fi
   if [ "$PLAN" = verify ]; then
-    # The short steps first, then the suite with all the time left: at ff35828 a fixed step
-    # cut the suite off before pytest reported (a rejected run, no junit xml); its
-    # compile-gate tests compile every arch's variants.
-    step lane0 gate 100 $T gate --no-progress --wait 30
-    step lane0 routed-grid 120 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14
+    # The suite alone, with the whole session: at ff35828 a 420 s step cut it off before
+    # pytest reported (a rejected run, no junit xml); its compile-gate tests compile every
+    # arch's variants. The gates and the routed grid run in the "final" plan.
     step lane0 verify 590 $T verify --vendor cuda --workers 14 --wait 30
     return
   fi
@@ -95,6 +95,7 @@ lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run b
       # scope's own calls (each twice: the JIT's launch, then the direct one), then the
       # issue 11 grid and the suite's (every arm route picks, every head_dim, LSE, strides).
       step lane1 gluon-routes 90 python3 -m validate.gpu_gluon_routes
+      step lane1 gate 100 $T gate --no-progress --wait 30
       step lane1 routed-grid 150 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14 \
         --every "${GRID_EVERY:-1}"
     fi

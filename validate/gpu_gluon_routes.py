@@ -1,4 +1,4 @@
-"""The calls sm90's policy routes to the Gluon kernel, through the public API, checked on a GPU.
+"""The calls sm90's policy routes to its own kernels, through the public API, checked on a GPU.
 
 validate/gpu_routed_grid.py's shapes (small heads, issue 11's grid) route nowhere near the
 Gluon thresholds' scope (32 query heads over 8 kv heads, head_dim 128), so this checks the
@@ -19,9 +19,13 @@ from tether_kernels import Shape, route, single_prefill
 from tether_kernels.arms import attention_ref
 
 LSE_TOL = 1e-2
+# Squares below 2048 take the Triton kernel, longer ones Gluon; chunked calls take Gluon,
+# split-KV where the query tiles are few (128 and 256 queries here, 32 heads).
+SHAPES = ((128, 128), (512, 512), (1000, 1000), (2048, 2048), (128, 4096), (256, 8192),
+          (300, 20000), (512, 8192), (2049, 5000))  # fmt: skip
 CASES = [
     (qo, kv, dtype, lse, strided)
-    for qo, kv in ((1024, 1024), (2048, 2048), (1000, 1000), (128, 4096), (512, 8192), (2049, 5000))
+    for qo, kv in SHAPES
     for dtype in (torch.float16, torch.bfloat16)
     for lse in (False, True)
     for strided in (False, True)

@@ -75,8 +75,10 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
     )
 
 
-# sm90: tether's Gluon kernel where the evidence measured it against the arm a call would
-# otherwise take (cuDNN, through the same per-call path), and only there: each threshold's
+# sm90: tether's kernels where the evidence measured them against the arm a call would
+# otherwise take (cuDNN, through the same per-call path), and only there: the Gluon kernel for
+# chunked calls and long squares, the Triton kernel for short squares (its small-grid tile,
+# 64 query rows a program, keeps more SMs busy than a 128-row one). Each threshold's
 # scope names the dtypes, head_dim and heads its evidence sweep covers, and the check holds
 # the threshold's region inside the evidence's cells. Calls outside every scope take the route
 # order (cuDNN, then the Triton kernel, then PyTorch's math backend).
@@ -164,9 +166,26 @@ _SM90 = Threshold(
     entry="single_prefill",
     arm="gluon",
     otherwise="sdpa_cudnn",
-    evidence=_sm90_evidence("policy-square-sm90", "single_prefill", (("qo_len", ">=", 1024),)),
-    takes=(("qo_len", ">=", 1024),),
+    evidence=_sm90_evidence("policy-square-sm90", "single_prefill", (("qo_len", ">=", 2048),)),
+    takes=(("qo_len", ">=", 2048),),
     scope=_SM90_SQUARE_SCOPE,
+)
+# BEGIN GENERATED: policy-sm90-single-prefill-square-short (tether render)
+# END GENERATED: policy-sm90-single-prefill-square-short
+_SM90_SQUARE_SHORT = Threshold(
+    region="policy-sm90-single-prefill-square-short",
+    arch="sm90",
+    entry="single_prefill",
+    arm="triton",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence(
+        "policy-square-short-sm90",
+        "single_prefill",
+        (("qo_len", ">=", 128), ("qo_len", "<", 2048)),
+    ),
+    takes=(("qo_len", ">=", 128),),
+    # Below the Gluon threshold's region: the two never both take a call.
+    scope=(*_SM90_SQUARE_SCOPE, ("qo_len", "<", 2048)),
 )
 # BEGIN GENERATED: policy-sm90-batch-prefill (tether render)
 # Evidence for sm90 batch_prefill -> gluon (else sdpa_cudnn)
@@ -255,6 +274,7 @@ _GFX1151_CHUNKED = _chunked_threshold("gfx1151", "sdpa_flash", None)
 # route() reads an arch's thresholds in this order; the first that takes its arm wins.
 POLICY: tuple[Threshold, ...] = (
     _SM90,
+    _SM90_SQUARE_SHORT,
     _SM90_CHUNKED,
     _SM90_BATCH,
     _GFX942,

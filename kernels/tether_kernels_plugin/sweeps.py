@@ -310,7 +310,7 @@ _single_block(
 )
 _single_block(
     "api-square-fa3",
-    {"seqlen": (512, 1024, 2048, 4096, 8192, 16384)},
+    {"seqlen": (128, 256, 512, 1024, 2048, 4096, 8192, 16384)},
     _API,
     _VS_FA3,
     "single_prefill as called (CUDA graph) against FlashInfer fa3: square prefill",
@@ -346,7 +346,7 @@ _single_block(
     "batch_prefill as called against PyTorch SDPA as a user calls it",
 )
 
-# The policy's evidence: tether's Gluon kernel (B) against the arm a call otherwise takes (A),
+# The policy's evidence: tether's kernel (B: Gluon, or Triton for short squares) against the arm a call otherwise takes (A),
 # each through the arm's own per-call path, over every value of the axes the threshold's scope
 # names (dtype), from the shortest call its region routes.
 _POLICY_FIXED = {k: v for k, v in _API.items() if k not in ("dtype", "qo_len", "kv_len")}
@@ -364,6 +364,13 @@ _single_block(
     _POLICY_FIXED,
     _VS_CUDNN,
     "sm90 square prefill: gluon against cuDNN, f16 and bf16",
+)
+_single_block(
+    "policy-square-short-sm90",
+    {"seqlen": (128, 256, 512, 1024), "dtype": ("f16", "bf16")},
+    _POLICY_FIXED,
+    {"A": "sdpa_cudnn", "B": "triton"},
+    "sm90 short square prefill: the Triton kernel against cuDNN, f16 and bf16",
 )
 _single_block(
     "policy-batch-sm90",

@@ -250,7 +250,9 @@ def test_chunked_threshold_routes_chunked_shapes_only(arch: str, shape: Shape, m
 
 
 def test_first_threshold_that_takes_its_arm_wins(monkeypatch) -> None:
-    general, chunked = policy.thresholds_for("sm90")[:2]
+    by_region = {th.region: th for th in policy.thresholds_for("sm90")}
+    general = by_region["policy-single-prefill-sm90"]
+    chunked = by_region["policy-sm90-single-prefill-chunked"]
     general = _set(general, scope=())  # speaks for every call, as on the arches without runs
     # An unset chunked threshold does not veto the general one.
     unset_chunked = _set(chunked, takes=None)

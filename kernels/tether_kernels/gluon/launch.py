@@ -71,8 +71,9 @@ DEFAULT_VARIANT = "n128s2"
 # blocks among several programs, then merges their partial results): at most MAX_SPLIT
 # programs per tile, each with at least MIN_SPLIT_BLOCKS key blocks, so that each program's
 # K/V ring fills before it drains; and only where the unsplit launch leaves more than half the
-# SMs idle, since the partial results' round trip through memory and the merge's launch cost
-# what a launch that already fills most SMs has no idle SMs to win back.
+# SMs idle: a split adds a round trip of the partial results through memory and a second
+# launch, which only SMs that would otherwise idle can pay for. validate/tools/split_session.py
+# times the split counts side by side.
 MAX_SPLIT = 8
 MIN_SPLIT_BLOCKS = 4
 
