@@ -160,11 +160,10 @@ def _cfg(
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
 # run 20261201T140736Z-compile-attn-fwd-gfx942-ff1ddb10051e
 # (2026-12-01, git ff35828e1fc8, triton 3.6.0, target hip:gfx942:64).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx942`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
-# With triton 3.9.0, run 20261201T135906Z-compile-attn-fwd-gfx942-fdbc4c5205e4:
-# 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 106, 0, 16384, 4
@@ -210,11 +209,10 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
 # run 20261201T140838Z-compile-attn-fwd-gfx950-5ad962fcfdcd
 # (2026-12-01, git ff35828e1fc8 dirty, triton 3.6.0, target hip:gfx950:64).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx950`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
-# With triton 3.9.0, run 20261201T140036Z-compile-attn-fwd-gfx950-4ffc90464fe7:
-# 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w4 s1 wpe2, 115, 0, 16384, 4
@@ -264,11 +262,10 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
 # run 20261201T140944Z-compile-attn-fwd-gfx1151-71810c059b51
 # (2026-12-01, git c1541ff70565 dirty, triton 3.6.0, target hip:gfx1151:32).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx1151`.
 # 240 variants: 23138 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 50 variants.
-# With triton 3.9.0, run 20261201T140200Z-compile-attn-fwd-gfx1151-f870ae7c8f5c:
-# 281 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 25 variants.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
@@ -332,11 +329,10 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
 # run 20261201T140459Z-compile-attn-fwd-sm90-92f9839bdbb1
 # (2026-12-01, git ff35828e1fc8, triton 3.6.0, target cuda:90:32).
+# STALE: the kernel sources changed since this run; run `tether compile --arch sm90`.
 # 288 variants: 112 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
-# With triton 3.9.0, run 20261201T135543Z-compile-attn-fwd-sm90-9309f1f424de:
-# 280 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 28 variants.
 # Per config, triton 3.6.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w4 s3, 146, 0, 16384, 3

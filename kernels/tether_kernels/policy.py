@@ -114,14 +114,14 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261201T135111Z-sweep-policy-chunked-sm90-sm90-7348e13b0e63
-# (2026-12-01, git ff35828e1fc8, 1 blocks, 1 replicate runs)
-# 14 cells, geomean 2.137,
-# noise 0.985-1.015 (A/A floor 0.997-1.003
-# times replicate band 0.987-1.013): faster;
+# run 20261201T152051Z-sweep-policy-chunked-sm90-sm90-330f1ed06b74
+# (2026-12-01, git 15ebacdce213, 1 blocks, 1 replicate runs)
+# 14 cells, geomean 2.902,
+# noise 0.981-1.020 (A/A floor 0.997-1.003
+# times replicate band 0.984-1.017): faster;
 # cells 14 faster, 0 slower, 0 level;
 # worst cell dtype=f16 kv_len=8192 qo_len=512
-# at 1.947.
+# at 1.941.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -146,17 +146,17 @@ _SM90_CHUNKED = Threshold(
 #   head_dim == 128
 #   hq == 32
 #   hkv == 8
-#   qo_len >= 1024
+#   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
-# (reachable from single_prefill, qo_len >= 1024).
-# run 20261201T135134Z-sweep-policy-square-sm90-sm90-ca57e8be4de0
-# (2026-12-01, git ff35828e1fc8, 1 blocks, 1 replicate runs)
-# 10 cells, geomean 1.105,
-# noise 0.993-1.007 (A/A floor 0.998-1.002
-# times replicate band 0.994-1.006): faster;
-# cells 10 faster, 0 slower, 0 level;
+# (reachable from single_prefill, qo_len >= 2048).
+# run 20261201T152111Z-sweep-policy-square-sm90-sm90-ce002f8e2e3d
+# (2026-12-01, git 15ebacdce213, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 1.086,
+# noise 0.995-1.005 (A/A floor 0.999-1.001
+# times replicate band 0.997-1.003): faster;
+# cells 8 faster, 0 slower, 0 level;
 # worst cell dtype=bf16 seqlen=4096
-# at 1.069.
+# at 1.076.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -171,6 +171,28 @@ _SM90 = Threshold(
     scope=_SM90_SQUARE_SCOPE,
 )
 # BEGIN GENERATED: policy-sm90-single-prefill-square-short (tether render)
+# Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
+# where:
+#   causal == True
+#   kv_len == qo_len
+#   dtype in (f16 or bf16)
+#   head_dim == 128
+#   hq == 32
+#   hkv == 8
+#   qo_len < 2048
+#   qo_len >= 128
+# sweep policy-square-short-sm90, population policy-square-short-sm90-region
+# (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
+# run 20261201T152127Z-sweep-policy-square-short-sm90-sm90-b71d9aab7147
+# (2026-12-01, git 15ebacdce213, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 1.337,
+# noise 0.948-1.055 (A/A floor 0.978-1.023
+# times replicate band 0.969-1.032): faster;
+# cells 8 faster, 0 slower, 0 level;
+# worst cell dtype=bf16 seqlen=512
+# at 1.144.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
 _SM90_SQUARE_SHORT = Threshold(
     region="policy-sm90-single-prefill-square-short",
@@ -193,14 +215,14 @@ _SM90_SQUARE_SHORT = Threshold(
 #   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
 # (reachable from batch_prefill).
-# run 20261201T135317Z-sweep-policy-batch-sm90-sm90-8b88f0b14d7f
-# (2026-12-01, git ff35828e1fc8, 1 blocks, 1 replicate runs)
-# 8 cells, geomean 0.893,
-# noise 0.997-1.003 (A/A floor 0.999-1.001
-# times replicate band 0.998-1.002): slower;
+# run 20261201T152330Z-sweep-policy-batch-sm90-sm90-5f5ede6dd94e
+# (2026-12-01, git 15ebacdce213, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 0.895,
+# noise 0.993-1.007 (A/A floor 1.000-1.000
+# times replicate band 0.993-1.007): slower;
 # cells 0 faster, 7 slower, 1 level;
 # worst cell batch=16 seqlen=1024
-# at 0.750.
+# at 0.755.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
