@@ -74,7 +74,8 @@ class Arch:
     triton's ``GPUTarget`` and ``isa`` the limits the compile evidence's occupancy is read
     against (GPUs only). ``arms``: the arms that run there at all (an arm's ``serves`` narrows
     it per shape); ``route_order``: the arms routing tries after the policy's choice, in order.
-    ``own_arm``: tether's own kernel there, the arm the policy thresholds send calls to.
+    ``own_arm``: tether's own kernel there, the arm the policy thresholds send calls to
+    (a threshold may send a region to the Triton kernel instead: sm90's short squares).
     ``kernel_names``: the key of each arm's profiler kernel-name patterns
     (``Arm.kernels_by_arch``) on this arch: one key for a vendor's arches whose libraries name
     their kernels alike.

@@ -179,6 +179,7 @@ README = (
 
 
 @pytest.mark.slow
+@pytest.mark.devtool("pre-commit")  # the repository's own hooks run (under CI it must be there)
 def test_an_outside_repository_reaches_a_rendered_region_in_its_own_readme(
     tmp_path: Path,
 ) -> None:
