@@ -72,14 +72,21 @@ def shape_fields(
 
 @dataclass(frozen=True)
 class Population:
-    """A named subset of a sweep's cells, e.g. reachable from single_prefill with qo_len >= 2048."""
+    """A named subset of a sweep's cells, e.g. reachable from single_prefill with qo_len >= 2048.
+
+    ``any_of``, when given, also requires one of its condition sets to hold: the union of
+    several regions (the calls a policy's thresholds send to tether's kernels); empty, it
+    admits no cell."""
 
     name: str
     entry: str | None = None  # keep cells whose reach.entry_points include this entry point
     where: tuple[Condition, ...] = ()
+    any_of: tuple[tuple[Condition, ...], ...] | None = None
 
     def admits(self, fields: Mapping[str, object], entry_points: tuple[str, ...]) -> bool:
         if self.entry is not None and self.entry not in entry_points:
+            return False
+        if self.any_of is not None and not any(holds(c, fields) for c in self.any_of):
             return False
         return holds(self.where, fields)
 
@@ -87,7 +94,21 @@ class Population:
         parts = [f"reachable from {self.entry}"] if self.entry else []
         if self.where:
             parts.append(describe(self.where))
+        if self.any_of is not None:
+            parts.append(
+                "where "
+                + (" or ".join(f"({describe(c) or 'every call'})" for c in self.any_of) or "none")
+            )
         return ", ".join(parts) or "whole map"
+
+
+def routed_population(entry: str, thresholds: Iterable[Threshold]) -> Population:
+    """The cells a call of ``entry`` would be sent to tether's kernels for: the union of the
+    set thresholds' regions for it (scope and takes)."""
+    regions = tuple(
+        th.scope + th.takes for th in thresholds if th.entry == entry and th.takes is not None
+    )
+    return Population(name=f"routed-{entry}", entry=entry, any_of=regions)
 
 
 WHOLE_MAP = Population(name="whole-map")

@@ -389,3 +389,32 @@ def test_render_of_a_new_project_with_no_runs_and_no_figures_is_allowed(project:
     rc, out, err = run_cli(project, "render")
     assert rc == 0, err
     assert (project / "README.md").is_file() and "rendered" in out
+
+
+def test_the_policys_region_of_a_sweep_is_the_one_its_cells_answer_for() -> None:
+    """A threshold's evidence sweep: that threshold's population; an entry-point sweep (B an
+    entry point): the cells the policy sends to tether's kernels; any other: the gate region."""
+    from tether.policy import Evidence, Population, Threshold
+    from tether.render.context import _region_of
+
+    from validate.suite.runfactory import make_sweep_run
+
+    gate = Population(name="gate", entry="single_prefill", where=(("qo_len", ">=", 2048),))
+    chunked = Population(name="chunked", entry="single_prefill", where=(("qo_len", ">=", 128),))
+    ths = (
+        Threshold("a", "sm90", "single_prefill", "own", "sdpa", Evidence("ev-sq", gate, ()),
+                  takes=(("qo_len", ">=", 2048),), scope=(("kv_len", "==", "qo_len"),)),
+        Threshold("b", "sm90", "single_prefill", "own", "sdpa", Evidence("ev-ch", chunked, ()),
+                  takes=(("qo_len", ">=", 128),), scope=(("kv_len", ">", "qo_len"),)),
+    )  # fmt: skip
+    runs = [
+        make_sweep_run(name="api", arms={"A": "peer", "B": "single_prefill"}),
+        make_sweep_run(name="arms", arms={"A": "sdpa", "B": "own"}),
+    ]
+    assert _region_of(runs, "sm90", "ev-ch", ths, gate) is chunked
+    routed = _region_of(runs, "sm90", "api", ths, gate)
+    assert routed.name == "routed-single_prefill"
+    assert routed.admits({"qo_len": 256, "kv_len": 4096}, ("single_prefill",))
+    assert not routed.admits({"qo_len": 1024, "kv_len": 1024}, ("single_prefill",))
+    assert _region_of(runs, "sm90", "arms", ths, gate) is gate
+    assert _region_of(runs, "sm90", "never-run", ths, gate) is gate

@@ -8,7 +8,7 @@ import statistics
 import numpy as np
 import pytest
 from tether.errors import RunFileError
-from tether.policy import WHOLE_MAP, Evidence, Population
+from tether.policy import WHOLE_MAP, Evidence, Population, Threshold, routed_population
 from tether.stats import (
     PREDICATES,
     aa_statistics,
@@ -206,6 +206,33 @@ def test_population_compares_two_fields() -> None:
     bf16 = Population(name="bf16", where=(("dtype", "==", "bf16"),))
     assert bf16.admits({"dtype": "bf16"}, ())
     assert not bf16.admits({"dtype": "f16"}, ())
+
+
+def test_routed_population_is_the_union_of_the_set_thresholds_regions() -> None:
+    ev = Evidence("s", GATE, ("geomean_win",))
+
+    def th(entry: str, scope, takes) -> Threshold:
+        return Threshold("r", "sm90", entry, "own", "sdpa", ev, takes=takes, scope=scope)
+
+    square = (("kv_len", "==", "qo_len"),)
+    chunked = (("kv_len", ">", "qo_len"),)
+    ths = (
+        th("single_prefill", square, (("qo_len", ">=", 2048),)),
+        th("single_prefill", chunked, (("qo_len", ">=", 128),)),
+        th("single_prefill", square, None),  # not set: sends no call anywhere
+        th("batch_prefill", square, (("qo_len", ">=", 1),)),  # another entry's
+    )
+    pop = routed_population("single_prefill", ths)
+    one = ("single_prefill",)
+    assert pop.admits({"qo_len": 4096, "kv_len": 4096}, one)
+    assert pop.admits({"qo_len": 128, "kv_len": 8192}, one)
+    assert not pop.admits({"qo_len": 1024, "kv_len": 1024}, one)  # square below its threshold
+    assert not pop.admits({"qo_len": 4096, "kv_len": 4096}, ("batch_prefill",))
+    assert "or" in pop.describe() and "reachable from single_prefill" in pop.describe()
+    # An entry no set threshold speaks for: its region admits no cell.
+    none = routed_population("batch_prefill", ths[:3])
+    assert not none.admits({"qo_len": 4096, "kv_len": 4096}, ("batch_prefill",))
+    assert none.describe().endswith("where none")
 
 
 def test_rate_of_reads_the_named_role_from_raw_samples() -> None:

@@ -39,7 +39,14 @@ from typing import Any
 
 from tether import project
 from tether.freshness import KernelDiff
-from tether.policy import WHOLE_MAP, Gate, Population, Threshold, shape_fields
+from tether.policy import (
+    WHOLE_MAP,
+    Gate,
+    Population,
+    Threshold,
+    routed_population,
+    shape_fields,
+)
 from tether.render.compiled import compile_context
 from tether.render.policy_file import policy
 from tether.stats import (
@@ -536,6 +543,23 @@ def _verify_runs(runs: list[Run]) -> tuple[Run | None, Run | None]:
     return newest, newer
 
 
+def _region_of(
+    runs: list[Run], arch: str, sweep: str, thresholds: tuple[Threshold, ...], fallback: Population
+) -> Population:
+    """The policy's region of one sweep's cells: the population of the threshold it is the
+    evidence of; for a sweep that times an entry point (its B arm), the cells the policy
+    sends to tether's kernels (every set threshold of that entry); else ``fallback``, the
+    arch's gate region."""
+    for th in thresholds:
+        if th.evidence.sweep == sweep:
+            return th.evidence.population
+    run = cited(runs, "sweep", sweep, arch)
+    entry = run.arms.get("B") if run is not None else None
+    if entry is not None and any(th.entry == entry for th in thresholds):
+        return routed_population(str(entry), thresholds)
+    return fallback
+
+
 def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     """Everything the templates see, computed once per render."""
 
@@ -555,7 +579,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
         listed = arch in proj.doc_arches
         sweeps = tuple(
             replace(
-                sweep_doc(runs, arch, s, pop, current, figures),
+                sweep_doc(runs, arch, s, _region_of(runs, arch, s, ths, pop), current, figures),
                 trend=_trend_with_figure(trends.get((arch, s)), figures),
                 stale=stale(cited(runs, "sweep", s, arch)),
             )

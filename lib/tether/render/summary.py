@@ -15,7 +15,8 @@ aggregate and its verdict here; the README template only formats ``summary``:
     SummaryRow.sweep: str               the sweep it cites
     SummaryRow.doc: SweepDoc | None     None when the arch has no run of that sweep
     SummaryRow.whole: Aggregate | None  the whole map of the cited run
-    SummaryRow.region: Aggregate | None the policy's routed region of it (its gate population)
+    SummaryRow.region: Aggregate | None the policy's region of it: the cells its policy sends to
+                                        tether's kernels (context._region_of)
 Each aggregate carries its own verdict (``Aggregate.word``, tether.stats' one rule): both
 populations are shown side by side, neither picked because it reads better.
 
