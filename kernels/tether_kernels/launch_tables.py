@@ -262,43 +262,45 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261201T153656Z-compile-attn-fwd-gfx1151-10c16957c2c2
-# (2026-12-01, git 7bbdbbc9a767, triton 3.6.0, target hip:gfx1151:32).
-# 240 variants: 23138 registers spilled, 0 over the LDS,
+# run 20261201T154131Z-compile-attn-fwd-gfx1151-b367699be081
+# (2026-12-01, git 15ebacdce213, triton 3.9.0, target hip:gfx1151:32).
+# 240 variants: 281 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
-# occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 50 variants.
-# Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
+# occupancy 5-12 waves per SIMD. Gate compile-gfx1151: fails on 25 variants.
+# With triton 3.6.0, run 20261201T153656Z-compile-attn-fwd-gfx1151-10c16957c2c2:
+# 23138 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 50 variants.
+# Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
-#   d8 f16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
-#   d8 bf16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
-#   d8 f32: m64 n64 w8 s1 wpe2, 248, 0, 16384, 5
-#   d16 f16: m128 n64 w8 s1 wpe2, 151, 0, 2048, 9-10
-#   d16 bf16: m128 n64 w8 s1 wpe2, 150, 0, 2048, 9-10
-#   d16 f32: m64 n64 w8 s1 wpe2, 251, 0, 16384, 5
-#   d24 f16: m128 n64 w8 s1 wpe2, 200, 0, 8192, 7-8
-#   d24 bf16: m128 n64 w8 s1 wpe2, 200, 0, 8192, 7-8
-#   d24 f32: m32 n16 w4 s1 wpe2, 203, 0, 4096, 7
-#   d32 f16: m128 n64 w8 s1 wpe2, 194, 0, 8192, 7-8
-#   d32 bf16: m128 n64 w8 s1 wpe2, 201, 0, 8192, 7-8
-#   d32 f32: m32 n16 w4 s1 wpe2, 205, 0, 4096, 7
-#   d40 f16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
-#   d40 bf16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
-#   d40 f32: m32 n16 w4 s1 wpe2 qc16 split2, 256, 0, 2048, 5
-#   d64 f16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
-#   d64 bf16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
-#   d64 f32: m32 n16 w4 s1 wpe2 qc16 split2, 254, 0, 2048, 5
-#   d72 f16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
-#   d72 bf16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
-#   d72 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 2358, 2048, 5
-#   d128 f16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
-#   d128 bf16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
-#   d128 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 2344, 2048, 5
-#   d136 f16: m128 n32 w8 s1 wpe2 qc16, 256, 36, 16384, 5
-#   d136 bf16: m128 n32 w8 s1 wpe2 qc16, 256, 104, 16384, 5
-#   d136 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 9172, 4096, 5
-#   d256 f16: m128 n32 w8 s1 wpe2 qc16, 249, 0, 16384, 5
+#   d8 f16: m128 n64 w8 s1 wpe2, 138, 0, 2048, 10
+#   d8 bf16: m128 n64 w8 s1 wpe2, 156, 0, 2048, 9
+#   d8 f32: m64 n64 w8 s1 wpe2, 256, 2, 16384, 5
+#   d16 f16: m128 n64 w8 s1 wpe2, 133, 0, 2048, 10
+#   d16 bf16: m128 n64 w8 s1 wpe2, 157, 0, 2048, 9
+#   d16 f32: m64 n64 w8 s1 wpe2, 256, 0, 16384, 5
+#   d24 f16: m128 n64 w8 s1 wpe2, 193, 0, 8192, 7-8
+#   d24 bf16: m128 n64 w8 s1 wpe2, 198, 0, 8192, 7
+#   d24 f32: m32 n16 w4 s1 wpe2, 198, 0, 4096, 7
+#   d32 f16: m128 n64 w8 s1 wpe2, 187, 0, 8192, 8
+#   d32 bf16: m128 n64 w8 s1 wpe2, 199, 0, 8192, 7
+#   d32 f32: m32 n16 w4 s1 wpe2, 200, 0, 4096, 7
+#   d40 f16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6-7
+#   d40 bf16: m128 n32 w8 s2 wpe2, 218, 0, 16384, 6-7
+#   d40 f32: m32 n16 w4 s1 wpe2 qc16 split2, 190, 0, 2048, 8
+#   d64 f16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6
+#   d64 bf16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6-7
+#   d64 f32: m32 n16 w4 s1 wpe2 qc16 split2, 190, 0, 2048, 8
+#   d72 f16: m32 n16 w4 s1 wpe2, 251, 0, 8192, 5
+#   d72 bf16: m32 n16 w4 s1 wpe2, 252, 0, 8192, 5
+#   d72 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 4, 2048, 5-12
+#   d128 f16: m32 n16 w4 s1 wpe2, 253, 0, 8192, 5
+#   d128 bf16: m32 n16 w4 s1 wpe2, 254, 0, 8192, 5
+#   d128 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 4, 2048, 5-12
+#   d136 f16: m128 n32 w8 s1 wpe2 qc16, 256, 16, 16384, 5
+#   d136 bf16: m128 n32 w8 s1 wpe2 qc16, 256, 112, 16384, 5
+#   d136 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 80, 4096, 5-9
+#   d256 f16: m128 n32 w8 s1 wpe2 qc16, 250, 0, 16384, 5
 #   d256 bf16: m128 n32 w8 s1 wpe2 qc16, 256, 2, 16384, 5
-#   d256 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 9122, 4096, 5
+#   d256 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 61, 4096, 5-9
 # END GENERATED: launch-configs-gfx1151
 _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
