@@ -27,6 +27,13 @@ scores (the scale must be positive, which the launcher checks).
 
 The grid launches the query tiles with the most keys first (causal) and varies the query head
 fastest, so the query heads that share a kv head run side by side on the same K/V in L2.
+
+Split-KV (``n_split`` > 1): a short chunked call has too few query tiles to fill the GPU (128
+queries over 32 heads make 32 programs for 132 SMs), so each tile's key blocks are shared among
+``n_split`` programs, each visiting its own run of blocks last to first as above. Each writes
+its rows' normalised partial output in f32 and its LSE; ``tether_kernels.triton.merge`` then
+combines them into the output (``launch.split_count`` picks the split, ``GluonPlan`` launches
+both).
 """
 
 from __future__ import annotations
