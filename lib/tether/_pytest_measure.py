@@ -17,6 +17,15 @@ from typing import Any
 
 import pytest
 
+from tether import project
+from tether.bench.engine import TimingPolicy
+from tether.bench.engine import measure as engine_measure
+from tether.bench.sweep import Target
+from tether.render.env import floor_range, ms, ratio
+from tether.stats import cell_stat
+from tether.store.io import load_store
+from tether.store.model import Cell, GuardRecord, Run
+
 _RESULTS = pytest.StashKey[list[dict[str, Any]]]()
 _WORKER_RESULTS = "tether_measured"
 SAVE_PREFIX = "pytest-"
@@ -40,7 +49,6 @@ class Measured:
         return getattr(self.stat, name)
 
     def __str__(self) -> str:
-        from tether.render.env import floor_range, ms, ratio
 
         s = self.stat
         flags = f"; flags {', '.join(s.flags)}" if s.flags else ""
@@ -157,10 +165,6 @@ def tether_measure(request: pytest.FixtureRequest) -> Any:
         device: str | None = None,
         name: str | None = None,
     ) -> Measured:
-        from tether.bench.engine import TimingPolicy
-        from tether.bench.engine import measure as engine_measure
-        from tether.stats import cell_stat
-        from tether.store.model import Cell
 
         if not {"A", "B"} <= set(calls):
             raise pytest.UsageError("tether_measure: calls need roles A and B (and ideally A2)")
@@ -204,14 +208,11 @@ def merge_worker(config: pytest.Config, node: Any) -> None:
 
 
 def _project_root(config: pytest.Config) -> Path:
-    from tether import project
 
     return project.find_root(Path(str(config.rootpath)))
 
 
 def _saved_run(config: pytest.Config, which: str) -> Any:
-    from tether import project
-    from tether.store.io import load_store
 
     store = project.get(_project_root(config)).store
     runs = [r for r in load_store(store) if r.kind == "sweep" and r.name.startswith(SAVE_PREFIX)]
@@ -238,8 +239,6 @@ def _changes(config: pytest.Config, rows: list[Any]) -> tuple[Any, dict[str, flo
 
 
 def _save(config: pytest.Config, rows: list[Any]) -> Any:
-    from tether.bench.sweep import Target
-    from tether.store.model import GuardRecord, Run
 
     name = SAVE_PREFIX + config.getoption("--tether-save-as")
     on_gpu = any(r.cell.extra.get("device") != "cpu" for r in rows)
@@ -262,15 +261,12 @@ def _save(config: pytest.Config, rows: list[Any]) -> Any:
         guard=GuardRecord(mode="unguarded", reason=SAVE_REASON), root=_project_root(config),
         runtime=target.runtime, driver=target.driver,
     )  # fmt: skip
-    from tether import project
 
     return run.write(project.get(_project_root(config)).store)
 
 
 def summary(terminalreporter: Any, config: pytest.Config) -> int | None:
     """Print the table; save and compare where asked. Returns 1 when a comparison failed."""
-    from tether.render.env import floor_range, ms, ratio
-    from tether.stats import cell_stat
 
     raw = config.stash.get(_RESULTS, [])
     if not raw:
@@ -322,7 +318,6 @@ def summary(terminalreporter: Any, config: pytest.Config) -> int | None:
 
 
 def _cell(data: Mapping[str, Any]) -> Any:
-    from tether.store.model import Cell
 
     return Cell(
         key=dict(data["key"]),

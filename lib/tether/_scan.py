@@ -18,7 +18,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether import project
 from tether._pysource import docstring_owners
+from tether.errors import UsageError
 
 ALLOW_MARKER = "tether: allow-figure"
 
@@ -260,8 +262,6 @@ def vocabulary(words: tuple[str, ...] = PERF_WORDS) -> Vocabulary:
 def project_vocabulary(root: Path) -> Vocabulary:
     """The vocabulary [tool.tether.scan] declares: PERF_WORDS less ``allow_words`` (matched
     whole, case-insensitively, against the words a pattern admits) plus ``claim_words``."""
-    from tether import project
-    from tether.errors import UsageError
 
     scan = project.get(root).raw.get("scan", {})
     lists = {}
@@ -449,7 +449,6 @@ def scanned_files(root: Path) -> list[Path]:
     """The project's hand-written files to scan: what [tool.tether.scan] includes and does not
     exclude, minus the store, scratch, environments and the wholly rendered files (those are
     diffed against a fresh render instead)."""
-    from tether import project
 
     proj = project.get(root)
     rendered = {Path(p) for p in proj.render_files}
@@ -495,12 +494,9 @@ BASELINE_SCHEMA = "tether.scan-baseline/1"
 
 def baseline_path(root: Path) -> Path:
     """[tool.tether.scan] baseline (relative to the root), default DEFAULT_BASELINE."""
-    from tether import project
 
     value = project.get(root).raw.get("scan", {}).get("baseline", DEFAULT_BASELINE)
     if not isinstance(value, str) or not value:
-        from tether.errors import UsageError
-
         raise UsageError("[tool.tether.scan] baseline must be a path")
     return root / value
 
@@ -555,8 +551,6 @@ def apply_baseline(root: Path, findings: list[Finding]) -> list[Finding]:
         if doc.get("schema") != BASELINE_SCHEMA:
             raise ValueError(f"schema {doc.get('schema')!r}")
     except (ValueError, KeyError, TypeError) as exc:
-        from tether.errors import UsageError
-
         raise UsageError(f"{path}: not a tether scan baseline ({exc})") from None
     out = []
     for finding, key in zip(findings, _baseline_keys(root, findings), strict=True):

@@ -29,6 +29,9 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tether import project
+from tether.errors import TetherError
+
 TEMP_SUFFIX = ".tmp"
 TEMP_FOLDER = "tmp"  # under the project's scratch folder
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -69,8 +72,6 @@ def process_umask() -> int:
 
 def _project_temp_dir(folder: Path) -> Path | None:
     """The project's temp folder when ``folder`` lies in a configured project, else None."""
-    from tether import project
-    from tether.errors import TetherError
 
     try:
         proj = project.get(project.find_root(folder))

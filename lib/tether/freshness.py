@@ -22,7 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether.store.history import origin
 from tether.store.model import Run
+from tether.store.provenance import source_digest
 
 GIT_TIMEOUT_S = 10.0
 
@@ -93,7 +95,6 @@ class KernelDiff:
     """Which kernel files changed between a commit and the checkout, cached per commit."""
 
     def __init__(self, root: Path, kernel_files: Iterable[Path]):
-        from tether.store.history import origin
 
         self.root = root
         self.files = sorted(p.relative_to(root).as_posix() for p in kernel_files)
@@ -112,7 +113,6 @@ class KernelDiff:
         return self._changed[sha]
 
     def _diff(self, sha: str) -> tuple[str, ...] | str:
-        from tether.store.provenance import source_digest
 
         if not sha or sha == "unknown":
             return "the run recorded no git commit"

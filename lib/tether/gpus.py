@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import HostBusyError, UsageError
+from tether.guard.lock import HostLock, default_lock_path
 
 VISIBILITY_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 _WORKER_RE = re.compile(r"^gw(\d+)$")
@@ -205,7 +206,6 @@ def hold_gpu_lock(host_lock: Path | str | None, index: int, holder: str = "") ->
     refuses a file another account owns, never deletes the lock file, writes a holder record.
     ``host_lock`` None means the guard's default host lock path.
     """
-    from tether.guard.lock import HostLock, default_lock_path
 
     path = gpu_lock_path(host_lock if host_lock is not None else default_lock_path(), index)
     lock = HostLock(path)

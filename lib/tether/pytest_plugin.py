@@ -46,8 +46,11 @@ from typing import Any
 
 import pytest
 
-from tether import _pytest_measure
+from tether import _pytest_measure, gpus
 from tether._pytest_measure import pytest_addoption, tether_measure
+from tether.arch import detect_arch
+from tether.atomic import write_atomic
+from tether.project import is_project
 
 __all__ = ["pytest_addoption", "tether_measure"]
 
@@ -78,7 +81,6 @@ def short_markers(config: pytest.Config) -> bool:
         return True
     if value in ("false", "0", "no"):
         return False
-    from tether.project import is_project
 
     return is_project(Path(str(config.rootpath)))
 
@@ -99,7 +101,6 @@ def has_gpu() -> bool:
 @functools.lru_cache(maxsize=1)
 def current_arch() -> str:
     """The arch tests run on: the GPU's, or ``cpu``."""
-    from tether.arch import detect_arch
 
     return detect_arch()
 
@@ -187,10 +188,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_ROUTED] = collections.Counter()
     _pytest_measure.configure(config)
     if pin_gpus(config):
-        # Pin before anything imports torch: CUDA reads the visibility variables once.
-        from tether.gpus import pytest_configure_pinning
-
-        pytest_configure_pinning(config)
+        # Pin before anything imports torch: CUDA reads the visibility variables once. Called
+        # through its module: a pytest_* name imported here would be taken for a hook.
+        gpus.pytest_configure_pinning(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -231,7 +231,6 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 def write_routed_summary(path: Path, counts: collections.Counter[str]) -> None:
     """``{"routed_cases": {arm: n}}`` to ``path``, atomically (a reader never sees half)."""
-    from tether.atomic import write_atomic
 
     payload = json.dumps({"routed_cases": dict(sorted(counts.items()))}) + "\n"
     write_atomic(path, payload.encode("utf-8"))

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from tether.errors import UsageError
+from tether.arch import check_arch
+from tether.errors import ArmUnavailableError, UsageError
 
 ENTRY_POINT_GROUP = "tether.plugins"
 
@@ -179,7 +180,6 @@ class Registry:
     modules: set[str] = field(default_factory=set)
 
     def get_arm(self, name: str) -> Arm:
-        from tether.errors import ArmUnavailableError
 
         try:
             return self.arms[name]
@@ -261,7 +261,6 @@ def compiler(obj: T) -> T:
 
 def arch(name: str, description: str = "") -> ArchInfo:
     """Register what the project says about an arch (its name must be a valid arch name)."""
-    from tether.arch import check_arch
 
     info = ArchInfo(check_arch(name), description)
     _add(REGISTRY.arches, name, info, "arch")

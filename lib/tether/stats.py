@@ -45,8 +45,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tether.errors import TetherError, UsageError
+from tether.errors import RunFileError, TetherError, UsageError
 from tether.policy import WHOLE_MAP, Evidence, Population, shape_fields
+from tether.store.cite import same_setup, siblings
 from tether.store.model import CONTROL, Cell, Run
 
 # The axes a curve may be drawn over, in order of preference; then any other numeric axis.
@@ -290,7 +291,6 @@ def _judged(
     Schema-valid samples can still be extreme (1e-300 s against 1e300 s): their ratio
     underflows to 0 or overflows to infinity and breaks every geomean and plot downstream.
     """
-    from tether.errors import RunFileError
 
     label = key_label(cell.key)
     where = run.path or f"run {run.id}"
@@ -536,7 +536,6 @@ def evaluate(evidence: Evidence, run: Run | None, siblings: Sequence[Run] = ()) 
 def judge(run: Run, runs: Iterable[Run] = ()) -> tuple[CellStat, ...]:
     """The cells of ``run`` judged with its replicate runs from ``runs`` (the store): what
     every surface prints, so one cell gets one word wherever it is shown."""
-    from tether.store.cite import siblings
 
     return cell_stats(run, siblings(runs, run))
 
@@ -707,7 +706,6 @@ def agreement(
     ``replicate`` (default: whether the two runs are one setup, ``same_setup``): a cell
     outside both is then too noisy to judge, never a difference.
     """
-    from tether.store.cite import same_setup
 
     if replicate is None:
         replicate = same_setup(base, other)

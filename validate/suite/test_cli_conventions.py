@@ -45,6 +45,46 @@ def test_every_verb_has_a_description() -> None:
     assert not empty, f"verbs whose --help has no description: {empty}"
 
 
+def test_each_verb_is_registered_by_the_module_verb_modules_names() -> None:
+    """The verb-to-module table a call's import rests on agrees with what each module
+    registers: every verb of the full parser is in it, and a parser built for one verb has it."""
+    from tether.cli import VERB_MODULES
+
+    top = {name.split()[1] for name, _ in _verbs(build_parser()) if len(name.split()) == 2}
+    assert top == set(VERB_MODULES)
+    for verb in VERB_MODULES:
+        assert f"tether {verb}" in dict(_verbs(build_parser(verb=verb)))
+
+
+@pytest.mark.parametrize(
+    ("argv", "verb"),
+    [
+        pytest.param(["check", "--quiet"], "check", id="verb-first"),
+        pytest.param(["--root", "check", "store", "ls"], "store", id="root-value-is-no-verb"),
+        pytest.param(["--store=x", "--debug", "render"], "render", id="options-before"),
+        pytest.param(["--version"], None, id="no-verb"),
+        pytest.param([], None, id="empty"),
+    ],
+)
+def test_verb_of_finds_the_verb_past_global_options(argv: list[str], verb: str | None) -> None:
+    from tether.cli import verb_of
+
+    assert verb_of(argv) == verb
+
+
+def test_check_imports_no_measuring_code() -> None:
+    """The pre-commit hook's verb loads neither the timing engine nor pytest."""
+    code = (
+        "import sys; from tether.cli import build_parser; build_parser(verb='check'); "
+        "print(sorted(m for m in ('tether.bench.sweep', 'pytest', 'tether.verify') "
+        "if m in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_ROOT"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                         text=True, check=True, timeout=120).stdout  # fmt: skip
+    assert out.strip() == "[]", out
+
+
 def test_a_closed_pipe_ends_quietly() -> None:
     """`tether store ls | head`: the reader is gone before tether writes; no traceback."""
     env = {k: v for k, v in os.environ.items() if k != "TETHER_ROOT"}

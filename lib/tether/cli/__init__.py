@@ -36,6 +36,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import NoReturn, TextIO, TypeAlias
 
+from tether import __version__
 from tether import project as project_mod
 from tether.errors import (
     BROKEN_PIPE_EXIT,
@@ -50,18 +51,29 @@ from tether.errors import (
 INTERNAL_ERROR_CODE = 70
 
 # Each module registers its verbs (see its ``register``); all of them live in this package.
-COMMAND_MODULES: tuple[str, ...] = (
-    "tether.cli.bench",  # sweep, gate, probe, demo
-    "tether.cli.guard",  # guard, verify
-    "tether.cli.store",  # store ls|show|validate|merge|clean
-    "tether.cli.render",  # render
-    "tether.cli.check",  # check
-    "tether.cli.collect",  # collect
-    "tether.cli.compare",  # compare
-    "tether.cli.compile",  # compile (compile evidence, no GPU)
-    "tether.cli.sign",  # sign (a measuring host signs its runs)
-    "tether.cli.init",  # init (adopt tether in an existing repository)
-)
+# A call names one verb, and only that verb's module is imported (with what it imports at its
+# top: the timing engine, the renderer, pytest): `tether check`, the pre-commit hook, loads
+# no measuring code. Help, or a verb not listed, imports them all.
+VERB_MODULES: dict[str, str] = {
+    "sweep": "tether.cli.bench",
+    "tune": "tether.cli.bench",
+    "gate": "tether.cli.bench",
+    "probe": "tether.cli.bench",
+    "demo": "tether.cli.bench",
+    "guard": "tether.cli.guard",
+    "verify": "tether.cli.guard",
+    "store": "tether.cli.store",  # store ls|show|validate|merge|clean
+    "render": "tether.cli.render",
+    "check": "tether.cli.check",
+    "collect": "tether.cli.collect",
+    "compare": "tether.cli.compare",
+    "compile": "tether.cli.compile",  # compile evidence, no GPU
+    "sign": "tether.cli.sign",  # a measuring host signs its runs
+    "init": "tether.cli.init",  # adopt tether in an existing repository
+}
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(VERB_MODULES.values()))
+# Global options that take a value, so the verb is not mistaken for it.
+_VALUED_GLOBALS = ("--root", "--store")
 # Verbs that run before any project exists: they take the working directory (or --root) as
 # the project-to-be instead of requiring a [tool.tether] table above it.
 NO_PROJECT_VERBS = frozenset({"init"})
@@ -172,9 +184,22 @@ def _describe(parser: argparse.ArgumentParser) -> None:
             _describe(sub)
 
 
-def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
-    from tether import __version__
+def verb_of(argv: Sequence[str]) -> str | None:
+    """The verb an argument list names (the first word that is neither an option nor a global
+    option's value), or None."""
+    args = iter(argv)
+    for arg in args:
+        if arg in _VALUED_GLOBALS:
+            next(args, None)
+        elif arg == "--":
+            return None
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
+
+def build_parser(out: TextIO | None = None, verb: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser: with ``verb`` one of VERB_MODULES, only its module's verbs; else all."""
     parser = _Parser(
         prog="tether",
         description=__doc__,
@@ -182,7 +207,8 @@ def build_parser(out: TextIO | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="VERB", parser_class=_Parser)
-    for name in COMMAND_MODULES:
+    modules = (VERB_MODULES[verb],) if verb in VERB_MODULES else COMMAND_MODULES
+    for name in modules:
         importlib.import_module(name).register(sub)
     _add_globals(parser, top=True)
     _describe(parser)
@@ -227,11 +253,12 @@ def main(
     """Run the CLI; returns the exit code instead of exiting so tests can call it."""
     out = out or sys.stdout
     err = err or sys.stderr
-    debug = "--debug" in (list(argv) if argv is not None else sys.argv[1:])
+    given = list(argv) if argv is not None else sys.argv[1:]
+    debug = "--debug" in given
     try:
-        parser = build_parser(out)
+        parser = build_parser(out, verb_of(given))
         try:
-            args = parser.parse_args(list(argv) if argv is not None else None)
+            args = parser.parse_args(given)
         except _Exit as stop:
             return stop.status
         handler: Handler | None = getattr(args, "handler", None)

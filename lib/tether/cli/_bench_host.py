@@ -12,7 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tether import registry
+from tether.bench.sweep import Target
 from tether.cli import Context
+from tether.errors import NotRunHereError
+from tether.guard.api import HostUnavailable, acquire
+from tether.guard.hold import write_not_measured
+from tether.stopping import SafeBench, StopSignals
+from tether.store.io import preflight
 
 # Timing knobs: option -> TimingPolicy field (see tether.bench.engine.TimingPolicy).
 KNOBS = {
@@ -38,7 +45,6 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def _not_measured(ctx: Context, exc: Any, kind: str, name: str) -> Path:
     """Record a refused attempt: in the scratch store unless --store named a store."""
-    from tether.guard.hold import write_not_measured
 
     store = ctx.store if ctx.store_given else ctx.project.scratch / "results"
     return write_not_measured(exc, store, ctx.root, name=name, kind=kind)
@@ -55,12 +61,6 @@ def bench_for(
 ) -> Iterator[Any]:
     """A Bench on this host, holding the guard unless --unguarded; refuses with exit 77 before
     taking anything when ``needs_gpu`` and the host has none."""
-    from tether import registry
-    from tether.bench.sweep import Target
-    from tether.errors import NotRunHereError
-    from tether.guard.api import HostUnavailable, acquire
-    from tether.stopping import SafeBench, StopSignals
-    from tether.store.io import preflight
 
     # Before the host is held and anything measured: a store that cannot take the run
     # (read-only, full, another user's) is found now, not after the whole grid.

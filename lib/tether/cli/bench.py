@@ -13,10 +13,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tether import registry
+from tether.bench.demo import KEEP_SCRATCH_RUNS, prune_scratch, run_demo, summary_lines
+from tether.bench.gate import measure_gate, select_gates
+from tether.bench.probe import run_probe
+from tether.bench.sweep import Target
 from tether.cli import Context, Subparsers
 from tether.cli._bench_host import KNOBS, bench_for
 from tether.cli.shards import run_sharded
 from tether.errors import UsageError
+from tether.render.policy_file import policy
+from tether.store.audit import load_store_checked
 
 
 def _add_measure_options(p: argparse.ArgumentParser, grid: bool = True) -> None:
@@ -163,7 +170,6 @@ def _report_run(run: Any, ctx: Context) -> int:
 
 
 def _sweep(args: argparse.Namespace, ctx: Context) -> int:
-    from tether import registry
 
     reg = registry.for_project(ctx.project)
     if args.list:
@@ -185,7 +191,6 @@ def _sweep(args: argparse.Namespace, ctx: Context) -> int:
         ctx, args, f"tether {args.kind} {sweep.name}", args.kind, sweep.name, sweep.needs_gpu
     ) as bench:
         run = bench.sweep(sweep)
-    from tether.bench.demo import summary_lines
 
     for line in summary_lines(run, _store_runs(ctx.store)):
         print(line, file=ctx.out)
@@ -194,15 +199,11 @@ def _sweep(args: argparse.Namespace, ctx: Context) -> int:
 
 def _store_runs(store: Any) -> list[Any]:
     """The runs of ``store`` that load (a run's replicates for its summary's verdicts)."""
-    from tether.store.audit import load_store_checked
 
     return list(load_store_checked(store).runs) if store.is_dir() else []
 
 
 def _gate(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.bench.gate import measure_gate, select_gates
-    from tether.bench.sweep import Target
-    from tether.render.policy_file import policy
 
     found = policy(ctx.root)
     gates = found[1] if found else ()
@@ -219,8 +220,6 @@ def _gate(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _probe(args: argparse.Namespace, ctx: Context) -> int:
-    from tether import registry
-    from tether.bench.probe import run_probe
 
     reg = registry.for_project(ctx.project)
     name = args.name
@@ -237,9 +236,6 @@ def _probe(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.bench.demo import KEEP_SCRATCH_RUNS, prune_scratch, run_demo, summary_lines
-    from tether.bench.sweep import Target
-    from tether.errors import UsageError
 
     if args.publish and ctx.store_given:
         raise UsageError("demo: --publish writes the project's store; --store names another")

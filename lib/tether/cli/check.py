@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from tether.check import FIX_COMMAND, run_check
+from tether._scan import scan_tree, write_baseline
+from tether.check import FIX_COMMAND, check_append_only, run_check
 from tether.cli import Context, Subparsers
 from tether.snapshot import snapshot
 
@@ -28,7 +29,6 @@ folder is judged.
 
 
 def _write_baseline(ctx: Context) -> int:
-    from tether._scan import scan_tree, write_baseline
 
     findings = scan_tree(ctx.root)
     path = write_baseline(ctx.root, findings)
@@ -51,7 +51,6 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
         findings = run_check(snap.root, snap.moved(store, ctx.root), diffs, full=args.full)
     if args.since:
         # Append-only is a question for git about the repository itself, not the snapshot.
-        from tether.check import check_append_only
 
         findings = sorted(findings + check_append_only(ctx.root, store, args.since))
     if args.json:

@@ -7,7 +7,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from tether.check import run_check
 from tether.cli import Context, Subparsers
+from tether.render import write_all
+from tether.store.collect import collect
 
 
 def register(sub: Subparsers) -> None:
@@ -28,9 +31,6 @@ def register(sub: Subparsers) -> None:
 
 
 def _collect(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.check import run_check
-    from tether.render import write_all
-    from tether.store.collect import collect
 
     expect = [a for a in args.expect.split(",") if a]
     with tempfile.TemporaryDirectory(prefix="tether-collect-") as tmp:

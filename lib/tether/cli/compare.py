@@ -34,6 +34,9 @@ from typing import Any
 from tether.cli import Context, Subparsers
 from tether.cli.store import find_run, table
 from tether.errors import UsageError
+from tether.render.context import load_runs
+from tether.stats import DIFFERS, agreement, judge, key_label
+from tether.store.cite import matching, siblings
 from tether.store.model import Run
 
 ROLES = ("A", "A2", "B")
@@ -41,13 +44,11 @@ ROLES = ("A", "A2", "B")
 
 def _view(run: Run, labels: set[str]) -> Run:
     """``run`` restricted to the cells labelled ``labels``."""
-    from tether.stats import key_label
 
     return dataclasses.replace(run, cells=tuple(c for c in run.cells if key_label(c.key) in labels))
 
 
 def _labels(run: Run) -> set[str]:
-    from tether.stats import key_label
 
     return {key_label(c.key) for c in run.cells}
 
@@ -93,8 +94,6 @@ def compare_runs(
     RUN_A's newest replicate as the control). ``threshold``: a relative regression (0.05 for
     5%) a differing cell must exceed to fail.
     """
-    from tether.stats import DIFFERS, agreement, judge, key_label
-    from tether.store.cite import siblings
 
     store = list(runs or [])
     if control is not None:
@@ -268,7 +267,6 @@ def _git_sha(root: Path, rev: str) -> str:
 
 def resolve(ref: str, other: Run | None, runs: list[Run], store: Path, root: Path) -> Run:
     """A run named by id, file, ``latest`` or ``@REV`` (see the module doc)."""
-    from tether.store.cite import matching
 
     if ref != "latest" and not ref.startswith("@"):
         return find_run(ref, store)
@@ -305,7 +303,6 @@ def _threshold(text: str) -> float:
 
 
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.render.context import load_runs
 
     store = ctx.read_store()
     runs = load_runs(store)

@@ -13,7 +13,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tether import registry
 from tether.cli import Context, Subparsers
+from tether.errors import UsageError
+from tether.render.compiled import compile_gates
+from tether.store import load_store, write_run
 from tether.store.results import CompileResults
 
 
@@ -37,7 +41,6 @@ def register(sub: Subparsers) -> None:
 
 
 def _gate_lines(run: Any, ctx: Context) -> None:
-    from tether.render.compiled import compile_gates
 
     for gate in compile_gates(ctx.root):
         if gate.arch != run.arch or gate.kernel != run.name:
@@ -51,9 +54,6 @@ def _gate_lines(run: Any, ctx: Context) -> None:
 
 
 def _compile(args: argparse.Namespace, ctx: Context) -> int:
-    from tether import registry
-    from tether.errors import UsageError
-    from tether.store import load_store
 
     compilers = list(registry.for_project(ctx.project).compilers.values())
     if not compilers:
@@ -68,8 +68,6 @@ def _compile(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _compile_with(engine: Any, args: argparse.Namespace, ctx: Context, runs: list[Any]) -> None:
-    from tether.errors import UsageError
-    from tether.store import write_run
 
     arches = args.arch or list(engine.targets)
     unknown = [a for a in arches if a not in engine.targets]

@@ -9,6 +9,10 @@ from typing import Any
 
 from tether.cli import Subparsers
 from tether.errors import GuardError, UsageError, guard_status_code
+from tether.guard import idle
+from tether.guard.hold import run_held
+from tether.guard.lock import HostLock
+from tether.verify import run_verify
 
 GUARD_DESCRIPTION = """\
 Hold the GPU host for a command, or say whether it can be had now.
@@ -87,8 +91,6 @@ def host_state(lock_status: Any, verdict: str) -> str:
 
 
 def _status(args: argparse.Namespace, ctx: Any) -> int:
-    from tether.guard import idle
-    from tether.guard.lock import HostLock
 
     lock_error = None
     try:
@@ -118,8 +120,6 @@ def _status(args: argparse.Namespace, ctx: Any) -> int:
 def _guard(args: argparse.Namespace, ctx: Any) -> int:
     cmd = _strip_dashdash(list(args.cmd))
     if args.hold:
-        from tether.guard.hold import run_held
-
         if args.json:
             raise UsageError("guard: --json goes with `guard status`, not with --hold")
         rc, _evidence = run_held(
@@ -148,7 +148,6 @@ def _guard(args: argparse.Namespace, ctx: Any) -> int:
 
 
 def _verify(args: argparse.Namespace, ctx: Any) -> int:
-    from tether.verify import run_verify
 
     # Off this vendor's hosts (a refusal, or a CPU-only run) the run goes to the scratch store
     # unless a store was named: it must not touch the committed store unasked.

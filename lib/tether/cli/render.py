@@ -7,6 +7,8 @@ from pathlib import Path
 
 from tether.cli import Context, Subparsers
 from tether.errors import UsageError
+from tether.render import render_builtin, write_all
+from tether.store.io import store_files
 
 RENDER_DESCRIPTION = """\
 Write README.md, docs/ and the generated policy regions from the results store.
@@ -25,7 +27,6 @@ def refuse_empty_store(ctx: Context, store: Path, dest: Path) -> None:
     """UsageError when rendering ``store`` would replace measured docs with "not measured"
     and delete figures it cannot redraw: an explicit --store without runs, or the project's
     store without runs while figures exist under ``dest``."""
-    from tether.store.io import store_files
 
     if store_files(store):
         return
@@ -53,7 +54,6 @@ def refuse_empty_store(ctx: Context, store: Path, dest: Path) -> None:
 
 
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.render import render_builtin, write_all
 
     store = ctx.read_store()
     if args.pr_comment:

@@ -18,13 +18,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tether.bench.shard import merge_shards, run_shard
 from tether.cli import Context
 from tether.cli._bench_host import KNOBS, bench_for
+from tether.gpus import hold_gpu_lock, list_gpus, pin_worker
+from tether.guard.lock import held_env
 
 
 def _worker(args: argparse.Namespace, ctx: Context, sweep: Any) -> int:
-    from tether.bench.shard import run_shard
-    from tether.gpus import hold_gpu_lock
 
     index = args.shard_worker
     gpu_index = int(os.environ.get("TETHER_GPU_INDEX", index))
@@ -48,8 +49,6 @@ def run_sharded(args: argparse.Namespace, ctx: Context, sweep: Any) -> int:
     """The parent: hold the host, launch one worker per shard, merge and write the run."""
     if args.shard_worker is not None:
         return _worker(args, ctx, sweep)
-    from tether.bench.shard import merge_shards
-    from tether.gpus import list_gpus, pin_worker
 
     gpus = list_gpus()
     count = args.shards or max(1, len(gpus))
@@ -61,8 +60,6 @@ def run_sharded(args: argparse.Namespace, ctx: Context, sweep: Any) -> int:
         for index in range(count):
             env = dict(os.environ)
             if parent.holding is not None and parent.holding.lock.fd is not None:
-                from tether.guard.lock import held_env
-
                 # The workers are this process's children: their holds nest under this one.
                 env.update(held_env(parent.holding.lock))
             if gpus:

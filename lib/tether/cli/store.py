@@ -17,6 +17,9 @@ from typing import Any
 from tether.atomic import TEMP_FOLDER, is_temp_name
 from tether.cli import Context
 from tether.errors import StoreError, UsageError
+from tether.stats import judge, key_label
+from tether.store import layout
+from tether.store.audit import ORPHAN_AGE_S, audit, load_store_checked, orphan_temps, store_root_for
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.io import ENV_MAX_BYTES, load_run, load_store, store_files
 from tether.store.merge import merge
@@ -194,7 +197,6 @@ def cell_rows(run: Run, runs: list[Run] | None = None) -> list[dict[str, Any]]:
     """Per cell, recomputed from the raw samples: sample counts and median seconds per role;
     for cells with A, A2 and B also the ratio, the noise its verdict used and the verdict,
     judged with the run's replicates in ``runs`` (tether.stats.judge, as the docs judge it)."""
-    from tether.stats import judge, key_label
 
     judged = {}
     if run.cells and all(set(SWEEP_ROLES) <= set(c.samples) for c in run.cells):
@@ -304,7 +306,6 @@ def describe(
 def _replicate_pool(store: Path) -> list[Run]:
     """The store's runs that load, for a shown run's replicates: one malformed neighbour must
     not stop ``show`` (``validate`` and ``check`` report it)."""
-    from tether.store.audit import load_store_checked
 
     if not store.is_dir():
         return []
@@ -330,7 +331,6 @@ def _show(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _validate(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.store.audit import ORPHAN_AGE_S, audit, orphan_temps, store_root_for
 
     store = ctx.read_store()
     targets = list(args.paths) or [store]
@@ -388,8 +388,6 @@ def _merge(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _clean(args: argparse.Namespace, ctx: Context) -> int:
-    from tether.store import layout
-    from tether.store.audit import ORPHAN_AGE_S, orphan_temps
 
     store = ctx.read_store()
     temps = layout.scan(store).temps

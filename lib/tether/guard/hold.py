@@ -24,18 +24,19 @@ from tether.errors import UsageError
 from tether.guard import devinfo
 from tether.guard.api import Holding, HostUnavailable, acquire
 from tether.guard.lock import ENV_HELD, held_env
+from tether.store import new_run, write_run
+from tether.store.model import GuardRecord
+from tether.store.safe import sanitize
 
 
 def safe_reason(text: str, limit: int = 480) -> str:
     """A reason the store accepts (no Markdown structure characters), keeping its meaning."""
-    from tether.store.safe import sanitize
 
     return sanitize(text, limit) or "host not available"
 
 
 def refused_record(exc: HostUnavailable) -> Any:
     """The guard record of an attempt the host refused: the lock status and last snapshot."""
-    from tether.store.model import GuardRecord
 
     ev = exc.evidence()
     lock = ev.get("lock") or {}
@@ -56,7 +57,6 @@ def write_not_measured(
     kind: str = "verify",
 ) -> Path:
     """Record that nothing was measured and why; returns the run file's path."""
-    from tether.store import new_run, write_run  # the store is only needed on this path
 
     arch, device, driver = devinfo.device_info(exc.target)
     run = new_run(

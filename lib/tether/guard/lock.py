@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from tether.atomic import utc_stamp, write_atomic
 from tether.errors import GuardError
 from tether.guard import _proc
+from tether.store.provenance import git_state
 
 ENV_LOCK = "TETHER_GUARD_LOCK"
 ENV_ALLOW_NFS = "TETHER_GUARD_ALLOW_NFS"
@@ -139,7 +140,6 @@ def open_checked(path: Path, flags: int, mode: int = 0o644) -> int:
 
 def _git_sha() -> str:
     """The holder's commit, by the same rule as a run's provenance (a sender's stamp first)."""
-    from tether.store.provenance import git_state
 
     return git_state(Path(__file__).resolve().parent)[0]
 

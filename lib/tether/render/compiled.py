@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tether.policy import CompileGate
+from tether.render.policy_file import policy_module_data
+from tether.store import kernels_fingerprint
+from tether.store.cite import latest_ok
 from tether.store.results import CompileResults
 
 
@@ -75,7 +78,6 @@ class CompileDoc:
 def compile_gates(root: Path) -> tuple[CompileGate, ...]:
     """COMPILE_GATES of the project's policy file (() when it declares none), read by
     ``tether.render.policy_file`` exactly as POLICY and GATES are."""
-    from tether.render.policy_file import policy_module_data
 
     found = policy_module_data(root)
     return () if found is None else tuple(found[2])
@@ -126,7 +128,6 @@ def compile_doc(
     runs: list[Any], arch: str, kernel: str, current_kernels: str, gate: CompileGate | None
 ) -> CompileDoc | None:
     """The newest ok compile run of ``kernel`` on ``arch``, as the documents cite it."""
-    from tether.store.cite import latest_ok
 
     run = latest_ok(runs, "compile", kernel, arch)
     if run is None:
@@ -198,7 +199,6 @@ def compile_context(root: Path, runs: list[Any], arches: Iterable[str]) -> dict[
     arch's compile gate, else the newest compile run's); ``compiled_also``: arch -> the other
     compilers' CompileDocs (see ``also_compiled``); ``compile_regions``: region ->
     {"doc", "also", "gate"} for each compile gate that names a region."""
-    from tether.store import kernels_fingerprint
 
     gates = compile_gates(root)
     current = kernels_fingerprint(root)

@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tether import project
 from tether.policy import Gate, Threshold
 from tether.render.env import TemplateError
+from tether.store.provenance import source_digest
 
 __all__ = ["policy", "policy_module_data"]
 
@@ -25,7 +27,6 @@ _POLICY_CACHE: dict[
 
 
 def _same_code(a: bytes, b: bytes) -> bool:
-    from tether.store.provenance import source_digest
 
     return source_digest(a.decode("utf-8", "replace")) == source_digest(
         b.decode("utf-8", "replace")
@@ -52,7 +53,6 @@ def policy_module_data(
     it), as is one whose code equals the file's (generated comments aside); any other is
     loaded from the file (data and pure dataclasses, no torch at import), cached by content.
     """
-    from tether import project
 
     proj = project.get(root)
     paths = proj.policies or ((proj.policy,) if proj.policy is not None else ())

@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-from tether import trends
+from tether import project, trends
 from tether.render import plots
 from tether.render.env import TemplateError, render_template
 from tether.render.figures import FigureSpec, inputs_digest
@@ -126,7 +126,6 @@ def read_text_exact(path: Path) -> str:
 def missing_tune_regions(root: Path, run_ids: set[str]) -> list[tuple[str, str]]:
     """(file, region) for each ``tune-<id>`` marker in a declared region file whose run is not
     among ``run_ids``: a document citing a tuning run the store does not hold."""
-    from tether import project
 
     found = []
     for rel in sorted(project.get(root).region_files):
@@ -149,7 +148,6 @@ def render_regions(
     renders is an error), every declared region must have its markers, and every threshold and
     gate region must have its marker in the policy file.
     """
-    from tether import project
 
     proj = project.get(root)
     available = region_bodies(context)

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import project
+from tether.registry import REGISTRY
 from tether.store.model import Run
 from tether.store.provenance import (
     _canonical,
@@ -277,7 +278,7 @@ def run_covers(
     if not isinstance(case, str):
         return (ENGINE,)
     if registry is None:
-        from tether.registry import REGISTRY as registry
+        registry = REGISTRY
     factory = registry.cases.get(case)
     factory_name = _top_name(factory) if factory is not None else None
     if factory_name is None:
