@@ -6,6 +6,7 @@ See SCHEMA.md beside this file for the contract. Importing this package never im
 from __future__ import annotations
 
 from tether.store import model as _model
+from tether.store.builder import new_run
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.io import load_run, load_store, write_run
 from tether.store.merge import MergeReport, merge
@@ -20,7 +21,7 @@ from tether.store.model import (
     Provenance,
     Run,
 )
-from tether.store.provenance import harness_fingerprint, kernels_fingerprint, new_run
+from tether.store.provenance import harness_fingerprint, kernels_fingerprint
 from tether.store.safe import check_safe_text
 from tether.store.schema import run_from_json, validate_run
 

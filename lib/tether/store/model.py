@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 SCHEMA = "tether.run/2"
-# Run's lifecycle is implemented in the modules that build on this one: provenance (new),
+# Run's lifecycle is implemented in the modules that build on this one: builder (new),
 # schema (from_json, validate) and io (load, write). They import the model, so the model
 # imports none of them; tether.store's __init__ (which Python runs before any module of the
 # package) registers their functions here. One way through for a write: model -> schema
@@ -34,7 +34,7 @@ SCHEMA = "tether.run/2"
 class Lifecycle(TypedDict, total=False):
     """The lifecycle functions, by the Run method that dispatches to each."""
 
-    new: Callable[..., Run]  # provenance.new_run(kind, name, *, arch, device, ...)
+    new: Callable[..., Run]  # builder.new_run(kind, name, *, arch, device, ...)
     from_json: Callable[..., Run]  # schema.run_from_json(data, source, *, stem, ...)
     load: Callable[[Path], Run]
     validate: Callable[[Run, object], None]
@@ -308,7 +308,7 @@ class Run:
     @staticmethod
     def new(kind: str, name: str, **kwargs: Any) -> Run:
         """A validated new run with full provenance and a fresh unique id (see
-        ``tether.store.provenance.new_run`` for the arguments)."""
+        ``tether.store.builder.new_run`` for the arguments)."""
         return LIFECYCLE["new"](kind, name, **kwargs)
 
     @staticmethod
