@@ -21,6 +21,7 @@ from tether import project
 from tether.bench.engine import TimingPolicy
 from tether.bench.engine import measure as engine_measure
 from tether.bench.sweep import Target
+from tether.gpus import device as default_device
 from tether.render.env import floor_range, ms, ratio
 from tether.stats import cell_stat
 from tether.store.io import load_store
@@ -151,8 +152,6 @@ def tether_measure(request: pytest.FixtureRequest) -> Any:
     the test's id). Every call is listed at the end of the session, saved with
     ``--tether-save`` and compared with ``--tether-compare``.
     """
-    from tether.pytest_plugin import device as default_device
-
     config = request.config
     calls_made = [0]
 

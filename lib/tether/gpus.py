@@ -10,6 +10,7 @@ the device nodes. Pinning must happen before torch initialises CUDA or HIP, so i
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 import re
@@ -26,6 +27,19 @@ from tether.guard.lock import HostLock, default_lock_path
 VISIBILITY_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 _WORKER_RE = re.compile(r"^gw(\d+)$")
 _PROBE_TIMEOUT_S = 10.0
+
+
+@functools.lru_cache(maxsize=1)
+def has_gpu() -> bool:
+    """A CUDA or ROCm device is visible to torch."""
+    import torch  # heavy, optional: only asked where a test or a measurement wants a device
+
+    return bool(torch.cuda.is_available())
+
+
+def device() -> str:
+    """The torch device string tests allocate on and measurements time on."""
+    return "cuda" if has_gpu() else "cpu"
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,11 @@ from tether import _pytest_measure, gpus
 from tether._pytest_measure import pytest_addoption, tether_measure
 from tether.arch import detect_arch
 from tether.atomic import write_atomic
+from tether.gpus import device, has_gpu
 from tether.project import is_project
 
-__all__ = ["pytest_addoption", "tether_measure"]
+# device and has_gpu live in tether.gpus (tether_measure needs them too); tests import them here.
+__all__ = ["device", "has_gpu", "pytest_addoption", "tether_measure"]
 
 # The hardware marks: short name -> what it needs. Registered as tether_<name> always, and by
 # the short name only in projects that use tether (see short_markers).
@@ -91,23 +93,10 @@ def interpreter_on() -> bool:
 
 
 @functools.lru_cache(maxsize=1)
-def has_gpu() -> bool:
-    """A CUDA or ROCm device is visible to torch."""
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
-@functools.lru_cache(maxsize=1)
 def current_arch() -> str:
     """The arch tests run on: the GPU's, or ``cpu``."""
 
     return detect_arch()
-
-
-def device() -> str:
-    """The torch device string tests allocate on."""
-    return "cuda" if has_gpu() else "cpu"
 
 
 # Why a cpu_toy test does not run on a GPU host.
