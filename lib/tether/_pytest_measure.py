@@ -9,10 +9,12 @@ fixture or one of the options is given.
 
 from __future__ import annotations
 
+import platform
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import pytest
@@ -230,7 +232,6 @@ def _changes(config: pytest.Config, rows: list[Any]) -> tuple[Any, dict[str, flo
     which = config.getoption("--tether-compare")
     if which is None:
         return None, {}
-    from statistics import median
 
     saved = _saved_run(config, which)
     then = {str(c.key.get("test")): median(c.samples["B"]) for c in saved.cells}
@@ -244,8 +245,6 @@ def _save(config: pytest.Config, rows: list[Any]) -> Any:
     if on_gpu:
         target = Target.detect()
     else:
-        import platform
-
         target = Target("cpu", "cpu", f"cpu: {platform.processor() or platform.machine()}")
     labels = sorted({r.label for r in rows})
     config_doc = {

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import os
 import re
 import tokenize
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -521,7 +523,6 @@ def _baseline_keys(root: Path, findings: Iterable[Finding]) -> list[tuple[str, s
 
 def write_baseline(root: Path, findings: Iterable[Finding]) -> Path:
     """Record ``findings`` (scan findings) as the baseline; returns the file written."""
-    import json
 
     keys = sorted(_baseline_keys(root, findings))
     doc = {
@@ -539,8 +540,6 @@ def write_baseline(root: Path, findings: Iterable[Finding]) -> Path:
 
 def apply_baseline(root: Path, findings: list[Finding]) -> list[Finding]:
     """``findings`` less those the baseline records (each entry absorbs one finding)."""
-    import json
-    from collections import Counter
 
     path = baseline_path(root)
     if not path.is_file():

@@ -13,6 +13,7 @@ tether never falls back to its own installed checkout, which would render into t
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import os
 import sys
 from collections.abc import Mapping
@@ -130,7 +131,6 @@ def locate_module(name: str, root: Path) -> bool:
     """Whether the module ``name`` can be found from ``root`` (the project root, first on the
     path the plugins import from) or the installed packages, without importing anything: the
     check must not run a plugin's imports (torch, a GPU stack) to see that it exists."""
-    import importlib.util
 
     top, *rest = name.split(".")
     places: list[Path] = []

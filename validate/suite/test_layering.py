@@ -1,0 +1,210 @@
+"""The import structure DESIGN.md's layout describes, read from the code's own imports (ast,
+nothing imported): no module-level import circle; the kernel library a leaf that imports of
+tether only the pure modules it shares (errors, the arch parser, the policy vocabulary); the
+suite importing no kernel library; and a function-level import only where it defers an
+optional heavy dependency (torch, triton, matplotlib, numpy, pynvml, FlashInfer, directly or
+through a module that imports one at its top), or where PENDING says why it is still there.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {
+    "tether": ROOT / "lib" / "tether",
+    "tether_kernels": ROOT / "kernels" / "tether_kernels",
+    "tether_kernels_plugin": ROOT / "kernels" / "tether_kernels_plugin",
+}
+HEAVY = frozenset({"torch", "triton", "matplotlib", "numpy", "pynvml", "flashinfer"})
+# What the kernel library may import of tether: pure modules, no suite.
+LEAF_MAY_IMPORT = frozenset({"tether", "tether.errors", "tether.arch", "tether.policy"})
+
+_ENGINE = (
+    "moving it changes a definition of the timing engine (lib/tether/bench), which supersedes "
+    "every timing and verify run; it moves with the next full re-measure"
+)
+_KERNELS = (
+    "moving it changes kernel-library code, which makes the sm90 timing evidence and the "
+    "compile runs stale; it moves with the next full re-measure"
+)
+# (importing module, imported module): why the function-level import is still there.
+PENDING: dict[tuple[str, str], str] = {
+    **{
+        (m, t): _ENGINE
+        for m, t in (
+            ("tether.bench.demo", "tether.bench.sweep"),
+            ("tether.bench.demo", "tether.guard.api"),
+            ("tether.bench.demo", "tether.registry"),
+            ("tether.bench.demo", "tether.render"),
+            ("tether.bench.demo", "tether.stats"),
+            ("tether.bench.demo", "tether.store.io"),
+            ("tether.bench.gate", "tether.render.env"),
+            ("tether.bench.gate", "tether.stats"),
+            ("tether.bench.shard", "datetime"),
+            ("tether.bench.shard", "tether.store.model"),
+            ("tether.bench.shard", "tether.store.provenance"),
+            ("tether.bench.shard", "tether.store.schema"),
+            ("tether.bench.sweep", "datetime"),
+            ("tether.bench.sweep", "platform"),
+            ("tether.bench.sweep", "statistics"),
+            ("tether.bench.sweep", "tether.arch"),
+            ("tether.bench.sweep", "tether.bench.progress"),
+            ("tether.bench.sweep", "tether.store.safe"),
+        )
+    },
+    **{
+        (m, t): _KERNELS
+        for m, t in (
+            ("tether_kernels.arms", "tether_kernels.archs"),
+            ("tether_kernels.arms", "tether_kernels.launch_tables"),
+            ("tether_kernels.gluon.arm", "tether_kernels.gluon.launch"),
+            ("tether_kernels.gluon.arm", "tether_kernels.shapes"),
+            ("tether_kernels.gluon.launch", "importlib"),
+            ("tether_kernels.launch_tables", "tether_kernels.serves"),
+            ("tether_kernels.prefill", "tether_kernels.archs"),
+            ("tether_kernels.prefill", "tether_kernels.arms"),
+            ("tether_kernels.routing", "tether_kernels.arms"),
+            ("tether_kernels.triton.attn_fwd", "os"),
+            ("tether_kernels.triton.attn_fwd", "tether_kernels.direct"),
+            ("tether_kernels_plugin.compile", "tether.store"),
+            ("tether_kernels_plugin.compile", "tether.store.cite"),
+            ("tether_kernels_plugin.compile", "tether_kernels.arms"),
+        )
+    },
+    ("tether.store.audit", "fcntl"): "POSIX only: importing the store must not fail elsewhere",
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for pkg, root in PACKAGES.items():
+        for path in root.rglob("*.py"):
+            parts = [pkg, *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _known(name: str) -> str | None:
+    """The longest module of ours that ``name`` (a module or a module.attribute) names."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in MODULES:
+            return ".".join(parts[:i])
+    return None
+
+
+def _imported(node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        here = module.split(".")
+        if MODULES[module].name != "__init__.py":
+            here.pop()
+        base = ".".join(here[: len(here) - node.level + 1] + ([base] if base else []))
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+
+
+def _imports(module: str) -> tuple[set[str], list[str]]:
+    """(what ``module`` imports at its top, what it imports inside functions): our modules by
+    name, others by their top-level package; ``if TYPE_CHECKING:`` blocks left out."""
+    top: set[str] = set()
+    lazy: list[str] = []
+
+    def visit(body: list[ast.stmt], in_function: bool) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for name in _imported(node, module):
+                    target = _known(name) or name.split(".")[0]
+                    (lazy.append if in_function else top.add)(target)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(node.body, True)
+            else:
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    sub = getattr(node, field, None)
+                    if isinstance(sub, list):
+                        visit([s for s in sub if isinstance(s, ast.stmt)], in_function)
+                        for h in sub:
+                            if isinstance(h, ast.ExceptHandler):
+                                visit(h.body, in_function)
+
+    visit(ast.parse(MODULES[module].read_text(encoding="utf-8")).body, False)
+    return top, lazy
+
+
+IMPORTS = {m: _imports(m) for m in MODULES}
+
+
+def _reach(module: str) -> set[str]:
+    """Everything ``module`` imports at module level, transitively."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for n in IMPORTS[todo.pop()][0]:
+            if n in MODULES and n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen
+
+
+def test_no_module_level_import_circle() -> None:
+    circles = sorted(m for m in MODULES if m in _reach(m))
+    assert not circles, f"modules that import themselves at module level: {circles}"
+
+
+def test_the_kernel_library_is_a_leaf() -> None:
+    """tether_kernels imports of tether only LEAF_MAY_IMPORT, at any level, and those import
+    nothing more of tether: a user of single_prefill loads no suite."""
+    bad = []
+    for m in MODULES:
+        if not m.startswith("tether_kernels") or m.startswith("tether_kernels_plugin"):
+            continue
+        top, lazy = IMPORTS[m]
+        for t in (*top, *lazy):
+            if t.startswith("tether_kernels_plugin") or (
+                t.split(".")[0] == "tether" and t not in LEAF_MAY_IMPORT
+            ):
+                bad.append(f"{m} -> {t}")
+    for shared in LEAF_MAY_IMPORT:
+        beyond = {t for t in _reach(shared) if t.split(".")[0] == "tether"} - LEAF_MAY_IMPORT
+        assert not beyond, f"{shared} imports {sorted(beyond)}"
+    assert not bad, bad
+
+
+def test_the_suite_imports_no_kernel_library() -> None:
+    bad = [
+        f"{m} -> {t}"
+        for m in MODULES
+        if m.split(".")[0] == "tether"
+        for t in (*IMPORTS[m][0], *IMPORTS[m][1])
+        if t.startswith("tether_kernels")
+    ]
+    assert not bad, bad
+
+
+def _heavy(target: str) -> bool:
+    if target.split(".")[0] in HEAVY:
+        return True
+    if target not in MODULES:
+        return False
+    return any(t.split(".")[0] in HEAVY for m in (target, *_reach(target)) for t in IMPORTS[m][0])
+
+
+def test_function_level_imports_defer_a_heavy_dependency_or_say_why() -> None:
+    found = {(m, t) for m in MODULES for t in IMPORTS[m][1] if not _heavy(t)}
+    unexplained = sorted(found - set(PENDING))
+    assert not unexplained, (
+        f"function-level imports of light modules: {unexplained}; import them at the top "
+        "(a circle they would close is a layering problem to fix, not to hide)"
+    )
+    gone = sorted(set(PENDING) - found)
+    assert not gone, f"PENDING entries no longer in the code (remove them): {gone}"
