@@ -323,6 +323,37 @@ def check_thresholds(
     return findings
 
 
+def check_front_page(root: Path, runs: list[Run]) -> list[Finding]:
+    """Each front-page comparison ([tool.tether.summary] rows) is what a caller gets: where
+    the run it cites declares entry points, its B arm must be one of them. An arm sweep times
+    an arm prepared outside the call, not the entry point a caller calls (the seeds' failure:
+    a figure describing a population the caller never reaches)."""
+    proj = project.get(root)
+    config = root / project.CONFIG_FILE
+    text = config.read_text(encoding="utf-8").split("\n") if config.is_file() else []
+    findings = []
+    for row in proj.summary_rows:
+        sweep = str(row["sweep"])
+        for arch in sorted({r.arch for r in runs if r.kind == "sweep" and r.name == sweep}):
+            run = cited(runs, "sweep", sweep, arch)
+            entries = run.config.get("entry_points") if run is not None else None
+            b = run.arms.get("B") if run is not None else None
+            if run is None or not entries or b in entries:
+                continue
+            line = next((n for n, t in enumerate(text, 1) if f'"{sweep}"' in t), 1)
+            findings.append(
+                Finding(
+                    _rel(config, root),
+                    line,
+                    f"front-page row {row['label']!r} cites sweep {sweep!r}, whose run "
+                    f"{run.id} times arm {b!r} as B, not an entry point "
+                    f"({', '.join(map(str, entries))}): an arm prepared outside the call is "
+                    "not what a caller gets; cite a sweep that times the entry point as called",
+                )
+            )
+    return findings
+
+
 def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
     """Each ``tune-<id>`` region names a tuning run the store holds."""
 
@@ -645,6 +676,7 @@ def run_check(
         the_gates = tuple(own_gates if gates is None else gates)
         findings += check_thresholds(root, the_policy, runs, current)
         findings += check_tune_citations(root, runs)
+        findings += check_front_page(root, runs)
         findings += check_gates(root, the_gates, runs, current)
         findings += check_compile_evidence(root, runs)
         findings += check_future_runs(root, runs)

@@ -539,3 +539,30 @@ def test_a_threshold_resting_on_stale_kernel_evidence_fails(checkout: Checkout) 
     code, out, _ = checkout.check()
     assert code == 1
     assert f"stale timing evidence: run {old.id} (policy {POLICY_REGION} rests on it)" in out
+
+
+def test_a_front_page_row_citing_an_arm_sweep_fails(checkout: Checkout) -> None:
+    """A [tool.tether.summary] row is what a caller gets: a run that times an arm (B triton)
+    where its sweep declares entry points is refused; one that times the entry point passes."""
+    from tether.check import check_front_page
+    from tether.store import load_store
+
+    from validate.suite.runfactory import make_sweep_run
+
+    api = make_sweep_run(name="api-fixture", axes=AXES, fixed=FIXED,
+                         arms={"A": "sdpa_flash", "B": "single_prefill"},
+                         store=checkout.store, root=checkout.root)  # fmt: skip
+    assert api.arms["B"] in api.config["entry_points"]
+    config = checkout.root / "pyproject.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8")
+        + "\n[tool.tether.summary]\nrows = [\n"
+        + f'  {{ label = "arm", sweep = "{SWEEP}" }},\n'
+        + '  { label = "as called", sweep = "api-fixture" },\n]\n',
+        encoding="utf-8",
+    )
+    found = check_front_page(checkout.root, list(load_store(checkout.store)))
+    assert len(found) == 1, found
+    what = found[0].what
+    assert "'arm'" in what and SWEEP in what and "'triton'" in what and "entry point" in what
+    assert found[0].path == "pyproject.toml" and found[0].line > 1

@@ -302,7 +302,7 @@ class Run:
     def with_path(self, path: Path | None) -> Run:
         return replace(self, path=path)
 
-    # -- the lifecycle (implemented in provenance, schema and io; here so callers see one API,
+    # -- the lifecycle (implemented in builder, schema and io; here so callers see one API,
     #    dispatched through LIFECYCLE so this module imports none of them: see below)
 
     @staticmethod
