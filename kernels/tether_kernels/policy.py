@@ -77,8 +77,8 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 
 # sm90: tether's kernels where the evidence measured them against the arm a call would
 # otherwise take (cuDNN, through the same per-call path), and only there: the Gluon kernel for
-# chunked calls and long squares, the Triton kernel for short squares (its small-grid tile,
-# 64 query rows a program, keeps more SMs busy than a 128-row one). Each threshold's
+# chunked calls and long squares, the Triton kernel for short squares (its evidence region
+# below; its short-call launch config takes 64-row tiles). Each threshold's
 # scope names the dtypes, head_dim and heads its evidence sweep covers, and the check holds
 # the threshold's region inside the evidence's cells. Calls outside every scope take the route
 # order (cuDNN, then the Triton kernel, then PyTorch's math backend).

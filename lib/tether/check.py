@@ -340,7 +340,8 @@ def check_front_page(root: Path, runs: list[Run]) -> list[Finding]:
             b = run.arms.get("B") if run is not None else None
             if run is None or not entries or b in entries:
                 continue
-            line = next((n for n, t in enumerate(text, 1) if f'"{sweep}"' in t), 1)
+            cite = f'sweep = "{sweep}"'
+            line = next((n for n, t in enumerate(text, 1) if cite in t), 1)
             findings.append(
                 Finding(
                     _rel(config, root),

@@ -47,6 +47,7 @@ def _partials(q, k, v, causal: bool, bounds: list[tuple[int, int]]):
 )
 @pytest.mark.parametrize("want_lse", [True, False], ids=["lse", "no-lse"])
 def test_merge_is_attention_over_all_keys(dims, causal: bool, bounds, want_lse: bool) -> None:
+    import triton
     from tether_kernels.triton.merge import merge_splits
 
     batch, qo_len, kv_len, hq, hkv, d = dims
@@ -59,7 +60,7 @@ def test_merge_is_attention_over_all_keys(dims, causal: bool, bounds, want_lse: 
     out = torch.full((batch, qo_len, hq, d), float("nan"), device=device())
     lse = torch.full((batch, hq, qo_len), float("nan"), device=device())
     rows = batch * qo_len * hq
-    merge_splits[(triton_cdiv(rows, 16),)](
+    merge_splits[(triton.cdiv(rows, 16),)](
         o_part, lse_part, out, lse, rows, qo_len, hq,
         N_SPLIT=len(bounds), HEAD_DIM=d, ROWS=16, STORE_LSE=want_lse,
     )  # fmt: skip
@@ -72,7 +73,3 @@ def test_merge_is_attention_over_all_keys(dims, causal: bool, bounds, want_lse: 
         assert torch.isnan(lse).all(), "STORE_LSE off wrote the LSE"
     if causal and qo_len > kv_len:
         assert (out[:, : qo_len - kv_len] == 0).all(), "a row that saw no key is not 0"
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)

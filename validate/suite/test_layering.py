@@ -118,26 +118,19 @@ def _imports(module: str) -> tuple[set[str], list[str]]:
     top: set[str] = set()
     lazy: list[str] = []
 
-    def visit(body: list[ast.stmt], in_function: bool) -> None:
-        for node in body:
+    def visit(parent: ast.AST, in_function: bool) -> None:
+        for node in ast.iter_child_nodes(parent):
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for name in _imported(node, module):
                     target = _known(name) or name.split(".")[0]
                     (lazy.append if in_function else top.add)(target)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                visit(node.body, True)
             else:
-                for field in ("body", "orelse", "finalbody", "handlers"):
-                    sub = getattr(node, field, None)
-                    if isinstance(sub, list):
-                        visit([s for s in sub if isinstance(s, ast.stmt)], in_function)
-                        for h in sub:
-                            if isinstance(h, ast.ExceptHandler):
-                                visit(h.body, in_function)
+                functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+                visit(node, in_function or isinstance(node, functions))
 
-    visit(ast.parse(MODULES[module].read_text(encoding="utf-8")).body, False)
+    visit(ast.parse(MODULES[module].read_text(encoding="utf-8")), False)
     return top, lazy
 
 
