@@ -33,6 +33,7 @@ Findings print as ``path:line: what``; exit 0 when there are none, 1 otherwise.
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,6 +44,7 @@ from tether._scan import Finding, apply_baseline, scan_tree
 from tether.atomic import STAMP_FORMAT, utc_stamp
 from tether.errors import SigningError, TetherError, UsageError
 from tether.freshness import GitUnavailable, KernelDiff, store_changes_since
+from tether.policy import field_value
 from tether.render import embedded_digest, render_parts
 from tether.render.context import policy as checkout_policy
 from tether.render.env import rate
@@ -232,8 +234,9 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
     """Where ``th`` applies but its evidence has no cell. Each lower bound of its region
     (``field >= v`` or ``field > v``) must be reached by some evidence cell at or below it,
     and every value its scope names (``field == v``, ``field in (...)``: the dtypes, head dims,
-    heads, causality and batch it speaks for) must be among the evidence cells' values, or
-    the threshold routes calls that no measurement saw. Empty when the region is covered."""
+    heads, causality and batch it speaks for), and every combination of those values, must
+    be among the evidence cells', or the threshold routes calls that no measurement saw.
+    Empty when the region is covered."""
     if th.takes is None:
         return []
     gaps = []
@@ -250,6 +253,7 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
                 f"{name} {op} {value} starts below the evidence, whose cells begin at "
                 f"{name} {min(seen)}"
             )
+    enumerated: dict[str, tuple[object, ...]] = {}
     for name, op, value in th.scope + th.takes:
         if op == "in":
             wanted = tuple(value) if isinstance(value, (tuple, list)) else (value,)
@@ -257,12 +261,26 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
             wanted = (value,)
         else:
             continue
-        have = {c.fields.get(name) for c in cells}
+        enumerated[name] = wanted
+        have = {field_value(c.fields, name) for c in cells}
         missing = [v for v in wanted if v not in have]
         if missing:
             gaps.append(
                 f"{name} {', '.join(map(str, missing))} is routed but no evidence cell has it"
             )
+    if gaps or len(enumerated) < 2:
+        return gaps
+    # Every value seen is not enough: each combination the scope routes (head_dim 64 with
+    # heads 8/1, in f16) must be a measured cell, or a call no measurement saw is routed.
+    names = list(enumerated)
+    seen = {tuple(field_value(c.fields, n) for n in names) for c in cells}
+    unseen = [combo for combo in itertools.product(*enumerated.values()) if combo not in seen]
+    if unseen:
+        shown = "; ".join(
+            ", ".join(f"{n}={v}" for n, v in zip(names, combo, strict=True)) for combo in unseen[:3]
+        )
+        more = f" and {len(unseen) - 3} more" if len(unseen) > 3 else ""
+        gaps.append(f"{shown}{more} routed but no evidence cell has that combination")
     return gaps
 
 

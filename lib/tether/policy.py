@@ -6,7 +6,9 @@ evaluates them against the store (``tether.stats``) and judges them (``tether.ch
 
 Conditions are ``(field, op, value)`` over a cell's fields (its key over the grid's fixed
 values); a value that names another field compares the two fields (``("kv_len", ">",
-"qo_len")``).
+"qo_len")``). A field named ``a/b`` is the pair of fields a and b, written ``"x/y"``
+(``("hq/hkv", "in", ("32/8", "8/1"))``): a sweep axis of that name sets both fields at once,
+so a grid can hold the head counts a model uses without their cross product.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from tether.errors import UsageError
 
 # Comparison operators a condition may use (operands are a cell's fields and the policy's
 # values: whatever JSON or the policy file holds).
@@ -29,19 +33,44 @@ OPS: dict[str, Callable[[Any, Any], bool]] = {
 Condition = tuple[str, str, object]
 
 
+# A field name joining several fields (``hq/hkv``), and the value it has (``32/8``).
+PAIR = "/"
+_MISSING = object()
+
+
+def field_value(fields: Mapping[str, object], name: str) -> object:
+    """The value of field ``name`` in ``fields``; for a pair ``a/b`` not itself present, the
+    fields' values joined (``"32/8"``); ``_MISSING`` when a field is absent."""
+    if name in fields:
+        return fields[name]
+    if PAIR in name:
+        parts = name.split(PAIR)
+        if all(p in fields for p in parts):
+            return PAIR.join(str(fields[p]) for p in parts)
+    return _MISSING
+
+
 def holds(conditions: tuple[Condition, ...], fields: Mapping[str, object]) -> bool:
     """Whether every condition holds on ``fields`` (a missing field fails its condition)."""
     for name, op, value in conditions:
         if op != "in" and isinstance(value, str) and value in fields:
             value = fields[value]
-        if name not in fields:
+        have = field_value(fields, name)
+        if have is _MISSING:
             return False
         try:
-            if not OPS[op](fields[name], value):
+            if not OPS[op](have, value):
                 return False
         except TypeError:
             return False
     return True
+
+
+def _part(text: str) -> object:
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _value(value: object) -> str:
@@ -61,12 +90,28 @@ def shape_fields(
 ) -> dict[str, object]:
     """A cell's fields: its key over the grid's fixed values, plus the fields its sweep declares
     as aliases of an axis (``{"seqlen": ["qo_len", "kv_len"]}``: a square call's length
-    stands for both), so populations and gates match cells by the fields they mean."""
+    stands for both), so populations and gates match cells by the fields they mean. A pair
+    axis ``a/b`` with value ``"x/y"`` sets a = x and b = y (ints where they parse)."""
     full = {**fixed, **key}
     for axis, names in (aliases or {}).items():
         if axis in full:
             for name in names:
                 full.setdefault(name, full[axis])
+    for axis, value in list(full.items()):
+        if PAIR not in axis:
+            continue
+        names, parts = axis.split(PAIR), str(value).split(PAIR)
+        if len(names) != len(parts) or not all(names) or not all(parts):
+            raise UsageError(
+                f"field {axis!r}: value {value!r} does not give one value per field "
+                f"(write {PAIR.join('x' for _ in names)!r})"
+            )
+        for name, part in zip(names, parts, strict=True):
+            if full.setdefault(name, _part(part)) != _part(part):
+                raise UsageError(
+                    f"field {axis!r} = {value!r} sets {name} = {part}, but {name} is "
+                    f"{full[name]!r} already"
+                )
     return full
 
 
