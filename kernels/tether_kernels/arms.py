@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from tether.errors import ArmUnavailableError
 
 from tether_kernels import peers
-from tether_kernels.archs import ARCH, ARCH_ARMS, ARCHES, GPU_ARCHES, check_arch
+from tether_kernels.archs import ARCH, ARCH_ARMS, ARCHES, GPU_ARCHES, check_arch, detect_arch
 from tether_kernels.gluon import arm as gluon_arm
-from tether_kernels.launch_tables import LaunchConfig
+from tether_kernels.launch_tables import LaunchConfig, launch_config
 from tether_kernels.serves import (
     GRID_AXIS_MAX,
     HEAD_DIMS_SDPA,
@@ -171,8 +171,6 @@ class Arm:
         import torch
 
         if arch is None:
-            from tether_kernels.archs import detect_arch
-
             arch = detect_arch()
         reason = self.supports(shape, arch)
         if reason is not None:
@@ -229,7 +227,6 @@ def _triton_available(arch: str) -> str | None:
 
 def _triton_prepare(margin: int) -> Callable[..., Launch]:
     def prepare(q, k, v, shape, out, lse, arch, sm_scale=None, counter=None):
-        from tether_kernels.launch_tables import launch_config
         from tether_kernels.triton.attn_fwd import attn_fwd_launcher
 
         return attn_fwd_launcher(
@@ -256,7 +253,6 @@ def _triton_prepare(margin: int) -> Callable[..., Launch]:
 
 def _triton_plan(margin: int) -> Callable[..., PerCall]:
     def plan(shape, arch, sm_scale, want_lse):
-        from tether_kernels.launch_tables import launch_config
         from tether_kernels.triton.attn_fwd import attn_fwd_plan
 
         config = launch_config(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tether.errors import UnknownArchError, UsageError
 
 from tether_kernels.archs import check_arch
+from tether_kernels.serves import tile_head_dim
 
 # Below this many two-head, 128-row programs an sm90 call counts as short (see
 # launch_config): about two waves over an H200's 132 SMs.
@@ -113,7 +114,6 @@ def _from_table(
 ) -> LaunchConfig:
     """The table's config for the tile ``head_dim`` runs on (the tables are keyed by tile
     widths: a head_dim that is not a power of two runs on the next one's tile, masked)."""
-    from tether_kernels.serves import tile_head_dim
 
     try:
         return table[(tile_head_dim(head_dim), dtype)]

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from tether.errors import UsageError
 
+from tether_kernels.archs import check_arch, detect_arch
+from tether_kernels.arms import get_arm
 from tether_kernels.routing import route
 from tether_kernels.shapes import TORCH_DTYPES, Shape
 
@@ -81,7 +83,6 @@ def _shape_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, e
 
 def _device_arch(device: torch.device) -> str:
     """The arch of the device the tensors live on (meta tensors hold no data: refused)."""
-    from tether_kernels.archs import detect_arch
 
     if device.type == "meta":
         raise UsageError("meta tensors hold no data; pass tensors on the CPU or a GPU")
@@ -92,7 +93,6 @@ def _check_device(
     entry: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, arch: str | None
 ) -> str:
     """The arch to route for: the tensors' own, which ``arch``, when given, must name."""
-    from tether_kernels.archs import check_arch
 
     if q.device != k.device or q.device != v.device:
         raise UsageError(
@@ -203,7 +203,6 @@ def _plan_for(
     k: torch.Tensor,
     v: torch.Tensor,
 ) -> _Plan:
-    from tether_kernels.arms import get_arm
 
     arm = get_arm(arm_name)
     # The Triton arms read any strides but the innermost, yet their launcher asks for BSHD

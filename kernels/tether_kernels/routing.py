@@ -20,6 +20,7 @@ from __future__ import annotations
 from tether.errors import UsageError
 
 from tether_kernels.archs import ROUTE_ORDER, check_arch
+from tether_kernels.arms import get_arm
 from tether_kernels.policy import thresholds_for
 from tether_kernels.shapes import Shape
 
@@ -57,7 +58,6 @@ def route(entry: str, shape: Shape, arch: str, *, return_lse: bool = False) -> s
     the arch serves with the library's semantics (the message names each candidate's
     unmet constraint). ``return_lse`` restricts the choice to arms that return the LSE.
     """
-    from tether_kernels.arms import get_arm
 
     check_arch(arch)
     if entry not in ENTRY_POINTS:

@@ -39,7 +39,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tether.errors import TetherError, UsageError
+from tether.store import Cell, GuardRecord, kernels_fingerprint, new_run
+from tether.store.cite import latest_ok
 from tether_kernels.archs import ARCH_TABLE, GPU_ARCHES, check_arch
+from tether_kernels.arms import get_arm, torch_dtype
 from tether_kernels.gates import COMPILE_KERNEL
 from tether_kernels.launch_tables import LaunchConfig, launch_config
 from tether_kernels.shapes import DTYPES, Shape
@@ -94,7 +97,6 @@ def compiler_version() -> str:
 
 def compile_key(root: Path) -> dict[str, str]:
     """What a compile run is cached by: the kernel sources' fingerprint and the compiler."""
-    from tether.store import kernels_fingerprint
 
     return {
         "kernels_fingerprint": kernels_fingerprint(root),
@@ -112,7 +114,6 @@ def run_key(run: Any) -> dict[str, str]:
 
 def fresh_run(runs: list[Any], arch: str, key: dict[str, str]) -> Any:
     """The newest ok compile run of the kernel on ``arch`` made under ``key``, else None."""
-    from tether.store.cite import latest_ok
 
     return latest_ok(
         [r for r in runs if r.kind == "compile" and run_key(r) == key], "compile", KERNEL, arch
@@ -150,7 +151,6 @@ def config_label(config: LaunchConfig) -> str:
 
 def head_dims(arch: str) -> tuple[int, ...]:
     """Head dims the Triton arm serves on ``arch``, read from the arm's own ``supports``."""
-    from tether_kernels.arms import get_arm
 
     arm = get_arm(KERNEL_ARMS[0])
     return tuple(
@@ -175,7 +175,6 @@ def launch_configs(arch: str) -> list[tuple[int, str, LaunchConfig, int, int]]:
     """Every (head_dim, dtype, config, qo_len, batch_heads) where ``launch_config`` returns a
     config not seen before for that head_dim and dtype: the probe nearest the canonical call
     that picks each config is the shape it is compiled for."""
-    from tether_kernels.arms import get_arm
 
     arm = get_arm(KERNEL_ARMS[0])
     out = []
@@ -216,7 +215,6 @@ def _recording() -> Iterator[list[tuple[Any, tuple, dict]]]:
 def _meta_call(shape: Shape, lse: bool) -> tuple[Any, ...]:
     """q, k, v, out and lse (or None) for ``shape`` on the meta device: shapes, no memory."""
     import torch
-    from tether_kernels.arms import torch_dtype
 
     dt = torch_dtype(shape.dtype)
     q = torch.empty(shape.batch, shape.qo_len, shape.hq, shape.head_dim, dtype=dt, device="meta")
@@ -235,7 +233,6 @@ def _one_launch(calls: list[tuple[Any, tuple, dict]], what: str) -> tuple[tuple,
 
 def _launch(arm_name: str, shape: Shape, arch: str, lse: bool) -> tuple[tuple, dict]:
     """What the arm ``arm_name`` passes to the kernel for ``shape`` on ``arch``."""
-    from tether_kernels.arms import get_arm
 
     q, k, v, out, lse_t = _meta_call(shape, lse)
     with _recording() as calls:
@@ -492,7 +489,6 @@ def compile_arch(
     arch: str, root: Path, *, workers: int | None = None, err: TextIO | None = None
 ) -> Any:
     """Compile every variant for ``arch`` and return the compile run (not yet written)."""
-    from tether.store import Cell, GuardRecord, new_run
 
     if arch not in GPU_ARCHES or arch not in TARGETS:
         raise UsageError(f"tether compile: {arch!r} is not a GPU arch with a compile target")

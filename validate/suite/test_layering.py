@@ -21,58 +21,8 @@ HEAVY = frozenset({"torch", "triton", "matplotlib", "numpy", "pynvml", "flashinf
 # What the kernel library may import of tether: pure modules, no suite.
 LEAF_MAY_IMPORT = frozenset({"tether", "tether.errors", "tether.arch", "tether.policy"})
 
-_ENGINE = (
-    "moving it changes a definition of the timing engine (lib/tether/bench), which supersedes "
-    "every timing and verify run; it moves with the next full re-measure"
-)
-_KERNELS = (
-    "moving it changes kernel-library code, which makes the sm90 timing evidence and the "
-    "compile runs stale; it moves with the next full re-measure"
-)
 # (importing module, imported module): why the function-level import is still there.
 PENDING: dict[tuple[str, str], str] = {
-    **{
-        (m, t): _ENGINE
-        for m, t in (
-            ("tether.bench.demo", "tether.bench.sweep"),
-            ("tether.bench.demo", "tether.guard.api"),
-            ("tether.bench.demo", "tether.registry"),
-            ("tether.bench.demo", "tether.render"),
-            ("tether.bench.demo", "tether.stats"),
-            ("tether.bench.demo", "tether.store.io"),
-            ("tether.bench.gate", "tether.render.env"),
-            ("tether.bench.gate", "tether.stats"),
-            ("tether.bench.shard", "datetime"),
-            ("tether.bench.shard", "tether.store.model"),
-            ("tether.bench.shard", "tether.store.provenance"),
-            ("tether.bench.shard", "tether.store.schema"),
-            ("tether.bench.sweep", "datetime"),
-            ("tether.bench.sweep", "platform"),
-            ("tether.bench.sweep", "statistics"),
-            ("tether.bench.sweep", "tether.arch"),
-            ("tether.bench.sweep", "tether.bench.progress"),
-            ("tether.bench.sweep", "tether.store.safe"),
-        )
-    },
-    **{
-        (m, t): _KERNELS
-        for m, t in (
-            ("tether_kernels.arms", "tether_kernels.archs"),
-            ("tether_kernels.arms", "tether_kernels.launch_tables"),
-            ("tether_kernels.gluon.arm", "tether_kernels.gluon.launch"),
-            ("tether_kernels.gluon.arm", "tether_kernels.shapes"),
-            ("tether_kernels.gluon.launch", "importlib"),
-            ("tether_kernels.launch_tables", "tether_kernels.serves"),
-            ("tether_kernels.prefill", "tether_kernels.archs"),
-            ("tether_kernels.prefill", "tether_kernels.arms"),
-            ("tether_kernels.routing", "tether_kernels.arms"),
-            ("tether_kernels.triton.attn_fwd", "os"),
-            ("tether_kernels.triton.attn_fwd", "tether_kernels.direct"),
-            ("tether_kernels_plugin.compile", "tether.store"),
-            ("tether_kernels_plugin.compile", "tether.store.cite"),
-            ("tether_kernels_plugin.compile", "tether_kernels.arms"),
-        )
-    },
     ("tether.store.audit", "fcntl"): "POSIX only: importing the store must not fail elsewhere",
 }
 

@@ -13,13 +13,21 @@ from typing import Any
 
 from tether.errors import ArmUnavailableError
 
-from tether_kernels.gluon.launch import DEFAULT_VARIANT, HEAD_DIMS, VARIANTS, GluonConfig
+from tether_kernels.gluon.launch import (
+    DEFAULT_VARIANT,
+    HEAD_DIMS,
+    VARIANTS,
+    GluonConfig,
+    GluonPlan,
+    attn_fwd_sm90_launcher,
+    gluon_triton_reason,
+)
 from tether_kernels.serves import INT32_ELEMENTS, Serves
+from tether_kernels.shapes import TORCH_DTYPES
 
 
 @functools.lru_cache(maxsize=1)
 def _triton_reason() -> str | None:
-    from tether_kernels.gluon.launch import gluon_triton_reason
 
     return gluon_triton_reason()
 
@@ -51,7 +59,6 @@ def prepare_gluon(config: GluonConfig) -> Callable[..., Callable[[], Any]]:
     """The arm's prepare for one variant (the GPU session times several side by side)."""
 
     def prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
-        from tether_kernels.gluon.launch import attn_fwd_sm90_launcher
 
         try:
             return attn_fwd_sm90_launcher(
@@ -68,9 +75,6 @@ def plan_gluon(config: GluonConfig) -> Callable[..., Callable[..., Any]]:
 
     def plan(shape, arch, sm_scale, want_lse):
         import torch
-
-        from tether_kernels.gluon.launch import GluonPlan
-        from tether_kernels.shapes import TORCH_DTYPES
 
         dims = (shape.batch, shape.qo_len, shape.kv_len, shape.hq, shape.hkv, shape.head_dim)
         dtype = getattr(torch, TORCH_DTYPES[shape.dtype])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from tether_kernels.direct import DirectKernel, HostDescriptor
@@ -94,7 +95,6 @@ GLUON_TRITON = "3.6."
 def gluon_triton_reason() -> str | None:
     """None where the installed Triton is the release the kernel is written for, else why not.
     Reads the installed version only (no import), so routing stays cheap and pure."""
-    from importlib import metadata
 
     try:
         version = metadata.version("triton")

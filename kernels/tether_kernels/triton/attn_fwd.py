@@ -42,10 +42,13 @@ dim padded onto the same tile, as one serves every sequence length.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import triton
 import triton.language as tl
+
+from tether_kernels.direct import DirectKernel
 
 if TYPE_CHECKING:
     import torch
@@ -480,7 +483,6 @@ def _attn_fwd(
 
 def tma_unsupported_reason(device: torch.device) -> str | None:
     """None when tensor-descriptor loads can run on ``device``, else why not."""
-    import os
 
     if not hasattr(tl, "make_tensor_descriptor"):
         return f"triton {triton.__version__} has no tl.make_tensor_descriptor"
@@ -531,7 +533,6 @@ def attn_fwd_plan(
     ``config.heads_per_program`` 2 falls back to 1 when the query heads per kv head are odd
     (``heads_per_program`` and ``heads_fallback`` on the callable say which ran).
     """
-    from tether_kernels.direct import DirectKernel
 
     batch, qo_len, hq, d = q.shape
     kv_len, hkv = k.shape[1], k.shape[2]

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from tether import registry
+from tether.bench.sweep import Bench, Target
 from tether.errors import RunFileError, UsageError
+from tether.guard.api import acquire
+from tether.render import write_all
+from tether.stats import MIN_RUNS, aggregate, judge
+from tether.store.io import load_run, store_files
 
 KEEP_SCRATCH_RUNS = 5  # per (kind, name, arch): enough to compare the last few demos
 LISTED_CELLS = 12  # a map this small is listed cell by cell; a larger one by its extremes
@@ -30,21 +36,21 @@ class DemoResult:
     written: list[Path]
 
 
-def demo_sweep(registry: Any, on_cpu: bool, headline: str | None) -> Any:
+def demo_sweep(reg: Any, on_cpu: bool, headline: str | None) -> Any:
     """The sweep the demo measures on this host."""
     if on_cpu:
-        cpu = sorted(n for n, s in registry.sweeps.items() if not s.needs_gpu and s.kind == "sweep")
+        cpu = sorted(n for n, s in reg.sweeps.items() if not s.needs_gpu and s.kind == "sweep")
         if len(cpu) != 1:
             raise UsageError(
                 "tether demo on a host without a GPU needs exactly one registered sweep that "
                 f"needs no GPU; found {', '.join(cpu) or 'none'}"
             )
-        return registry.get_sweep(cpu[0])
+        return reg.get_sweep(cpu[0])
     if headline is None:
         raise UsageError(
             "tether demo on a GPU host measures the [tool.tether] headline sweep; none is set"
         )
-    return registry.get_sweep(headline)
+    return reg.get_sweep(headline)
 
 
 def run_demo(
@@ -57,9 +63,6 @@ def run_demo(
     wait_s: float = 30.0,
 ) -> DemoResult:
     """Run the demo sweep for this host under the guard and render docs from its store."""
-    from tether import registry
-    from tether.bench.sweep import Bench, Target
-    from tether.guard.api import acquire
 
     reg = registry.for_project(project)
     target = target or Target.detect()
@@ -74,8 +77,6 @@ def run_demo(
         run = Bench(project.root, store, reg, target, holding=holding, err=err).sweep(sweep)
     written: list[Path] = []
     if docs is not None:
-        from tether.render import write_all
-
         written = list(write_all(project.root, store, out_root=docs))
     return DemoResult(run=run, store=store, docs=docs, written=written)
 
@@ -91,7 +92,6 @@ def summary_lines(run: Any, runs: Any = ()) -> list[str]:
     judged with the run's replicates among ``runs`` (the store it was written to): the words
     are the ones ``store show``, ``compare`` and the rendered documents print.
     """
-    from tether.stats import MIN_RUNS, aggregate, judge
 
     arms = run.config.get("arms") or {}
     lines = [
@@ -150,7 +150,6 @@ def prune_scratch(store: Path, keep: int = KEEP_SCRATCH_RUNS) -> Pruned:
     """Keep the newest ``keep`` runs of each (kind, name, arch) in the scratch ``store``;
     remove the older ones. Files that do not load are left alone (and counted). ``keep`` 0
     keeps everything. Never call this on a store whose runs are evidence."""
-    from tether.store.io import load_run, store_files
 
     groups: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     unreadable = 0

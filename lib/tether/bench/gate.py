@@ -14,6 +14,8 @@ from tether.bench.engine import TimingPolicy
 from tether.bench.sweep import Bench
 from tether.errors import NotRunHereError, UsageError
 from tether.registry import Sweep
+from tether.render.env import rate as fmt
+from tether.stats import gate_stat
 from tether.store.results import GateResults
 
 GATE_TIMING = TimingPolicy()  # the engine's defaults: the same policy the sweeps use
@@ -40,7 +42,6 @@ class GateOutcome:
     def line(self) -> str:
         if self.rate is None or self.threshold is None:
             return f"gate {self.gate_id}: {self.status}: {self.reason}"
-        from tether.render.env import rate as fmt
 
         band = (
             f" (band {fmt(self.band[0], self.unit)} to {fmt(self.band[1], self.unit)})"
@@ -76,7 +77,6 @@ def gate_sweep(gate: Any, timing: TimingPolicy = GATE_TIMING) -> Sweep:
 
 def measure_gate(bench: Bench, gate: Any, policy_file: str) -> GateOutcome:
     """Measure ``gate`` on this host, write its ``gate`` run, and judge it from its samples."""
-    from tether.stats import gate_stat
 
     if gate.arch != bench.target.arch:
         raise NotRunHereError(

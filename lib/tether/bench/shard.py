@@ -19,11 +19,15 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import RunFileError, StoreError, UsageError
 from tether.store.model import SCHEMA as RUN_SCHEMA
+from tether.store.model import digest_of
+from tether.store.provenance import make_id
+from tether.store.schema import run_from_json
 
 if TYPE_CHECKING:
     from tether.bench.sweep import Bench
@@ -251,9 +255,6 @@ def merge_shards(paths: Sequence[Path | str]) -> StoreRun:
     # The schema's provenance has one device string; it lists every GPU the shards ran on,
     # and each cell's extra.gpu says which one measured it.
     prov["device"] = ", ".join(f"gpu{d.get('index')}: {d.get('device')}" for d in devices)
-    from tether.store.model import digest_of
-    from tether.store.provenance import make_id
-    from tether.store.schema import run_from_json
 
     merged["digest"] = digest_of(merged)
     merged["id"] = make_id(
@@ -327,6 +328,5 @@ def run_shard(
 
 
 def _now() -> str:
-    from datetime import datetime, timezone
 
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -17,18 +17,24 @@ cells", axes emptied so it validates as a partial record) and re-raises.
 
 from __future__ import annotations
 
+import platform
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from tether.arch import from_compute_capability, parse_gcn_arch
 from tether.bench.engine import Probes, TimingPolicy, measure
 from tether.bench.fidelity import Profile, check_launches
+from tether.bench.progress import SweepProgress
 from tether.errors import ArmUnavailableError, NotRunHereError, UsageError
 from tether.registry import Registry, Sweep
 from tether.store.model import CONTROL, UNGUARDED, Cell, GuardRecord, Run
+from tether.store.safe import sanitize
 
 ROLES = ("A", CONTROL, "B")
 
@@ -79,7 +85,6 @@ class Target:
     @staticmethod
     def detect(index: int | None = None) -> Target:
         """The first visible GPU (or ``index``), else the CPU."""
-        import platform
 
         import torch
 
@@ -92,7 +97,6 @@ class Target:
             if not 0 <= index < count:
                 raise UsageError(f"--device {index}: this host has {count} visible GPU(s)")
             torch.cuda.set_device(index)
-        from tether.arch import from_compute_capability, parse_gcn_arch
 
         current = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(current)
@@ -267,7 +271,6 @@ class Bench:
         cell's seeds come from its place in the whole grid, so shards compare with unsharded
         runs cell by cell).
         """
-        from tether.bench.progress import SweepProgress
 
         if sweep.needs_gpu and self.target.device == "cpu":
             raise NotRunHereError(
@@ -419,21 +422,18 @@ def _merge_extra(blocks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _stamp(seconds: float) -> str:
-    from datetime import datetime, timezone
 
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _safe_reason(reason: str | None) -> str | None:
     """Reasons reach Markdown: keep them on one line and free of table/markup characters."""
-    from tether.store.safe import sanitize
 
     return None if reason is None else sanitize(reason, 500) or "rejected"
 
 
 def cell_rate(cell: Cell, role: str = "B") -> float:
     """Work per second of ``role`` in ``cell`` (median of its samples)."""
-    import statistics
 
     return cell.work / statistics.median(cell.samples[role])
 
