@@ -12,6 +12,10 @@
 # PLAN "api": the public entry points as called and the sm90 policy's evidence, each sweep twice;
 # "final": "api", then the policy's routes checked, the gates and the routed-API grid;
 # "verify": the suite alone.
+# When "api" and the suite do not fit one device call: PLAN "sweeps" measures each sweep once,
+# then the second runs of those in ROUND2 (default: all), then the gates; PLAN "verify" with
+# ROUND2 set first checks the policy's routes, then takes the second runs of ROUND2, then the
+# suite.
 # PLAN "evidence": lane 0 verifies, then tunes, probes and runs the demos; lane 1 measures the
 # sweeps the policy cites twice each (two runs give the run-to-run band), the gated calls and
 # the peers. PLAN "gates": once the policy and the gates are set from that evidence: the suite
@@ -48,8 +52,9 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
 # separate processes (two runs of one commit are the run-to-run band).
 # What the policy and the gates rest on first, so a session cut short loses the least.
 API_SWEEPS="policy-chunked-sm90 policy-square-sm90 policy-square-short-sm90 gate-calls-api
-  api-chunked-fa3 api-square-fa3 api-chunked-sdpa api-batch-sdpa policy-batch-sm90 api-eager-fa3
-  api-host-fa3"
+  api-chunked-fa3 api-square-fa3 api-breadth-fa3 api-chunked-sdpa api-batch-sdpa policy-batch-sm90
+  api-eager-fa3 api-host-fa3"
+ROUND2=${ROUND2-}
 
 lane0() {  # the public API as routed (the suite, recorded; the issue's wider grid), then more
   export CUDA_VISIBLE_DEVICES=$1
@@ -57,8 +62,17 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
   if [ "$PLAN" = api ] || [ "$PLAN" = final ]; then
     return
   fi
+  if [ "$PLAN" = sweeps ]; then
+    return
+  fi
   if [ "$PLAN" = verify ]; then
-    # The suite alone, with the whole session: at ff35828 a 420 s step cut it off before
+    if [ -n "$ROUND2" ]; then
+      step lane0 gluon-routes 90 python3 -m validate.gpu_gluon_routes
+      for name in $ROUND2; do
+        step lane0 "$name.2" 120 $s "$name"
+      done
+    fi
+    # The suite, with the rest of the session: at ff35828 a 420 s step cut it off before
     # pytest reported (a rejected run, no junit xml); its compile-gate tests compile every
     # arch's variants. The gates and the routed grid run in the "final" plan.
     step lane0 verify 590 $T verify --vendor cuda --workers 14 --wait 30
@@ -82,6 +96,16 @@ lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run b
   export CUDA_VISIBLE_DEVICES=$1
   local s="$T sweep --no-progress --wait 30"
   if [ "$PLAN" = verify ]; then
+    return
+  fi
+  if [ "$PLAN" = sweeps ]; then
+    for name in $API_SWEEPS; do
+      step lane1 "$name.1" 120 $s "$name"
+    done
+    for name in ${ROUND2:-$API_SWEEPS}; do
+      step lane1 "$name.2" 120 $s "$name"
+    done
+    step lane1 gate 100 $T gate --no-progress --wait 30
     return
   fi
   if [ "$PLAN" = api ] || [ "$PLAN" = final ]; then

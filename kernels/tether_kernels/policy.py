@@ -78,12 +78,16 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # sm90: tether's kernels where the evidence measured them against the arm a call would
 # otherwise take (cuDNN, through the same per-call path), and only there: the Gluon kernel for
 # chunked calls and long squares, the Triton kernel for short squares (its evidence region
-# below; its short-call launch config takes 64-row tiles). Each threshold's
-# scope names the dtypes, head_dim and heads its evidence sweep covers, and the check holds
-# the threshold's region inside the evidence's cells. Calls outside every scope take the route
-# order (cuDNN, then the Triton kernel, then PyTorch's math backend).
+# below; its short-call launch config takes 64-row tiles). Each threshold's scope names the
+# dtypes, head_dims and heads (query/kv head pairs) its evidence sweep covers, and the check
+# holds the threshold's region, every combination of those values, inside the evidence's
+# cells. Squares at head_dim 64 and long MHA squares are not in scope: a session's timing
+# before these sweeps showed cuDNN level with or ahead of both kernels there (see
+# validate/tools/breadth_session.py). Calls outside every scope take the route order (cuDNN,
+# then the Triton kernel, then PyTorch's math backend).
 _SM90_HEADS = (("head_dim", "==", 128), ("hq", "==", 32), ("hkv", "==", 8))
 _SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
+_SM90_PAIRS = ("32/8", "32/32", "8/1")
 
 
 def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object], ...]) -> Evidence:
@@ -94,8 +98,29 @@ def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object],
     )
 
 
-_SM90_CHUNKED_SCOPE = (("causal", "==", True), ("kv_len", ">", "qo_len"), *_SM90_HALF, *_SM90_HEADS)
-_SM90_SQUARE_SCOPE = (("causal", "==", True), ("kv_len", "==", "qo_len"), *_SM90_HALF, *_SM90_HEADS)
+_SM90_CHUNKED_SCOPE = (
+    ("causal", "==", True),
+    ("kv_len", ">", "qo_len"),
+    *_SM90_HALF,
+    ("head_dim", "in", (64, 128)),
+    ("hq/hkv", "in", _SM90_PAIRS),
+)
+_SM90_SQUARE_SCOPE = (
+    ("causal", "==", True),
+    ("kv_len", "==", "qo_len"),
+    *_SM90_HALF,
+    ("head_dim", "==", 128),
+    ("hq/hkv", "in", ("32/8", "8/1")),
+)
+_SM90_SQUARE_SHORT_SCOPE = (
+    ("causal", "==", True),
+    ("kv_len", "==", "qo_len"),
+    *_SM90_HALF,
+    ("head_dim", "==", 128),
+    ("hq/hkv", "in", _SM90_PAIRS),
+    # Below the Gluon threshold's region: the two never both take a call.
+    ("qo_len", "<", 2048),
+)
 _SM90_BATCH_SCOPE = (
     ("causal", "==", True),
     ("kv_len", "==", "qo_len"),
@@ -206,8 +231,7 @@ _SM90_SQUARE_SHORT = Threshold(
         (("qo_len", ">=", 128), ("qo_len", "<", 2048)),
     ),
     takes=(("qo_len", ">=", 128),),
-    # Below the Gluon threshold's region: the two never both take a call.
-    scope=(*_SM90_SQUARE_SCOPE, ("qo_len", "<", 2048)),
+    scope=_SM90_SQUARE_SHORT_SCOPE,
 )
 # BEGIN GENERATED: policy-sm90-batch-prefill (tether render)
 # Evidence for sm90 batch_prefill -> gluon (else sdpa_cudnn)

@@ -16,7 +16,7 @@ from typing import Any
 from tether import registry
 from tether.arch import check_arch
 from tether.errors import UsageError
-from tether.policy import shape_fields
+from tether.policy import PAIR, shape_fields
 from tether_kernels.gluon.launch import VARIANTS, GluonConfig
 from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.routing import reachable_entry_points, route
@@ -104,10 +104,12 @@ class AttentionCase:
 
 @registry.case("attention")
 def attention_case(fields: Mapping[str, Any]) -> AttentionCase:
-    """A cell's fields (``seqlen`` meaning a square call; ``config`` naming a tuning
-    candidate) as an AttentionCase."""
+    """A cell's fields (``seqlen`` meaning a square call; a pair such as ``hq/hkv`` = "32/8"
+    setting both; ``config`` naming a tuning candidate) as an AttentionCase."""
     full = shape_fields(fields, {}, SQUARE_ALIAS)
     full.pop("seqlen", None)
+    for pair in [f for f in full if PAIR in f]:
+        full.pop(pair)
     name = full.pop("config", None)
     unknown = sorted(set(full) - set(_SHAPE_FIELDS))
     if unknown:

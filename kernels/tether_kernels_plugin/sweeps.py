@@ -303,17 +303,30 @@ _API_BATCH = {k: v for k, v in _API.items() if k != "batch"}
 _VS_FA3 = {"A": "flashinfer_fa3", "B": "single_prefill"}
 _single_block(
     "api-chunked-fa3",
-    {"qo_len": (128, 256, 512, 1024, 2048, 4096, 8192), "kv_len": (8192, 32768)},
+    {"qo_len": (128, 256, 512, 1024, 2048, 4096, 8192), "kv_len": (8192, 16384, 32768)},
     _API_CHUNKED,
     _VS_FA3,
     "single_prefill as called (CUDA graph) against FlashInfer fa3: chunked prefill",
 )
 _single_block(
     "api-square-fa3",
-    {"seqlen": (128, 256, 512, 1024, 2048, 4096, 8192, 16384)},
+    {"seqlen": (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)},
     _API,
     _VS_FA3,
     "single_prefill as called (CUDA graph) against FlashInfer fa3: square prefill",
+)
+# The heads models use, as pairs (32 query heads over 8, 32 or 1 kv heads would be a cross
+# product with 8/32, which no model has): GQA 32/8, MHA 32/32, and 8/1 (8 query heads, MQA).
+HEADS = ("32/8", "32/32", "8/1")
+_BREADTH = {"hq/hkv": HEADS, "head_dim": (64, 128), "dtype": ("f16", "bf16")}
+_API_FIXED = {"batch": 1, "causal": True}
+_single_block(
+    "api-breadth-fa3",
+    {"qo_len": (512, 4096), "kv_len": (4096, 16384), **_BREADTH},
+    _API_FIXED,
+    _VS_FA3,
+    "single_prefill as called (CUDA graph) against FlashInfer fa3: head_dim 64 and 128, "
+    "heads 32/8, 32/32 and 8/1, f16 and bf16, chunked and square",
 )
 _single_block(
     "api-eager-fa3",
@@ -349,28 +362,32 @@ _single_block(
 # The policy's evidence: tether's kernel (B: Gluon, or Triton for short squares) against the arm a call otherwise takes (A),
 # each through the arm's own per-call path, over every value of the axes the threshold's scope
 # names (dtype), from the shortest call its region routes.
-_POLICY_FIXED = {k: v for k, v in _API.items() if k not in ("dtype", "qo_len", "kv_len")}
+# Each grid is the threshold's scope (policy.py): every head_dim, heads pair and dtype it
+# routes, at lengths from the shortest call it takes.
 _VS_CUDNN = {"A": "sdpa_cudnn", "B": "gluon"}
 _single_block(
     "policy-chunked-sm90",
-    {"qo_len": (128, 512, 2048, 8192), "kv_len": (8192, 32768), "dtype": ("f16", "bf16")},
-    _POLICY_FIXED,
+    {"qo_len": (128, 1024), "kv_len": (4096, 32768), **_BREADTH},
+    _API_FIXED,
     _VS_CUDNN,
-    "sm90 chunked prefill: gluon against cuDNN, f16 and bf16",
+    "sm90 chunked prefill: gluon against cuDNN, head_dim 64 and 128, heads 32/8, 32/32 and "
+    "8/1, f16 and bf16",
 )
 _single_block(
     "policy-square-sm90",
-    {"seqlen": (512, 1024, 2048, 4096, 8192, 16384), "dtype": ("f16", "bf16")},
-    _POLICY_FIXED,
+    {"seqlen": (2048, 4096, 16384), "hq/hkv": ("32/8", "8/1"), "dtype": ("f16", "bf16")},
+    {**_API_FIXED, "head_dim": 128},
     _VS_CUDNN,
-    "sm90 square prefill: gluon against cuDNN, f16 and bf16",
+    "sm90 square prefill from 2048: gluon against cuDNN, head_dim 128, heads 32/8 and 8/1, "
+    "f16 and bf16",
 )
 _single_block(
     "policy-square-short-sm90",
-    {"seqlen": (128, 256, 512, 1024), "dtype": ("f16", "bf16")},
-    _POLICY_FIXED,
+    {"seqlen": (128, 512, 1024), "hq/hkv": HEADS, "dtype": ("f16", "bf16")},
+    {**_API_FIXED, "head_dim": 128},
     {"A": "sdpa_cudnn", "B": "triton"},
-    "sm90 short square prefill: the Triton kernel against cuDNN, f16 and bf16",
+    "sm90 short square prefill: the Triton kernel against cuDNN, head_dim 128, heads 32/8, "
+    "32/32 and 8/1, f16 and bf16",
 )
 _single_block(
     "policy-batch-sm90",

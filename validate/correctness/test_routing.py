@@ -282,3 +282,29 @@ def test_tile_head_dim() -> None:
     ]  # fmt: skip
     with pytest.raises(ValueError, match="264"):
         tile_head_dim(264)
+
+
+@pytest.mark.parametrize(
+    ("shape", "arm"),
+    [
+        # Chunked: Gluon at head_dim 64 and 128, heads 32/8, 32/32 and 8/1.
+        (Shape(1, 128, 4096, 8, 1, 64, "f16", True), "gluon"),
+        (Shape(1, 1024, 32768, 32, 32, 64, "bf16", True), "gluon"),
+        (Shape(1, 300, 5000, 32, 32, 128, "bf16", True), "gluon"),
+        # A heads pair no sweep measured keeps the route order's cuDNN.
+        (Shape(1, 1024, 32768, 32, 4, 64, "bf16", True), "sdpa_cudnn"),
+        # Short squares: Triton at head_dim 128 for every pair; not at 64.
+        (Shape(1, 512, 512, 8, 1, 128, "bf16", True), "triton"),
+        (Shape(1, 1024, 1024, 32, 32, 128, "f16", True), "triton"),
+        (Shape(1, 512, 512, 8, 1, 64, "bf16", True), "sdpa_cudnn"),
+        # Long squares: Gluon at 32/8 and 8/1, head_dim 128; MHA and head_dim 64 stay on cuDNN.
+        (Shape(1, 4096, 4096, 8, 1, 128, "bf16", True), "gluon"),
+        (Shape(1, 2048, 2048, 32, 32, 128, "bf16", True), "sdpa_cudnn"),
+        (Shape(1, 4096, 4096, 32, 8, 64, "f16", True), "sdpa_cudnn"),
+    ],
+)
+def test_sm90_policy_scopes_route_the_heads_and_head_dims_their_evidence_covers(
+    shape: Shape, arm: str
+) -> None:
+    # The first candidate: the policy's arm, or (no threshold in scope) the route order's.
+    assert candidates("single_prefill", shape, "sm90")[0] == arm

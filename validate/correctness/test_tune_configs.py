@@ -17,6 +17,7 @@ from tether_kernels import Shape
 from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.triton.attn_fwd import attn_fwd_launcher, tma_unsupported_reason
 from tether_kernels_plugin.candidates import CANDIDATES
+from tether_kernels_plugin.cases import attention_case
 
 from validate.correctness._helpers import (
     assert_within_baseline,
@@ -108,3 +109,12 @@ def test_tma_reason_off_the_interpreter(monkeypatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     reason = tma_unsupported_reason(torch.device("cpu"))
     assert reason is not None and "NVIDIA" in reason
+
+
+def test_the_attention_case_reads_a_heads_pair_axis() -> None:
+    case = attention_case(
+        {"hq/hkv": "8/1", "qo_len": 128, "kv_len": 4096, "batch": 1, "head_dim": 64,
+         "dtype": "f16", "causal": True}
+    )  # fmt: skip
+    assert (case.shape.hq, case.shape.hkv, case.shape.head_dim) == (8, 1, 64)
+    assert case.fields()["hq"] == 8

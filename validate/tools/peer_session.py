@@ -36,14 +36,16 @@ BUILD_DTYPES = ("bf16", "f16")
 BUILD_HEAD_DIMS = (128,)
 
 
-def module_specs(dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS) -> list[Any]:
+def module_specs(
+    dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS, backends=("fa3", "fa2")
+) -> list[Any]:
     """FlashInfer's JIT specs of the modules the arms call: exactly the ones its public
     ``single_prefill_with_kv_cache`` asks for (no RoPE, no window, no soft cap, f32 QK)."""
     import torch
     from flashinfer.jit import gen_single_prefill_module
 
     specs = []
-    for backend in ("fa3", "fa2"):
+    for backend in backends:
         for name in dtypes:
             dt = {"bf16": torch.bfloat16, "f16": torch.float16}[name]
             for d in head_dims:
@@ -53,12 +55,13 @@ def module_specs(dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS) -> list[Any]:
     return specs
 
 
-def build_modules(out: Path) -> dict[str, Any]:
-    """Build (or find restored) the modules in one ninja; pack them into ``out/ARCHIVE``."""
+def build_modules(out: Path, specs: list[Any] | None = None) -> dict[str, Any]:
+    """Build (or find restored) the modules in one ninja (``specs``, default
+    ``module_specs()``); pack them into ``out/ARCHIVE``."""
     import flashinfer
     from flashinfer.jit import build_jit_specs
 
-    specs = module_specs()
+    specs = module_specs() if specs is None else specs
     restored = sorted(s.name for s in specs if s.is_aot)
     t0 = time.perf_counter()
     build_jit_specs(specs, verbose=False)  # skips the restored ones (their aot path exists)
