@@ -46,6 +46,8 @@ _COVER = r"(?:engine|(?:case|arm|bound)=[A-Za-z_][A-Za-z0-9_]*)"
 HARNESS_RE = re.compile(rf"harness/2:((?:{_COVER}(?:,{_COVER})*)?):([0-9a-f]{{64}})")
 STAMP_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 AXIS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A grid axis: an identifier, or a pair of them (``hq/hkv``: tether.policy's pair fields).
+GRID_AXIS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
 ENV_KEY_RE = AXIS_RE  # provenance.environment keys: variable names and counters
 VENDORS = ("cuda", "rocm", "cpu")
 # kind -> {field: (types, description)} of ``results`` when a run is ok, and the optional
@@ -373,8 +375,8 @@ def _grid(c: _Checker, config: dict[str, Any]) -> dict[str, list[Any]] | None:
     axes = c.obj(grid["axes"], "config.grid.axes")
     for name, values in axes.items():
         field = f"config.grid.axes.{name}"
-        if not AXIS_RE.fullmatch(name):
-            c.fail(field, "axis names must be identifiers")
+        if not GRID_AXIS_RE.fullmatch(name):
+            c.fail(field, "axis names must be identifiers, or identifiers joined by /")
         if not isinstance(values, list) or not values:
             c.fail(field, "expected a non-empty list")
         seen = set()
