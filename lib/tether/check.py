@@ -273,8 +273,8 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
     # Every value seen is not enough: each combination the scope routes (head_dim 64 with
     # heads 8/1, in f16) must be a measured cell, or a call no measurement saw is routed.
     names = list(enumerated)
-    seen = {tuple(field_value(c.fields, n) for n in names) for c in cells}
-    unseen = [combo for combo in itertools.product(*enumerated.values()) if combo not in seen]
+    measured = {tuple(field_value(c.fields, n) for n in names) for c in cells}
+    unseen = [combo for combo in itertools.product(*enumerated.values()) if combo not in measured]
     if unseen:
         shown = "; ".join(
             ", ".join(f"{n}={v}" for n, v in zip(names, combo, strict=True)) for combo in unseen[:3]
