@@ -26,12 +26,12 @@ API_SQUARE_2K: dict[str, object] = {**_API_CALL, "qo_len": 2048, "kv_len": 2048}
 
 # BEGIN GENERATED: gate-sm90-api-chunked-1k-16k (tether render)
 # Gate sm90-api-chunked-1k-16k-bf16 on sm90: single_prefill, threshold 600.0 TFLOP/s.
-# before: 20261201T152142Z-sweep-gate-calls-api-sm90-c4d7e132d088 (role A, sdpa_cudnn)
-#   measured 336.3 TFLOP/s,
-#   band 335.6 TFLOP/s to 336.3 TFLOP/s
-# after: 20261201T152142Z-sweep-gate-calls-api-sm90-c4d7e132d088 (role B, single_prefill)
-#   measured 677.9 TFLOP/s,
-#   band 677.5 TFLOP/s to 677.9 TFLOP/s
+# before: 20261201T180327Z-sweep-gate-calls-api-sm90-957efeb478a7 (role A, sdpa_cudnn)
+#   measured 334.9 TFLOP/s,
+#   band 334.7 TFLOP/s to 334.9 TFLOP/s
+# after: 20261201T180327Z-sweep-gate-calls-api-sm90-957efeb478a7 (role B, single_prefill)
+#   measured 677.4 TFLOP/s,
+#   band 676.7 TFLOP/s to 678.3 TFLOP/s
 # END GENERATED: gate-sm90-api-chunked-1k-16k
 _GATE_API_CHUNKED = Gate(
     id="sm90-api-chunked-1k-16k-bf16",
@@ -45,19 +45,19 @@ _GATE_API_CHUNKED = Gate(
     # side by side in short bursts from rest (sweep gate-calls-api, two runs of one commit),
     # clear of both replicate bands; tether check holds it there.
     threshold=600e12,
-    before_run="20261201T152142Z-sweep-gate-calls-api-sm90-c4d7e132d088",
-    after_run="20261201T152142Z-sweep-gate-calls-api-sm90-c4d7e132d088",
+    before_run="20261201T180327Z-sweep-gate-calls-api-sm90-957efeb478a7",
+    after_run="20261201T180327Z-sweep-gate-calls-api-sm90-957efeb478a7",
     before_role="A",
     after_role="B",
 )
 # BEGIN GENERATED: gate-sm90-api-square-2k (tether render)
 # Gate sm90-api-square-2k-bf16 on sm90: single_prefill, threshold 425.0 TFLOP/s.
-# before: 20261201T152142Z-sweep-gate-calls-api-sm90-c4d7e132d088 (role A, sdpa_cudnn)
-#   measured 405.6 TFLOP/s,
-#   band 403.5 TFLOP/s to 411.9 TFLOP/s
-# after: 20261201T152142Z-sweep-gate-calls-api-sm90-c4d7e132d088 (role B, single_prefill)
-#   measured 444.0 TFLOP/s,
-#   band 443.1 TFLOP/s to 449.9 TFLOP/s
+# before: 20261201T180327Z-sweep-gate-calls-api-sm90-957efeb478a7 (role A, sdpa_cudnn)
+#   measured 414.3 TFLOP/s,
+#   band 411.7 TFLOP/s to 416.1 TFLOP/s
+# after: 20261201T180327Z-sweep-gate-calls-api-sm90-957efeb478a7 (role B, single_prefill)
+#   measured 453.7 TFLOP/s,
+#   band 453.5 TFLOP/s to 453.9 TFLOP/s
 # END GENERATED: gate-sm90-api-square-2k
 _GATE_API_SQUARE = Gate(
     id="sm90-api-square-2k-bf16",
@@ -67,8 +67,8 @@ _GATE_API_SQUARE = Gate(
     case="attention",
     call=API_SQUARE_2K,
     threshold=425e12,  # set as the chunked gate's is
-    before_run="20261201T152142Z-sweep-gate-calls-api-sm90-c4d7e132d088",
-    after_run="20261201T152142Z-sweep-gate-calls-api-sm90-c4d7e132d088",
+    before_run="20261201T180327Z-sweep-gate-calls-api-sm90-957efeb478a7",
+    after_run="20261201T180327Z-sweep-gate-calls-api-sm90-957efeb478a7",
     before_role="A",
     after_role="B",
 )

@@ -160,11 +160,10 @@ def _cfg(
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
 # run 20261201T153453Z-compile-attn-fwd-gfx942-03dd070451f3
 # (2026-12-01, git 15ebacdce213, triton 3.9.0, target hip:gfx942:64).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx942`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
-# With triton 3.6.0, run 20261201T153241Z-compile-attn-fwd-gfx942-0a96922dff8a:
-# 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
 # Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 132, 0, 16384, 3-5
@@ -210,11 +209,10 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
 # run 20261201T153809Z-compile-attn-fwd-gfx950-b63ec20db26d
 # (2026-12-01, git 15ebacdce213, triton 3.9.0, target hip:gfx950:64).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx950`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
-# With triton 3.6.0, run 20261201T153446Z-compile-attn-fwd-gfx950-3bece798b166:
-# 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
 # Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w4 s1 wpe2, 143, 0, 16384, 3-4
@@ -264,11 +262,10 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
 # run 20261201T154131Z-compile-attn-fwd-gfx1151-b367699be081
 # (2026-12-01, git 15ebacdce213, triton 3.9.0, target hip:gfx1151:32).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx1151`.
 # 240 variants: 281 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 5-12 waves per SIMD. Gate compile-gfx1151: fails on 25 variants.
-# With triton 3.6.0, run 20261201T153656Z-compile-attn-fwd-gfx1151-10c16957c2c2:
-# 23138 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 50 variants.
 # Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 138, 0, 2048, 10
@@ -332,11 +329,10 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
 # run 20261201T152720Z-compile-attn-fwd-sm90-7e69e1c5b790
 # (2026-12-01, git 15ebacdce213, triton 3.9.0, target cuda:90:32).
+# STALE: the kernel sources changed since this run; run `tether compile --arch sm90`.
 # 288 variants: 280 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 28 variants.
-# With triton 3.6.0, run 20261201T152719Z-compile-attn-fwd-sm90-1e86e701ba03:
-# 112 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 16 variants.
 # Per config, triton 3.9.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w4 s3, 148, 0, 16384, 3

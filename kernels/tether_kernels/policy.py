@@ -133,20 +133,19 @@ _SM90_BATCH_SCOPE = (
 #   causal == True
 #   kv_len > qo_len
 #   dtype in (f16 or bf16)
-#   head_dim == 128
-#   hq == 32
-#   hkv == 8
+#   head_dim in (64 or 128)
+#   hq/hkv in (32/8 or 32/32 or 8/1)
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261201T152051Z-sweep-policy-chunked-sm90-sm90-330f1ed06b74
-# (2026-12-01, git 15ebacdce213, 1 blocks, 1 replicate runs)
-# 14 cells, geomean 2.902,
-# noise 0.981-1.020 (A/A floor 0.997-1.003
-# times replicate band 0.984-1.017): faster;
-# cells 14 faster, 0 slower, 0 level;
-# worst cell dtype=f16 kv_len=8192 qo_len=512
-# at 1.941.
+# run 20261201T180210Z-sweep-policy-chunked-sm90-sm90-a17f8a3d32c1
+# (2026-12-01, git 8db2926cc277, 1 blocks, 1 replicate runs)
+# 48 cells, geomean 3.625,
+# noise 0.982-1.018 (A/A floor 0.995-1.005
+# times replicate band 0.987-1.013): faster;
+# cells 48 faster, 0 slower, 0 level;
+# worst cell dtype=bf16 head_dim=64 hq/hkv=32/32 kv_len=32768 qo_len=1024
+# at 1.697.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -169,19 +168,18 @@ _SM90_CHUNKED = Threshold(
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
 #   head_dim == 128
-#   hq == 32
-#   hkv == 8
+#   hq/hkv in (32/8 or 8/1)
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048).
-# run 20261201T152111Z-sweep-policy-square-sm90-sm90-ce002f8e2e3d
-# (2026-12-01, git 15ebacdce213, 1 blocks, 1 replicate runs)
-# 8 cells, geomean 1.086,
-# noise 0.995-1.005 (A/A floor 0.999-1.001
-# times replicate band 0.997-1.003): faster;
-# cells 8 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 seqlen=4096
-# at 1.076.
+# run 20261201T180242Z-sweep-policy-square-sm90-sm90-fa9268646cd0
+# (2026-12-01, git 8db2926cc277, 1 blocks, 1 replicate runs)
+# 12 cells, geomean 1.171,
+# noise 0.993-1.007 (A/A floor 0.998-1.002
+# times replicate band 0.995-1.005): faster;
+# cells 12 faster, 0 slower, 0 level;
+# worst cell dtype=bf16 hq/hkv=32/8 seqlen=16384
+# at 1.073.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -202,20 +200,19 @@ _SM90 = Threshold(
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
 #   head_dim == 128
-#   hq == 32
-#   hkv == 8
+#   hq/hkv in (32/8 or 32/32 or 8/1)
 #   qo_len < 2048
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261201T152127Z-sweep-policy-square-short-sm90-sm90-b71d9aab7147
-# (2026-12-01, git 15ebacdce213, 1 blocks, 1 replicate runs)
-# 8 cells, geomean 1.337,
-# noise 0.948-1.055 (A/A floor 0.978-1.023
-# times replicate band 0.969-1.032): faster;
-# cells 8 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 seqlen=512
-# at 1.144.
+# run 20261201T180258Z-sweep-policy-square-short-sm90-sm90-03908ecaf262
+# (2026-12-01, git 8db2926cc277, 1 blocks, 1 replicate runs)
+# 18 cells, geomean 1.322,
+# noise 0.962-1.040 (A/A floor 0.984-1.016
+# times replicate band 0.977-1.023): faster;
+# cells 18 faster, 0 slower, 0 level;
+# worst cell dtype=bf16 hq/hkv=32/32 seqlen=512
+# at 1.124.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -239,14 +236,14 @@ _SM90_SQUARE_SHORT = Threshold(
 #   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
 # (reachable from batch_prefill).
-# run 20261201T152330Z-sweep-policy-batch-sm90-sm90-5f5ede6dd94e
-# (2026-12-01, git 15ebacdce213, 1 blocks, 1 replicate runs)
+# run 20261201T180313Z-sweep-policy-batch-sm90-sm90-7ecd5aaa4a2a
+# (2026-12-01, git 8db2926cc277, 1 blocks, 1 replicate runs)
 # 8 cells, geomean 0.895,
-# noise 0.993-1.007 (A/A floor 1.000-1.000
-# times replicate band 0.993-1.007): slower;
-# cells 0 faster, 7 slower, 1 level;
+# noise 0.996-1.004 (A/A floor 0.999-1.001
+# times replicate band 0.997-1.003): slower;
+# cells 1 faster, 7 slower, 0 level;
 # worst cell batch=16 seqlen=1024
-# at 0.755.
+# at 0.752.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
