@@ -205,7 +205,6 @@ def _stale_docs(root: Path, expected: Iterable[Path]) -> list[Finding]:
 
 
 def _policy_files(root: Path) -> tuple[Path, ...]:
-
     proj = project.get(root)
     return proj.policies or ((proj.policy,) if proj.policy is not None else ())
 
@@ -226,7 +225,6 @@ def _region_place(root: Path, region: str) -> tuple[str, int]:
 
 
 def _superseded(run: Run, current: str | CurrentHarness) -> bool:
-
     return is_superseded(run, current)
 
 

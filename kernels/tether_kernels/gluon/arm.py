@@ -28,7 +28,6 @@ from tether_kernels.shapes import TORCH_DTYPES
 
 @functools.lru_cache(maxsize=1)
 def _triton_reason() -> str | None:
-
     return gluon_triton_reason()
 
 
@@ -59,7 +58,6 @@ def prepare_gluon(config: GluonConfig) -> Callable[..., Callable[[], Any]]:
     """The arm's prepare for one variant (the GPU session times several side by side)."""
 
     def prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
-
         try:
             return attn_fwd_sm90_launcher(
                 q, k, v, out, config, causal=shape.causal, sm_scale=sm_scale, lse=lse

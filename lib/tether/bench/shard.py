@@ -328,5 +328,4 @@ def run_shard(
 
 
 def _now() -> str:
-
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

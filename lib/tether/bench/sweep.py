@@ -422,7 +422,6 @@ def _merge_extra(blocks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _stamp(seconds: float) -> str:
-
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
