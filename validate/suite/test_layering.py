@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import tomllib
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {
     "tether": ROOT / "lib" / "tether",
@@ -151,3 +153,44 @@ def test_function_level_imports_defer_a_heavy_dependency_or_say_why() -> None:
     )
     gone = sorted(set(PENDING) - found)
     assert not gone, f"PENDING entries no longer in the code (remove them): {gone}"
+
+
+# Kernel-library modules the entry points reach that the kernels fingerprint does not cover
+# yet, and why. A change to one of them changes what a caller's call runs, yet stales no timing
+# run; adding a file to [tool.tether.fingerprint] kernels makes every timing and compile run
+# stale (the declared set differs from the runs'), so they join with the next full re-measure.
+UNFINGERPRINTED: dict[str, str] = {
+    m: "found at 8db2926 (the per-call path: routing, shapes, declarations, direct launch); "
+    "joins the kernels fingerprint with the next full re-measure"
+    for m in (
+        "tether_kernels",
+        "tether_kernels.direct",
+        "tether_kernels.routing",
+        "tether_kernels.serves",
+        "tether_kernels.shapes",
+    )
+}
+
+
+def test_the_kernels_fingerprint_covers_what_an_entry_point_runs() -> None:
+    """Every module of the kernel library that single_prefill's import reaches, at the top
+    or inside a function, is a declared kernel source (or listed in UNFINGERPRINTED): a change
+    to it makes the timing runs that describe the old code stale."""
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["tether"][
+        "fingerprint"
+    ]["kernels"]
+    declared = {p.resolve() for g in globs for p in ROOT.glob(g)}
+    seen: set[str] = set()
+    todo = ["tether_kernels", "tether_kernels.prefill"]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        top, lazy = IMPORTS[m]
+        todo += [t for t in (*top, *lazy) if t in MODULES and t.startswith("tether_kernels.")]
+    missing = sorted(m for m in seen if MODULES[m].resolve() not in declared)
+    assert missing == sorted(UNFINGERPRINTED), (
+        f"kernel-library modules an entry point runs, outside [tool.tether.fingerprint] "
+        f"kernels: {missing}; declared as pending: {sorted(UNFINGERPRINTED)}"
+    )
