@@ -3,7 +3,8 @@ nothing imported): no module-level import circle; the kernel library a leaf that
 tether only the pure modules it shares (errors, the arch parser, the policy vocabulary); the
 suite importing no kernel library; and a function-level import only where it defers an
 optional heavy dependency (torch, triton, matplotlib, numpy, pynvml, FlashInfer, directly or
-through a module that imports one at its top), or where PENDING says why it is still there.
+through a module that imports one at its top), or where PENDING says why it is still there;
+and the kernels fingerprint covering every kernel-library module an entry point runs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import tomllib
+from tether import project
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {
@@ -176,10 +177,7 @@ def test_the_kernels_fingerprint_covers_what_an_entry_point_runs() -> None:
     """Every module of the kernel library that single_prefill's import reaches, at the top
     or inside a function, is a declared kernel source (or listed in UNFINGERPRINTED): a change
     to it makes the timing runs that describe the old code stale."""
-    globs = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["tether"][
-        "fingerprint"
-    ]["kernels"]
-    declared = {p.resolve() for g in globs for p in ROOT.glob(g)}
+    declared = {p.resolve() for p in project.get(ROOT).kernel_files()}
     seen: set[str] = set()
     todo = ["tether_kernels", "tether_kernels.prefill"]
     while todo:
