@@ -157,6 +157,20 @@ if [ "${1:-}" = --held ]; then  # inside the hold
   exit 0
 fi
 
+# The commit the runs will name comes from the machine that holds it, never from this copy's
+# .git: a lent host's copy can keep an older .git (at 72d3249 a stamp computed here named
+# 86c2d70, and five runs of new code recorded the old commit; tether check now refuses such a
+# run). Refuse a stamp whose commit this .git knows and whose tree is not this one.
+if [ -z "${TETHER_GIT_SHA:-}" ]; then
+  echo "h200-session: set TETHER_GIT_SHA (git rev-parse HEAD, where the commit is)" >&2
+  exit 2
+fi
+if git cat-file -e "$TETHER_GIT_SHA^{commit}" 2>/dev/null &&
+  ! git diff --quiet "$TETHER_GIT_SHA" -- . ':(exclude)results' 2>/dev/null; then
+  echo "h200-session: TETHER_GIT_SHA=$TETHER_GIT_SHA names a commit whose tree is not this" \
+    "copy's; stamp the commit that was copied" >&2
+  exit 2
+fi
 mkdir -p "$STORE" "$LOGS"
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$LOGS/pip.log" 2>&1 ||
   { tail "$LOGS/pip.log"; exit 1; }

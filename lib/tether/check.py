@@ -43,7 +43,7 @@ from tether import project
 from tether._scan import Finding, apply_baseline, scan_tree
 from tether.atomic import STAMP_FORMAT, utc_stamp
 from tether.errors import SigningError, TetherError, UsageError
-from tether.freshness import GitUnavailable, KernelDiff, store_changes_since
+from tether.freshness import CommitKernels, GitUnavailable, KernelDiff, store_changes_since
 from tether.policy import field_value
 from tether.render import embedded_digest, render_parts
 from tether.render.context import policy as checkout_policy
@@ -529,6 +529,35 @@ def check_future_runs(
     return findings
 
 
+def check_recorded_commits(root: Path, runs: Iterable[Run]) -> list[Finding]:
+    """Each run that records a commit and a clean tree carries that commit's kernels
+    fingerprint: otherwise it was measured from other sources than it names (a lent host
+    whose copy's .git named an older commit, a wrong TETHER_GIT_SHA stamp), and every
+    figure from it describes code it did not time. Runs of commits git cannot show are left
+    alone (a shallow clone, a squashed history)."""
+    at = CommitKernels(root)
+    findings = []
+    for run in runs:
+        prov = run.provenance
+        if prov.git_dirty is not False:
+            continue
+        expected = at.at(prov.git_sha)
+        if expected is None or expected == prov.kernels_fingerprint:
+            continue
+        path = run.path or Path("results") / run.arch / f"{run.id}.json"
+        findings.append(
+            Finding(
+                _rel(path, root),
+                1,
+                f"run {run.id} records commit {prov.git_sha[:12]} and a clean tree, but its "
+                f"kernel sources ({prov.kernels_fingerprint[:15]}) are not that commit's "
+                f"({expected[:15]}): it was measured from other code than it names; it is "
+                "no evidence (remove it before it lands, or measure again)",
+            )
+        )
+    return findings
+
+
 # -- signed evidence (issue 25) -------------------------------------------------------------
 
 
@@ -697,6 +726,7 @@ def run_check(
         findings += check_gates(root, the_gates, runs, current)
         findings += check_compile_evidence(root, runs)
         findings += check_future_runs(root, runs)
+        findings += check_recorded_commits(root, runs)
         findings += check_timing_freshness(root, runs, the_policy, the_gates)
     if since is not None:
         findings += check_append_only(root, store, since)

@@ -17,14 +17,19 @@ GPU-free and torch-free, like the check that calls it.
 from __future__ import annotations
 
 import ast
+import io
 import subprocess
+import tarfile
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from tether import project
+from tether.errors import UsageError
 from tether.store.history import origin
 from tether.store.model import Run
-from tether.store.provenance import source_digest
+from tether.store.provenance import fingerprint, source_digest
 
 GIT_TIMEOUT_S = 10.0
 
@@ -157,6 +162,88 @@ class KernelDiff:
             # declaration itself changed (a file added or removed), which git cannot place.
             return Staleness((), (), "the declared kernel files differ from the run's")
         return Staleness(tuple(used), tuple(unused))
+
+
+class CommitKernels:
+    """The kernels fingerprint of the tree at a commit, computed as a run computes it (the
+    commit's own [tool.tether.fingerprint] kernels, its files' code), cached per commit: a
+    run that records a commit and a clean tree must carry that commit's fingerprint, or it
+    was measured from other sources than it names (a wrong TETHER_GIT_SHA stamp)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        found = origin(root)
+        if found is not None:
+            self.git_root, prefix = found
+            self.prefix = "" if prefix == Path(".") else prefix.as_posix() + "/"
+        else:
+            self.git_root = root
+            try:
+                self.prefix = _git(root, "rev-parse", "--show-prefix").strip()
+            except GitUnavailable:
+                self.prefix = ""
+        self._at: dict[str, str | None] = {}
+
+    def at(self, sha: str) -> str | None:
+        """The fingerprint of ``sha``'s kernel sources; None when git cannot tell."""
+        if sha not in self._at:
+            self._at[sha] = self._compute(sha)
+        return self._at[sha]
+
+    def _compute(self, sha: str) -> str | None:
+        if not sha or sha == "unknown":
+            return None
+        try:
+            config = _git(self.git_root, "show", f"{sha}:{self.prefix}{project.CONFIG_FILE}")
+        except GitUnavailable:
+            return None
+        with tempfile.TemporaryDirectory(prefix="tether-commit-") as tmp:
+            top = Path(tmp)
+            (top / project.CONFIG_FILE).write_text(config, encoding="utf-8")
+            try:
+                globs = project.load(top).kernel_globs
+            except UsageError:
+                return None
+            # The literal folders the globs start in: only they are taken out of the commit.
+            roots = sorted(
+                {
+                    "/".join(part for part in _literal_parts(PurePosixPath(g).parts[:-1])) or "."
+                    for g in globs
+                }
+            )
+            paths = [self.prefix + r if r != "." else self.prefix or "." for r in roots]
+            try:
+                done = subprocess.run(
+                    ["git", "-C", str(self.git_root), "archive", "--format=tar", sha, "--", *paths],
+                    capture_output=True,
+                    timeout=GIT_TIMEOUT_S,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+            if done.returncode != 0:
+                return None
+            with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+                for member in tar.getmembers():
+                    if not member.isfile() or not member.name.startswith(self.prefix):
+                        continue
+                    data = tar.extractfile(member)
+                    if data is None:
+                        continue
+                    dest = top / member.name[len(self.prefix) :]
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_bytes(data.read())
+            return fingerprint(project.load(top).kernel_files(), top)
+
+
+def _literal_parts(parts: Iterable[str]) -> list[str]:
+    """The leading parts of a glob's folder that hold no wildcard."""
+    out = []
+    for part in parts:
+        if any(c in part for c in "*?["):
+            break
+        out.append(part)
+    return out
 
 
 def store_changes_since(root: Path, store: Path, rev: str) -> list[tuple[str, str]]:

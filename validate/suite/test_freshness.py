@@ -146,3 +146,26 @@ def test_the_store_is_append_only_since_a_revision(repo: Path) -> None:
     assert code == 1 and "the store is append-only" in out
     code, _, err = _check(repo, "--since", "no-such-branch")
     assert code == 2 and "--since no-such-branch" in err
+
+
+def test_a_run_naming_a_commit_whose_kernels_it_did_not_run_is_a_finding(repo: Path) -> None:
+    """A lent host's copy kept an old .git, and a session stamped the runs with the commit
+    that .git named: runs of new code recorded as an old commit, clean. The check computes
+    the named commit's kernels fingerprint and refuses the run."""
+    from tether.check import check_recorded_commits
+
+    old = _git(repo, "rev-parse", "HEAD").strip()
+    honest = _run_at_head(repo)
+    (repo / "kernels" / "used.py").write_text(USED.replace("return x", "return x + 1"))
+    _git(repo, "commit", "-qam", "FIXTURE: a kernel changes")
+    new = _git(repo, "rev-parse", "HEAD").strip()
+    measured_now = make_sweep_run(root=repo)  # the changed sources' fingerprint
+    assert measured_now.provenance.kernels_fingerprint != honest.provenance.kernels_fingerprint
+    stamped_old = resealed(measured_now, provenance={"git_sha": old, "git_dirty": False})
+    stamped_new = resealed(measured_now, provenance={"git_sha": new, "git_dirty": False})
+    dirty = resealed(measured_now, provenance={"git_sha": old, "git_dirty": True})
+    unknown = resealed(measured_now, provenance={"git_sha": "f" * 40, "git_dirty": False})
+    findings = check_recorded_commits(repo, [honest, stamped_old, stamped_new, dirty, unknown])
+    assert [f.what.split(" records")[0] for f in findings] == [f"run {stamped_old.id}"]
+    assert f"records commit {old[:12]} and a clean tree" in findings[0].what
+    assert "measured from other code than it names" in findings[0].what
