@@ -158,44 +158,45 @@ def _cfg(
 # rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261201T153453Z-compile-attn-fwd-gfx942-03dd070451f3
-# (2026-12-01, git 15ebacdce213, triton 3.9.0, target hip:gfx942:64).
-# STALE: the kernel sources changed since this run; run `tether compile --arch gfx942`.
+# run 20261201T182920Z-compile-attn-fwd-gfx942-c8ed423ef8e9
+# (2026-12-01, git 7336ac7bfd43, triton 3.6.0, target hip:gfx942:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
-# Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
+# With triton 3.9.0, run 20261201T182019Z-compile-attn-fwd-gfx942-c86b70fbabf1:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
+# Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
-#   d8 f16: m128 n64 w8 s1 wpe2, 132, 0, 16384, 3-5
-#   d8 bf16: m128 n32 w8 s1 wpe2, 80, 0, 8192, 6
-#   d8 f32: m128 n64 w8 s1 wpe2, 152, 0, 32768, 3-4
-#   d16 f16: m128 n64 w8 s1 wpe2, 125, 0, 16384, 4-5
-#   d16 bf16: m128 n32 w8 s1 wpe2, 80, 0, 8192, 6
-#   d16 f32: m128 n64 w8 s1 wpe2, 137, 0, 32768, 3-4
-#   d24 f16: m128 n64 w4 s1 wpe2, 184, 0, 8192, 2-4
-#   d24 bf16: m128 n64 w4 s1 wpe2, 184, 0, 8192, 2-3
-#   d24 f32: m128 n64 w4 s1 wpe2, 233, 0, 16384, 2
-#   d32 f16: m128 n64 w4 s1 wpe2, 157, 0, 8192, 3-4
-#   d32 bf16: m128 n64 w4 s1 wpe2, 170, 0, 8192, 2-3
-#   d32 f32: m128 n64 w4 s1 wpe2, 197, 0, 16384, 2
-#   d40 f16: m128 n64 w4 s1 wpe2, 223, 0, 16384, 2
-#   d40 bf16: m128 n64 w4 s1 wpe2, 237, 0, 16384, 2
-#   d40 f32: m128 n64 w8 s1 wpe2, 256, 0, 32768, 2
-#   d64 f16: m128 n64 w4 s1 wpe2, 227, 0, 16384, 2
-#   d64 bf16: m128 n64 w4 s1 wpe2, 236, 0, 16384, 2
-#   d64 f32: m128 n64 w8 s1 wpe2, 233, 0, 32768, 2
-#   d72 f16: m128 n32 w8 s1 wpe2, 148, 0, 32768, 3
-#   d72 bf16: m128 n32 w8 s1 wpe2, 150, 0, 32768, 3
-#   d72 f32: m128 n32 w8 s1 wpe2, 253, 0, 65536, 2
-#   d128 f16: m128 n32 w8 s1 wpe2, 150, 0, 32768, 3
-#   d128 bf16: m128 n32 w8 s1 wpe2, 151, 0, 32768, 3
+#   d8 f16: m128 n64 w8 s1 wpe2, 106, 0, 16384, 4
+#   d8 bf16: m128 n32 w8 s1 wpe2, 79, 0, 8192, 6
+#   d8 f32: m128 n64 w8 s1 wpe2, 110, 0, 32768, 4
+#   d16 f16: m128 n64 w8 s1 wpe2, 106, 0, 16384, 4
+#   d16 bf16: m128 n32 w8 s1 wpe2, 78, 0, 8192, 6
+#   d16 f32: m128 n64 w8 s1 wpe2, 116, 0, 32768, 4
+#   d24 f16: m128 n64 w4 s1 wpe2, 152, 0, 8192, 3-4
+#   d24 bf16: m128 n64 w4 s1 wpe2, 154, 0, 8192, 3
+#   d24 f32: m128 n64 w4 s1 wpe2, 146, 0, 16384, 3
+#   d32 f16: m128 n64 w4 s1 wpe2, 125, 0, 8192, 4
+#   d32 bf16: m128 n64 w4 s1 wpe2, 130, 0, 8192, 3
+#   d32 f32: m128 n64 w4 s1 wpe2, 150, 0, 16384, 3
+#   d40 f16: m128 n64 w4 s1 wpe2, 193, 0, 16384, 2-3
+#   d40 bf16: m128 n64 w4 s1 wpe2, 197, 0, 16384, 2
+#   d40 f32: m128 n64 w8 s1 wpe2, 179, 0, 32768, 2
+#   d64 f16: m128 n64 w4 s1 wpe2, 169, 0, 16384, 2-3
+#   d64 bf16: m128 n64 w4 s1 wpe2, 196, 0, 16384, 2
+#   d64 f32: m128 n64 w8 s1 wpe2, 183, 0, 32768, 2
+#   d72 f16: m128 n32 w8 s1 wpe2, 158, 0, 32768, 3
+#   d72 bf16: m128 n32 w8 s1 wpe2, 159, 0, 32768, 3
+#   d72 f32: m128 n32 w8 s1 wpe2, 204, 0, 65536, 2
+#   d128 f16: m128 n32 w8 s1 wpe2, 158, 0, 32768, 3
+#   d128 bf16: m128 n32 w8 s1 wpe2, 159, 0, 32768, 3
 #   d128 f32: m128 n32 w8 s1 wpe2, 209, 0, 65536, 2
-#   d136 f16: m128 n32 w8 s1 wpe2, 232, 0, 65536, 2
-#   d136 bf16: m128 n32 w8 s1 wpe2, 234, 0, 65536, 2
-#   d136 f32: m32 n16 w4 s1 wpe2, 192, 0, 32768, 2
-#   d256 f16: m128 n32 w8 s1 wpe2, 232, 0, 65536, 2
-#   d256 bf16: m128 n32 w8 s1 wpe2, 236, 0, 65536, 2
-#   d256 f32: m32 n16 w4 s1 wpe2, 190, 0, 32768, 2
+#   d136 f16: m128 n32 w8 s1 wpe2, 239, 0, 65536, 2
+#   d136 bf16: m128 n32 w8 s1 wpe2, 240, 0, 65536, 2
+#   d136 f32: m32 n16 w4 s1 wpe2, 194, 0, 32768, 2
+#   d256 f16: m128 n32 w8 s1 wpe2, 237, 0, 65536, 2
+#   d256 bf16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
+#   d256 f32: m32 n16 w4 s1 wpe2, 197, 0, 32768, 2
 # END GENERATED: launch-configs-gfx942
 _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -207,44 +208,45 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261201T153809Z-compile-attn-fwd-gfx950-b63ec20db26d
-# (2026-12-01, git 15ebacdce213, triton 3.9.0, target hip:gfx950:64).
-# STALE: the kernel sources changed since this run; run `tether compile --arch gfx950`.
+# run 20261201T183012Z-compile-attn-fwd-gfx950-238def1399a5
+# (2026-12-01, git 7336ac7bfd43, triton 3.6.0, target hip:gfx950:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
-# Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
+# With triton 3.9.0, run 20261201T182151Z-compile-attn-fwd-gfx950-fb572c91daaa:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
+# Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
-#   d8 f16: m128 n64 w4 s1 wpe2, 143, 0, 16384, 3-4
-#   d8 bf16: m128 n64 w4 s1 wpe2, 143, 0, 16384, 3-4
-#   d8 f32: m128 n64 w4 s1 wpe2, 156, 0, 32768, 3
-#   d16 f16: m128 n64 w4 s1 wpe2, 132, 0, 16384, 3-4
-#   d16 bf16: m128 n64 w4 s1 wpe2, 132, 0, 16384, 3-4
-#   d16 f32: m128 n64 w4 s1 wpe2, 141, 0, 32768, 3
-#   d24 f16: m128 n64 w4 s1 wpe2, 164, 0, 8192, 3-4
-#   d24 bf16: m128 n64 w4 s1 wpe2, 164, 0, 8192, 3-4
-#   d24 f32: m128 n64 w4 s2 wpe2, 157, 0, 32768, 3
-#   d32 f16: m128 n64 w4 s1 wpe2, 142, 0, 8192, 3-4
-#   d32 bf16: m128 n64 w4 s1 wpe2, 142, 0, 8192, 3-4
-#   d32 f32: m128 n64 w4 s2 wpe2, 162, 0, 32768, 3
-#   d40 f16: m128 n64 w4 s1 wpe2, 216, 0, 16384, 2-3
-#   d40 bf16: m128 n64 w4 s1 wpe2, 216, 0, 16384, 2-3
-#   d40 f32: m128 n64 w8 s1 wpe2, 251, 0, 32768, 2
-#   d64 f16: m128 n64 w4 s1 wpe2, 182, 0, 16384, 2-3
-#   d64 bf16: m128 n64 w4 s1 wpe2, 182, 0, 16384, 2-3
-#   d64 f32: m128 n64 w8 s1 wpe2, 221, 0, 32768, 2
-#   d72 f16: m128 n32 w8 s1 wpe2, 154, 0, 32768, 3
-#   d72 bf16: m128 n32 w8 s1 wpe2, 154, 0, 32768, 3
-#   d72 f32: m128 n32 w4 s1 wpe2, 233, 0, 65536, 2
-#   d128 f16: m128 n32 w8 s1 wpe2, 156, 0, 32768, 3
-#   d128 bf16: m128 n32 w8 s1 wpe2, 156, 0, 32768, 3
-#   d128 f32: m128 n32 w4 s1 wpe2, 233, 0, 65536, 2
-#   d136 f16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
-#   d136 bf16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
-#   d136 f32: m32 n16 w2 s1 wpe2, 250, 0, 32768, 2
-#   d256 f16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
-#   d256 bf16: m128 n32 w8 s1 wpe2, 238, 0, 65536, 2
-#   d256 f32: m32 n16 w2 s1 wpe2, 250, 0, 32768, 2
+#   d8 f16: m128 n64 w4 s1 wpe2, 115, 0, 16384, 4
+#   d8 bf16: m128 n64 w4 s1 wpe2, 115, 0, 16384, 4
+#   d8 f32: m128 n64 w4 s1 wpe2, 135, 0, 32768, 3
+#   d16 f16: m128 n64 w4 s1 wpe2, 115, 0, 16384, 4
+#   d16 bf16: m128 n64 w4 s1 wpe2, 115, 0, 16384, 4
+#   d16 f32: m128 n64 w4 s1 wpe2, 132, 0, 32768, 3
+#   d24 f16: m128 n64 w4 s1 wpe2, 129, 0, 8192, 3-4
+#   d24 bf16: m128 n64 w4 s1 wpe2, 129, 0, 8192, 3-4
+#   d24 f32: m128 n64 w4 s2 wpe2, 139, 0, 16384, 3
+#   d32 f16: m128 n64 w4 s1 wpe2, 110, 0, 8192, 4
+#   d32 bf16: m128 n64 w4 s1 wpe2, 110, 0, 8192, 4
+#   d32 f32: m128 n64 w4 s2 wpe2, 141, 0, 16384, 3
+#   d40 f16: m128 n64 w4 s1 wpe2, 177, 0, 16384, 2-3
+#   d40 bf16: m128 n64 w4 s1 wpe2, 177, 0, 16384, 2-3
+#   d40 f32: m128 n64 w8 s1 wpe2, 169, 0, 32768, 2-3
+#   d64 f16: m128 n64 w4 s1 wpe2, 157, 0, 16384, 3
+#   d64 bf16: m128 n64 w4 s1 wpe2, 157, 0, 16384, 3
+#   d64 f32: m128 n64 w8 s1 wpe2, 176, 0, 32768, 2
+#   d72 f16: m128 n32 w8 s1 wpe2, 158, 0, 32768, 3
+#   d72 bf16: m128 n32 w8 s1 wpe2, 158, 0, 32768, 3
+#   d72 f32: m128 n32 w4 s1 wpe2, 226, 0, 65536, 2
+#   d128 f16: m128 n32 w8 s1 wpe2, 159, 0, 32768, 3
+#   d128 bf16: m128 n32 w8 s1 wpe2, 159, 0, 32768, 3
+#   d128 f32: m128 n32 w4 s1 wpe2, 229, 0, 65536, 2
+#   d136 f16: m128 n32 w8 s1 wpe2, 240, 0, 65536, 2
+#   d136 bf16: m128 n32 w8 s1 wpe2, 240, 0, 65536, 2
+#   d136 f32: m32 n16 w2 s1 wpe2, 254, 0, 32768, 2
+#   d256 f16: m128 n32 w8 s1 wpe2, 240, 0, 65536, 2
+#   d256 bf16: m128 n32 w8 s1 wpe2, 240, 0, 65536, 2
+#   d256 f32: m32 n16 w2 s1 wpe2, 256, 0, 32768, 2
 # END GENERATED: launch-configs-gfx950
 _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -260,44 +262,45 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261201T154131Z-compile-attn-fwd-gfx1151-b367699be081
-# (2026-12-01, git 15ebacdce213, triton 3.9.0, target hip:gfx1151:32).
-# STALE: the kernel sources changed since this run; run `tether compile --arch gfx1151`.
-# 240 variants: 281 registers spilled, 0 over the LDS,
+# run 20261201T183116Z-compile-attn-fwd-gfx1151-532869143291
+# (2026-12-01, git 7336ac7bfd43, triton 3.6.0, target hip:gfx1151:32).
+# 240 variants: 23138 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
-# occupancy 5-12 waves per SIMD. Gate compile-gfx1151: fails on 25 variants.
-# Per config, triton 3.9.0: head_dim dtype: config, max VGPRs, spills,
+# occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 50 variants.
+# With triton 3.9.0, run 20261201T182344Z-compile-attn-fwd-gfx1151-0723353f68ab:
+# 281 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 25 variants.
+# Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
-#   d8 f16: m128 n64 w8 s1 wpe2, 138, 0, 2048, 10
-#   d8 bf16: m128 n64 w8 s1 wpe2, 156, 0, 2048, 9
-#   d8 f32: m64 n64 w8 s1 wpe2, 256, 2, 16384, 5
-#   d16 f16: m128 n64 w8 s1 wpe2, 133, 0, 2048, 10
-#   d16 bf16: m128 n64 w8 s1 wpe2, 157, 0, 2048, 9
-#   d16 f32: m64 n64 w8 s1 wpe2, 256, 0, 16384, 5
-#   d24 f16: m128 n64 w8 s1 wpe2, 193, 0, 8192, 7-8
-#   d24 bf16: m128 n64 w8 s1 wpe2, 198, 0, 8192, 7
-#   d24 f32: m32 n16 w4 s1 wpe2, 198, 0, 4096, 7
-#   d32 f16: m128 n64 w8 s1 wpe2, 187, 0, 8192, 8
-#   d32 bf16: m128 n64 w8 s1 wpe2, 199, 0, 8192, 7
-#   d32 f32: m32 n16 w4 s1 wpe2, 200, 0, 4096, 7
-#   d40 f16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6-7
-#   d40 bf16: m128 n32 w8 s2 wpe2, 218, 0, 16384, 6-7
-#   d40 f32: m32 n16 w4 s1 wpe2 qc16 split2, 190, 0, 2048, 8
-#   d64 f16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6
-#   d64 bf16: m128 n32 w8 s2 wpe2, 219, 0, 16384, 6-7
-#   d64 f32: m32 n16 w4 s1 wpe2 qc16 split2, 190, 0, 2048, 8
-#   d72 f16: m32 n16 w4 s1 wpe2, 251, 0, 8192, 5
-#   d72 bf16: m32 n16 w4 s1 wpe2, 252, 0, 8192, 5
-#   d72 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 4, 2048, 5-12
-#   d128 f16: m32 n16 w4 s1 wpe2, 253, 0, 8192, 5
-#   d128 bf16: m32 n16 w4 s1 wpe2, 254, 0, 8192, 5
-#   d128 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 4, 2048, 5-12
-#   d136 f16: m128 n32 w8 s1 wpe2 qc16, 256, 16, 16384, 5
-#   d136 bf16: m128 n32 w8 s1 wpe2 qc16, 256, 112, 16384, 5
-#   d136 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 80, 4096, 5-9
-#   d256 f16: m128 n32 w8 s1 wpe2 qc16, 250, 0, 16384, 5
+#   d8 f16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
+#   d8 bf16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
+#   d8 f32: m64 n64 w8 s1 wpe2, 248, 0, 16384, 5
+#   d16 f16: m128 n64 w8 s1 wpe2, 151, 0, 2048, 9-10
+#   d16 bf16: m128 n64 w8 s1 wpe2, 150, 0, 2048, 9-10
+#   d16 f32: m64 n64 w8 s1 wpe2, 251, 0, 16384, 5
+#   d24 f16: m128 n64 w8 s1 wpe2, 200, 0, 8192, 7-8
+#   d24 bf16: m128 n64 w8 s1 wpe2, 200, 0, 8192, 7-8
+#   d24 f32: m32 n16 w4 s1 wpe2, 203, 0, 4096, 7
+#   d32 f16: m128 n64 w8 s1 wpe2, 194, 0, 8192, 7-8
+#   d32 bf16: m128 n64 w8 s1 wpe2, 201, 0, 8192, 7-8
+#   d32 f32: m32 n16 w4 s1 wpe2, 205, 0, 4096, 7
+#   d40 f16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
+#   d40 bf16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
+#   d40 f32: m32 n16 w4 s1 wpe2 qc16 split2, 256, 0, 2048, 5
+#   d64 f16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
+#   d64 bf16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
+#   d64 f32: m32 n16 w4 s1 wpe2 qc16 split2, 254, 0, 2048, 5
+#   d72 f16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
+#   d72 bf16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
+#   d72 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 2358, 2048, 5
+#   d128 f16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
+#   d128 bf16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
+#   d128 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 2344, 2048, 5
+#   d136 f16: m128 n32 w8 s1 wpe2 qc16, 256, 36, 16384, 5
+#   d136 bf16: m128 n32 w8 s1 wpe2 qc16, 256, 104, 16384, 5
+#   d136 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 9172, 4096, 5
+#   d256 f16: m128 n32 w8 s1 wpe2 qc16, 249, 0, 16384, 5
 #   d256 bf16: m128 n32 w8 s1 wpe2 qc16, 256, 2, 16384, 5
-#   d256 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 61, 4096, 5-9
+#   d256 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 9122, 4096, 5
 # END GENERATED: launch-configs-gfx1151
 _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -327,48 +330,49 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # compile runs of the whole sm90 map that the compile gate judges.
 # BEGIN GENERATED: launch-configs-sm90 (tether render)
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
-# run 20261201T152720Z-compile-attn-fwd-sm90-7e69e1c5b790
-# (2026-12-01, git 15ebacdce213, triton 3.9.0, target cuda:90:32).
-# STALE: the kernel sources changed since this run; run `tether compile --arch sm90`.
-# 288 variants: 280 registers spilled, 0 over the LDS,
+# run 20261201T182704Z-compile-attn-fwd-sm90-6da9e4e8fa34
+# (2026-12-01, git 7336ac7bfd43, triton 3.6.0, target cuda:90:32).
+# 288 variants: 112 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
-# occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 28 variants.
-# Per config, triton 3.9.0: head_dim dtype: config, max registers per thread, spills,
+# occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
+# With triton 3.9.0, run 20261201T181703Z-compile-attn-fwd-sm90-4d866a38b9e8:
+# 280 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 28 variants.
+# Per config, triton 3.6.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.
-#   d8 f16: m128 n64 w4 s3, 148, 0, 16384, 3
-#   d8 bf16: m128 n64 w4 s3, 148, 0, 16384, 3
-#   d8 f32: m128 n64 w8 s2, 192, 0, 49152, 1
+#   d8 f16: m128 n64 w4 s3, 146, 0, 16384, 3
+#   d8 bf16: m128 n64 w4 s3, 146, 0, 16384, 3
+#   d8 f32: m128 n64 w8 s2, 190, 0, 49152, 1
 #   d16 f16: m128 n64 w4 s3, 148, 0, 16384, 3
 #   d16 bf16: m128 n64 w4 s3, 148, 0, 16384, 3
-#   d16 f32: m128 n64 w8 s2, 190, 0, 49152, 1
-#   d24 f16: m128 n64 w4 s3, 189, 0, 32768, 2-3
-#   d24 bf16: m128 n64 w4 s3, 189, 0, 32768, 2-3
-#   d24 f32: m128 n64 w8 s1, 254, 0, 57856, 1
-#   d32 f16: m128 n64 w4 s3, 170, 0, 32768, 2-3
-#   d32 bf16: m128 n64 w4 s3, 170, 0, 32768, 2-3
+#   d16 f32: m128 n64 w8 s2, 196, 0, 49152, 1
+#   d24 f16: m128 n64 w4 s3, 188, 0, 32768, 2-3
+#   d24 bf16: m128 n64 w4 s3, 188, 0, 32768, 2-3
+#   d24 f32: m128 n64 w8 s1, 230, 0, 57856, 1
+#   d32 f16: m128 n64 w4 s3, 176, 0, 32768, 2-3
+#   d32 bf16: m128 n64 w4 s3, 176, 0, 32768, 2-3
 #   d32 f32: m128 n64 w8 s1, 254, 0, 57856, 1
-#   d40 f16: m128 n64 w4 s3, 255, 24, 65536, 2
-#   d40 bf16: m128 n64 w4 s3, 255, 24, 65536, 2
+#   d40 f16: m128 n64 w4 s3, 255, 4, 65536, 2
+#   d40 bf16: m128 n64 w4 s3, 255, 4, 65536, 2
 #   d40 f32: m64 n32 w8 s1, 176, 0, 33024, 1
-#   d64 f16: m128 n64 w4 s3, 236, 0, 65536, 2
-#   d64 bf16: m128 n64 w4 s3, 236, 0, 65536, 2
-#   d64 f32: m64 n32 w8 s1, 166, 0, 33024, 1-2
+#   d64 f16: m128 n64 w4 s3, 238, 0, 65536, 2
+#   d64 bf16: m128 n64 w4 s3, 238, 0, 65536, 2
+#   d64 f32: m64 n32 w8 s1, 168, 0, 33024, 1
 #   d72 f16: m128 n64 w8 s4 longest_first, 188, 0, 163840, 1
 #   d72 f16: m64 n64 w4 s3 longest_first, 168, 0, 114688, 2
 #   d72 bf16: m128 n64 w8 s4 longest_first, 188, 0, 163840, 1
 #   d72 bf16: m64 n64 w4 s3 longest_first, 168, 0, 114688, 2
-#   d72 f32: m16 n16 w4 s1, 84, 0, 24576, 5
-#   d128 f16: m128 n64 w8 s4 longest_first hpp2, 255, 116, 196608, 1
-#   d128 f16: m64 n64 w4 s3 longest_first, 172, 0, 114688, 2
-#   d128 bf16: m128 n64 w8 s4 longest_first hpp2, 255, 116, 196608, 1
-#   d128 bf16: m64 n64 w4 s3 longest_first, 172, 0, 114688, 2
-#   d128 f32: m16 n16 w4 s1, 72, 0, 24576, 7
-#   d136 f16: m64 n32 w8 s2, 172, 0, 98304, 1
-#   d136 bf16: m64 n32 w8 s2, 172, 0, 98304, 1
-#   d136 f32: m32 n16 w4 s1, 222, 0, 65536, 2
-#   d256 f16: m64 n32 w8 s2, 163, 0, 98304, 1
-#   d256 bf16: m64 n32 w8 s2, 163, 0, 98304, 1
-#   d256 f32: m32 n16 w4 s1, 214, 0, 65536, 2
+#   d72 f32: m16 n16 w4 s1, 83, 0, 24576, 5-6
+#   d128 f16: m128 n64 w8 s4 longest_first hpp2, 255, 52, 196608, 1
+#   d128 f16: m64 n64 w4 s3 longest_first, 170, 0, 114688, 2
+#   d128 bf16: m128 n64 w8 s4 longest_first hpp2, 255, 52, 196608, 1
+#   d128 bf16: m64 n64 w4 s3 longest_first, 170, 0, 114688, 2
+#   d128 f32: m16 n16 w4 s1, 76, 0, 24576, 6-7
+#   d136 f16: m64 n32 w8 s2, 168, 0, 98304, 1
+#   d136 bf16: m64 n32 w8 s2, 168, 0, 98304, 1
+#   d136 f32: m32 n16 w4 s1, 221, 0, 65536, 2
+#   d256 f16: m64 n32 w8 s2, 140, 0, 98304, 1
+#   d256 bf16: m64 n32 w8 s2, 140, 0, 98304, 1
+#   d256 f32: m32 n16 w4 s1, 204, 0, 65536, 2
 # END GENERATED: launch-configs-sm90
 SM90_F32: dict[tuple[int, str], LaunchConfig] = {
     (d, "f32"): LaunchConfig(m, n, num_warps=w, num_stages=s)
