@@ -206,10 +206,7 @@ class CommitKernels:
                 return None
             # The literal folders the globs start in: only they are taken out of the commit.
             roots = sorted(
-                {
-                    "/".join(part for part in _literal_parts(PurePosixPath(g).parts[:-1])) or "."
-                    for g in globs
-                }
+                {"/".join(_literal_parts(PurePosixPath(g).parts[:-1])) or "." for g in globs}
             )
             paths = [self.prefix + r if r != "." else self.prefix or "." for r in roots]
             try:
@@ -225,7 +222,13 @@ class CommitKernels:
                 return None
             with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
                 for member in tar.getmembers():
-                    if not member.isfile() or not member.name.startswith(self.prefix):
+                    name = PurePosixPath(member.name)
+                    if (
+                        not member.isfile()
+                        or not member.name.startswith(self.prefix)
+                        or name.is_absolute()
+                        or ".." in name.parts
+                    ):
                         continue
                     data = tar.extractfile(member)
                     if data is None:
