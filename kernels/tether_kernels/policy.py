@@ -81,10 +81,10 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # below; its short-call launch config takes 64-row tiles). Each threshold's scope names the
 # dtypes, head_dims and heads (query/kv head pairs) its evidence sweep covers, and the check
 # holds the threshold's region, every combination of those values, inside the evidence's
-# cells. Squares at head_dim 64 and long MHA squares are not in scope: a session's timing
-# before these sweeps showed cuDNN level with or ahead of both kernels there (see
-# validate/tools/breadth_session.py). Calls outside every scope take the route order (cuDNN,
-# then the Triton kernel, then PyTorch's math backend).
+# cells. Squares at head_dim 64 and long MHA squares are in no scope: no evidence sweep
+# measures them (validate/tools/breadth_session.py, which writes no run, is what chose the
+# scopes). Calls outside every scope take the route order (cuDNN, then the Triton kernel,
+# then PyTorch's math backend).
 _SM90_HEADS = (("head_dim", "==", 128), ("hq", "==", 32), ("hkv", "==", 8))
 _SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
 _SM90_PAIRS = ("32/8", "32/32", "8/1")

@@ -78,6 +78,11 @@ __all__ = [
 ]
 
 
+def _run_file(run: Run) -> Path:
+    """Where a run's file is: its loaded path, else its place in a store."""
+    return run.path or Path("results") / run.arch / f"{run.id}.json"
+
+
 def _rel(path: object, root: Path) -> str:
     try:
         return Path(str(path)).resolve().relative_to(root.resolve()).as_posix()
@@ -483,7 +488,7 @@ def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
         run = latest_ok(runs, "compile", name, arch)
         if run is None or run.provenance.kernels_fingerprint == current:
             continue
-        path = run.path or Path("results") / arch / f"{run.id}.json"
+        path = _run_file(run)
         findings.append(
             Finding(
                 _rel(path, root),
@@ -517,7 +522,7 @@ def check_future_runs(
             continue  # validated at load; unreachable for a loaded run
         ahead = (started - moment).total_seconds()
         if ahead > FUTURE_SLACK_S:
-            path = run.path or Path("results") / run.arch / f"{run.id}.json"
+            path = _run_file(run)
             findings.append(
                 Finding(
                     _rel(path, root),
@@ -544,7 +549,7 @@ def check_recorded_commits(root: Path, runs: Iterable[Run]) -> list[Finding]:
         expected = at.at(prov.git_sha)
         if expected is None or expected == prov.kernels_fingerprint:
             continue
-        path = run.path or Path("results") / run.arch / f"{run.id}.json"
+        path = _run_file(run)
         findings.append(
             Finding(
                 _rel(path, root),
@@ -592,7 +597,7 @@ def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
         return [Finding(where, 1, f"[tool.tether.signing] require is set but {exc}")]
     findings = []
     for run in cited:
-        path = run.path or Path("results") / run.arch / f"{run.id}.json"
+        path = _run_file(run)
         verdict = verify_run(path, run.digest, allowed)
         if not verdict.ok:
             findings.append(
@@ -647,7 +652,7 @@ def check_timing_freshness(
         found = diff.staleness(run, current)
         if not found.stale:
             continue
-        path = run.path or Path("results") / run.arch / f"{run.id}.json"
+        path = _run_file(run)
         if found.unknown is not None:
             what = f"and tether cannot tell which files changed: {found.unknown}"
         else:

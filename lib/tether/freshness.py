@@ -96,6 +96,20 @@ class Staleness:
         return bool(self.used) or self.unknown is not None
 
 
+def git_place(root: Path) -> tuple[Path, str]:
+    """(where git runs, the project's path inside that repository, "" or ending in /) for
+    the project at ``root``. A snapshot (tether check judges the index or a revision in a
+    copy without .git) asks its repository, on the project's paths inside it."""
+    found = origin(root)
+    if found is not None:
+        top, prefix = found
+        return top, "" if prefix == Path(".") else prefix.as_posix() + "/"
+    try:
+        return root, _git(root, "rev-parse", "--show-prefix").strip()
+    except GitUnavailable:
+        return root, ""
+
+
 class KernelDiff:
     """Which kernel files changed between a commit and the checkout, cached per commit."""
 
@@ -103,11 +117,7 @@ class KernelDiff:
 
         self.root = root
         self.files = sorted(p.relative_to(root).as_posix() for p in kernel_files)
-        # A snapshot (tether check judges the index or a revision in a copy without .git)
-        # asks its repository: git runs there, on the project's paths inside it.
-        found = origin(root)
-        self.git_root, prefix = found if found is not None else (root, Path("."))
-        self.prefix = "" if prefix == Path(".") else prefix.as_posix() + "/"
+        self.git_root, self.prefix = git_place(root)
         self._changed: dict[str, tuple[str, ...] | str] = {}
 
     def changed(self, sha: str) -> tuple[str, ...] | str:
@@ -172,16 +182,7 @@ class CommitKernels:
 
     def __init__(self, root: Path):
         self.root = root
-        found = origin(root)
-        if found is not None:
-            self.git_root, prefix = found
-            self.prefix = "" if prefix == Path(".") else prefix.as_posix() + "/"
-        else:
-            self.git_root = root
-            try:
-                self.prefix = _git(root, "rev-parse", "--show-prefix").strip()
-            except GitUnavailable:
-                self.prefix = ""
+        self.git_root, self.prefix = git_place(root)
         self._at: dict[str, str | None] = {}
 
     def at(self, sha: str) -> str | None:
@@ -201,12 +202,15 @@ class CommitKernels:
             top = Path(tmp)
             (top / project.CONFIG_FILE).write_text(config, encoding="utf-8")
             try:
-                globs = project.load(top).kernel_globs
+                proj = project.load(top)
             except UsageError:
                 return None
             # The literal folders the globs start in: only they are taken out of the commit.
             roots = sorted(
-                {"/".join(_literal_parts(PurePosixPath(g).parts[:-1])) or "." for g in globs}
+                {
+                    "/".join(_literal_parts(PurePosixPath(g).parts[:-1])) or "."
+                    for g in proj.kernel_globs
+                }
             )
             paths = [self.prefix + r if r != "." else self.prefix or "." for r in roots]
             try:
@@ -236,7 +240,7 @@ class CommitKernels:
                     dest = top / member.name[len(self.prefix) :]
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     dest.write_bytes(data.read())
-            return fingerprint(project.load(top).kernel_files(), top)
+            return fingerprint(proj.kernel_files(), top)
 
 
 def _literal_parts(parts: Iterable[str]) -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from tether_kernels import Shape
 from tether_kernels.arms import get_arm
 
 from validate.tools import peer_session
+from validate.tools.split_session import graph_us
 
 HEADS = ((32, 8), (32, 32), (8, 1))
 HEAD_DIMS = (64, 128)
@@ -30,31 +30,6 @@ DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 CHUNKED = ((128, 4096), (1024, 4096), (128, 32768), (1024, 32768))
 SQUARE = (128, 512, 1024, 2048, 4096, 16384)
 ARMS = ("gluon", "triton", "sdpa_cudnn")
-
-
-def graph_us(fn: Callable[[], object], calls: int, reps: int) -> float:
-    """Median microseconds per call over ``reps`` replays of one graph of ``calls`` calls."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        out.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(out)
 
 
 def main(argv: list[str] | None = None) -> int:
