@@ -68,9 +68,6 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
   fi
   if [ "$PLAN" = verify ]; then
     if [ -n "$ROUND2" ]; then
-      # 122 cases; at 8db2926 the first calls' compiles of the new head_dims and heads took it
-      # past 90 s, at case 87.
-      step lane0 gluon-routes 180 python3 -m validate.gpu_gluon_routes
       for name in $ROUND2; do
         step lane0 "$name.2" 120 $s "$name"
       done
@@ -120,10 +117,9 @@ lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run b
       done
     done
     if [ "$PLAN" = final ]; then
-      # The public API as routed, checked against the reference on this GPU: the Gluon
-      # scope's own calls (each twice: the JIT's launch, then the direct one), then the
-      # issue 11 grid and the suite's (every arm route picks, every head_dim, LSE, strides).
-      step lane1 gluon-routes 180 python3 -m validate.gpu_gluon_routes
+      # The public API as routed, checked against the reference on this GPU: the issue 11
+      # grid and the suite's (every arm route picks, the policy scopes' own calls, every
+      # head_dim, LSE, strides).
       step lane1 gate 100 $T gate --no-progress --wait 30
       step lane1 routed-grid 150 env OUT="$LOGS" python3 -m validate.gpu_routed_grid --jobs 14 \
         --every "${GRID_EVERY:-1}"

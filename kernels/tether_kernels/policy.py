@@ -105,18 +105,17 @@ _SM90_CHUNKED_SCOPE = (
     ("head_dim", "in", (64, 128)),
     ("hq/hkv", "in", _SM90_PAIRS),
 )
-_SM90_SQUARE_SCOPE = (
+# Causal squares at head_dim 128: the long ones' and the short ones' scopes differ only in the
+# heads their evidence covers and the short ones' upper bound.
+_SM90_SQUARE_HD128 = (
     ("causal", "==", True),
     ("kv_len", "==", "qo_len"),
     *_SM90_HALF,
     ("head_dim", "==", 128),
-    ("hq/hkv", "in", ("32/8", "8/1")),
 )
+_SM90_SQUARE_SCOPE = (*_SM90_SQUARE_HD128, ("hq/hkv", "in", ("32/8", "8/1")))
 _SM90_SQUARE_SHORT_SCOPE = (
-    ("causal", "==", True),
-    ("kv_len", "==", "qo_len"),
-    *_SM90_HALF,
-    ("head_dim", "==", 128),
+    *_SM90_SQUARE_HD128,
     ("hq/hkv", "in", _SM90_PAIRS),
     # Below the Gluon threshold's region: the two never both take a call.
     ("qo_len", "<", 2048),

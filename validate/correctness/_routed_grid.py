@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 import torch
+from tether.policy import shape_fields
 from tether.pytest_plugin import has_gpu
-from tether_kernels import Shape, batch_prefill, single_prefill
+from tether_kernels import ARCHES, ENTRY_POINTS, Shape, batch_prefill, single_prefill
+from tether_kernels.policy import thresholds_for
+from tether_kernels.routing import policy_choice
 from tether_kernels.serves import HEAD_DIMS_POW2, HEAD_DIMS_SDPA, HEAD_DIMS_TRITON
 
 from validate.correctness._helpers import BF16_REASON
@@ -254,6 +257,74 @@ SCALES = Grid(
         sm_scale=sm_scale,
     ),
 )
+
+# --- The calls each policy threshold sends to its arm ----------------------------------------
+# The grids above run 8 query heads, which no threshold's scope names, so they never reach the
+# arms a policy picks (on sm90 the Gluon kernel, and the Triton kernel's short squares). This
+# grid is the thresholds' own calls, derived from their scopes: every combination of the values
+# each set threshold names (dtypes, head dims, query/kv head pairs), each at two of these length
+# pairs that its region takes (odd lengths and split-KV among them), once contiguous without the
+# LSE and once strided with it. GPU only: the arms are GPU kernels, and the CPU's f32 references
+# at 32 heads would take minutes.
+POLICY_PAIRS = (
+    *((128, 4096), (300, 20000), (512, 8192), (2049, 5000), (1000, 3000)),
+    *((128, 128), (1000, 1000), (2048, 2048), (4097, 4097)),
+)
+POLICY_LAYOUTS = ("kv-packed", "heads-major", "padded-rows")
+POLICY_REASON = "the policy's arms are GPU kernels; 32-head f32 references are too slow on a CPU"
+
+
+def _scope_values(conditions: tuple[tuple[str, str, object], ...]) -> dict[str, tuple[Any, ...]]:
+    """The values a threshold's conditions enumerate (``==`` a constant, ``in`` a tuple)."""
+    fields = set(Shape(1, 1, 1, 1, 1, 8).key())
+    values: dict[str, tuple[Any, ...]] = {}
+    for name, op, value in conditions:
+        if op == "in" and isinstance(value, (tuple, list)):
+            values[name] = tuple(value)
+        elif op == "==" and not (isinstance(value, str) and value in fields):
+            values[name] = (value,)
+    return values
+
+
+def policy_calls() -> list[Call]:
+    """The calls every set threshold, on every arch, sends to its own arm (see above)."""
+    calls: list[Call] = []
+    for arch in ARCHES:
+        for entry in ENTRY_POINTS:
+            for th in thresholds_for(arch, entry):
+                if not th.is_set:
+                    continue
+                values = _scope_values(th.scope + (th.takes or ()))
+                for n, combo in enumerate(itertools.product(*values.values())):
+                    fields = shape_fields(dict(zip(values, combo, strict=True)), {})
+                    taken = []
+                    for qo, kv in POLICY_PAIRS:
+                        key = {"batch": 1, "qo_len": qo, "kv_len": kv, "causal": True, **fields}
+                        shape = Shape(**{f: key[f] for f in Shape(1, 1, 1, 1, 1, 8).key()})
+                        if th.applies(shape.key()) and policy_choice(entry, shape, arch) == th.arm:
+                            taken.append(shape)
+                    for i, shape in enumerate((taken * 2)[n % max(len(taken), 1) :][:2]):
+                        layout = POLICY_LAYOUTS[n % len(POLICY_LAYOUTS)] if i else "contiguous"
+                        calls.append(Call(entry, shape, return_lse=bool(i), layout=layout))
+    return list(dict.fromkeys(calls))
+
+
+def _call_id(call: Call) -> str:
+    s = call.shape
+    lse = "-lse" if call.return_lse else ""
+    return (f"{call.entry[:6]}-q{s.qo_len}-kv{s.kv_len}-{s.hq}x{s.hkv}-d{s.head_dim}-{s.dtype}"
+            f"-{call.layout}{lse}")  # fmt: skip
+
+
+POLICY = Grid(
+    lambda gpu: {
+        "call": [
+            pytest.param(c, id=_call_id(c), marks=pytest.mark.gpu(reason=POLICY_REASON))
+            for c in policy_calls()
+        ]
+    },
+    lambda gpu, call: call,
+)
 GRIDS = {
     "lengths": LENGTHS,
     "long_lengths": LONG_LENGTHS,
@@ -263,6 +334,7 @@ GRIDS = {
     "lse_head_dims": LSE_HEAD_DIMS,
     "strided": STRIDED,
     "sm_scale": SCALES,
+    "policy": POLICY,
 }
 
 

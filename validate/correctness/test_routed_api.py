@@ -47,7 +47,7 @@ from tether_kernels import ARCHES, Shape, prefill, route, single_prefill
 from tether_kernels.archs import ROUTE_ORDER
 from tether_kernels.arms import attention_ref, get_arm
 from tether_kernels.policy import thresholds_for
-from tether_kernels.routing import candidates
+from tether_kernels.routing import candidates, policy_choice
 from tether_kernels.serves import HEAD_DIMS_SDPA, has_keyless_rows
 
 from validate.correctness._helpers import (
@@ -67,11 +67,14 @@ from validate.correctness._routed_grid import (
     LONG_LENGTHS,
     LSE,
     LSE_HEAD_DIMS,
+    POLICY,
     RETURN_LSE,
     SCALES,
     STRIDED,
     Call,
+    _scope_values,
     as_layout,
+    policy_calls,
 )
 
 # --- Calling as a user does, and checking the contract ---------------------------------------
@@ -187,6 +190,11 @@ def test_sm_scale(sm_scale, causal, return_lse, entry, ran) -> None:
     call_routed(SCALES.call(GPU, sm_scale, causal, return_lse, entry), ran)
 
 
+@POLICY.parametrize
+def test_policy_scopes(call: Call, ran) -> None:
+    call_routed(call, ran)
+
+
 # --- The grid reaches every arm the router can pick ------------------------------------------
 
 
@@ -230,6 +238,31 @@ def test_the_head_dim_test_covers_every_routed_head_dim() -> None:
             assert set(get_arm(th.arm).serves[arch].head_dims or ()) <= set(HEAD_DIMS_SDPA)
 
 
+def test_the_policy_grid_covers_every_combination_each_threshold_routes() -> None:
+    # Each set threshold's arm is reached through the public API at every combination of the
+    # values its scope names, at lengths its region takes: the evidence's own axes.
+    for arch in ARCHES:
+        for entry in ("single_prefill", "batch_prefill"):
+            for th in thresholds_for(arch, entry):
+                if not th.is_set:
+                    continue
+                values = _scope_values(th.scope + (th.takes or ()))
+                names = [n for n in values if n != "causal"]
+                want = set(itertools.product(*(values[n] for n in names)))
+                got = {
+                    tuple(
+                        f"{c.shape.hq}/{c.shape.hkv}" if n == "hq/hkv" else c.shape.key()[n]
+                        for n in names
+                    )
+                    for c in policy_calls()
+                    if c.entry == entry and policy_choice(entry, c.shape, arch) == th.arm
+                    and th.applies(c.shape.key())
+                }  # fmt: skip
+                assert want <= got, f"{th.region}: no call at {sorted(want - got)}"
+                lse = {c.return_lse for c in policy_calls() if th.applies(c.shape.key())}
+                assert lse == {False, True}, f"{th.region}: the LSE both ways"
+
+
 @pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in ARCHES])
 def test_grid_reaches_every_arm_route_picks(arch: str) -> None:
     # The grid as sized for a host of this arch (a GPU host's grid for the GPU arches). On
@@ -259,8 +292,12 @@ def test_this_gpu_grid_reaches_the_arms_named_in_issue_11() -> None:
     }
     if arch == "sm90":
         # Since issue 24 the Triton kernel serves every head_dim, so the math backend that
-        # issue 11 saw take head_dim 96 is reached only beyond the kernel's own limits.
-        assert {"sdpa_cudnn", "triton"} <= reached
+        # issue 11 saw take head_dim 96 is reached only beyond the kernel's own limits. The
+        # policy's grid reaches the Gluon kernel wherever this host's Triton runs it.
+        want = {"sdpa_cudnn", "triton"}
+        if get_arm("gluon").supports(Shape(1, 128, 4096, 32, 8, 128, "bf16"), arch) is None:
+            want.add("gluon")
+        assert want <= reached
     assert routable_arms(arch) <= reached
 
 

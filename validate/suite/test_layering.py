@@ -156,21 +156,13 @@ def test_function_level_imports_defer_a_heavy_dependency_or_say_why() -> None:
     assert not gone, f"PENDING entries no longer in the code (remove them): {gone}"
 
 
-# Kernel-library modules the entry points reach that the kernels fingerprint does not cover
-# yet, and why. A change to one of them changes what a caller's call runs, yet stales no timing
+# Kernel-library modules the entry points reach that the kernels fingerprint does not cover,
+# and why. A change to one of them changes what a caller's call runs, yet would stale no timing
 # run; adding a file to [tool.tether.fingerprint] kernels makes every timing and compile run
-# stale (the declared set differs from the runs'), so they join with the next full re-measure.
-UNFINGERPRINTED: dict[str, str] = {
-    m: "found at 8db2926 (the per-call path: routing, shapes, declarations, direct launch); "
-    "joins the kernels fingerprint with the next full re-measure"
-    for m in (
-        "tether_kernels",
-        "tether_kernels.direct",
-        "tether_kernels.routing",
-        "tether_kernels.serves",
-        "tether_kernels.shapes",
-    )
-}
+# stale (the declared set differs from the runs'), so a module found here joins with the next
+# full re-measure. Empty: the per-call path (routing, shapes, declarations, direct launch)
+# joined at the re-measure after 8db2926.
+UNFINGERPRINTED: dict[str, str] = {}
 
 
 def test_the_kernels_fingerprint_covers_what_an_entry_point_runs() -> None:
