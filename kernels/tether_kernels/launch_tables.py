@@ -304,22 +304,40 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # END GENERATED: launch-configs-gfx1151
 _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
-    # f32: 128 x 32, 2 stages, spills under triton 3.6; the 3.6 search's pick
-    16: (_cfg(128, 64, 8, 1), _cfg(128, 64, 8, 1), _cfg(64, 64, 8, 1)),
+    # The picks marked "both" are those of a search under triton 3.9 and 3.6 together
+    # (validate/tools/tune_amd_compile.py --also-under, --all-margins), clean in both arms of
+    # every head dim padded onto the tile, recorded in
+    # kernels/tuning/gfx1151-compile-search-both-2026-12-01.json; the searches there were
+    # narrowed (--tile, --warps, --q-chunk, --split) to the candidates hand compiles of single
+    # variants showed worth trying, not run over the whole candidate space. f32 dots run on FMAs
+    # here, whose operands a lane holds along the whole reduction: 8 warps hold less per lane.
+    # f32 (both): the 16-column chunk reads Q per key block; held (m64 n64 w8, the 3.6
+    # search's pick at head_dim 16) it spills under 3.9 at head_dim 8, padded onto this tile
+    16: (_cfg(128, 64, 8, 1), _cfg(128, 64, 8, 1), _cfg(64, 64, 8, 1, q_chunk=16)),
     32: (_cfg(128, 64, 8, 1), _cfg(128, 64, 8, 1), _cfg(32, 16, 4, 1)),
     # f32: no candidate holding Q compiles without spills in both arms; Q K^T over 16-column
-    # chunks with the accumulator split in two (issue 24). This pick and those at 128 and 256
-    # were made from one variant per candidate (causal, LSE, deferred) compiled by hand under
-    # triton 3.9 and 3.6, not by a full search (kernels/NOTES.md); the region above is what
-    # the whole map compiled to.
+    # chunks with the accumulator split in two (issue 24), picked from one variant per
+    # candidate (causal, LSE, deferred) compiled by hand under triton 3.9 and 3.6, not by a
+    # full search (kernels/NOTES.md); the whole map's compile runs found it clean.
     64: (_cfg(128, 32, 8, 2), _cfg(128, 32, 8, 2), _cfg(32, 16, 4, 1, q_chunk=16, split=2)),
-    # f32: Q K^T in 16-column chunks, the accumulator split in four
-    128: (_cfg(32, 16, 4, 1), _cfg(32, 16, 4, 1), _cfg(16, 16, 4, 1, q_chunk=16, split=4)),
-    # f16, bf16: Q K^T in 16-column chunks (Q read per key block, not held); f32: as at 128
+    # f32 (both): 16 x 16 with 8 warps holds Q, no option needed; the 4-warp tile with Q in
+    # 16-column chunks and the accumulator split in four spilled under both compilers
+    # (thousands of registers under 3.6). The rule ranks a held Q above a chunked one at equal
+    # tile and occupancy; 64-column chunks (qc64) are clean too, with 190 VGPRs to this one's
+    # 256 under 3.9
+    128: (_cfg(32, 16, 4, 1), _cfg(32, 16, 4, 1), _cfg(16, 16, 8, 1)),
+    # f16, bf16 (both): Q K^T in 16-column chunks (Q read per key block, not held) and the
+    # accumulator split in two; the 128 x 32 tile with chunks alone spilled at head_dim 136
+    # (both compilers) and 256 (bf16), and so did 64 x 64 with chunks alone under 3.9, where
+    # both options are needed. f32: no candidate searched is clean under 3.6 (all spill
+    # 676-1054 registers there, a kernel matter, not a config's); shipped is the fallback that
+    # spills least under both: 16 x 16, 8 warps, Q K^T in 128-column chunks, the accumulator
+    # split in eight (3.9: 0 at head_dim 136, 95 at 256; 3.6: 1020 and 984, where 4 warps,
+    # 16-column chunks and a split in four spilled 141 and 18294 in all)
     256: (
-        _cfg(128, 32, 8, 1, q_chunk=16),
-        _cfg(128, 32, 8, 1, q_chunk=16),
-        _cfg(16, 16, 4, 1, q_chunk=16, split=4),
+        _cfg(64, 64, 8, 1, q_chunk=16, split=2),
+        _cfg(64, 64, 8, 1, q_chunk=16, split=2),
+        _cfg(16, 16, 8, 1, q_chunk=128, split=8),
     ),
 }
 # sm90's f32 tiles: no sweep times f32 on the H200 (its f16 and bf16 configs above come from

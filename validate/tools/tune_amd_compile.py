@@ -83,7 +83,11 @@ STAGES = (1, 2)
 
 
 def warps_for(tile: tuple[int, int]) -> tuple[int, ...]:
-    """Warps per program worth trying for a tile: enough rows per warp for a matrix op."""
+    """Warps per program worth trying for a tile: enough rows per warp for a matrix op.
+    ``--warps`` names the counts to try instead (gfx1151's f32 dots run on FMAs, whose
+    operands a lane holds along the whole reduction: more warps hold less of them per lane)."""
+    if WARPS_TRIED:
+        return tuple(WARPS_TRIED)
     return (4, 8) if tile[0] >= 64 else (1, 2, 4)
 
 
@@ -93,6 +97,8 @@ def warps_for(tile: tuple[int, int]) -> tuple[int, ...]:
 # default search tries neither; ``--q-chunk`` and ``--split`` name the values to try instead.
 OPTIONS: list[dict[str, int]] = [{}]
 STAGES_TRIED: list[int] = list(STAGES)
+WARPS_TRIED: list[int] = []  # empty: warps_for's default per tile
+TILES_TRIED: list[tuple[int, int]] = list(TILES)  # ``--tile`` narrows the search to these
 
 
 def candidates(tile: tuple[int, int], arch: str) -> list[LaunchConfig]:
@@ -238,9 +244,9 @@ def search(
     """The rule's pick for one cell; with ``also`` (another Python), a candidate is clean only
     when it is clean under both compilers, and both verdicts are recorded."""
     tried: list[dict[str, Any]] = []
-    areas = sorted({m * n for m, n in TILES}, reverse=True)
+    areas = sorted({m * n for m, n in TILES_TRIED}, reverse=True)
     for area in areas:
-        configs = [c for t in TILES if t[0] * t[1] == area for c in candidates(t, arch)]
+        configs = [c for t in TILES_TRIED if t[0] * t[1] == area for c in candidates(t, arch)]
         for cfg in configs:
             why = cannot_fit(arch, cfg, d, dtype)
             if why is not None:
@@ -302,6 +308,13 @@ def _cell(text: str) -> tuple[str, int, str]:
     return arch, int(d), dtype
 
 
+def _tile(text: str) -> tuple[int, int]:
+    m, _, n = text.partition("x")
+    if (int(m), int(n)) not in TILES:
+        raise argparse.ArgumentTypeError(f"{text}: not one of TILES")
+    return int(m), int(n)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path)
@@ -324,6 +337,10 @@ def main(argv: list[str] | None = None) -> int:
         "--split", type=int, action="append", help="with --q-chunk: split_head_dim values to try"
     )
     parser.add_argument("--stages", type=int, action="append", help="stage counts to try")
+    parser.add_argument("--warps", type=int, action="append", help="warp counts to try")
+    parser.add_argument(
+        "--tile", type=_tile, action="append", metavar="MxN", help="tiles to try (of TILES)"
+    )
     parser.add_argument(
         "--rechoose",
         type=Path,
@@ -339,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
     if args.stages:
         STAGES_TRIED[:] = args.stages
+    if args.warps:
+        WARPS_TRIED[:] = args.warps
+    if args.tile:
+        TILES_TRIED[:] = [t for t in TILES if t in args.tile]
     if args.judge is not None:
         return _judge_request(args.judge)
     if args.out is None:
@@ -367,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
             "also_under": args.also_under,
             "options": OPTIONS,
             "stages": STAGES_TRIED,
+            "warps": WARPS_TRIED or None,
+            "tiles": TILES_TRIED,
             "seconds": round(time.time() - started, 1),
             "results": results,
         }
