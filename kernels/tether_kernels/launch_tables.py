@@ -321,19 +321,17 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # full search (kernels/NOTES.md); the whole map's compile runs found it clean.
     64: (_cfg(128, 32, 8, 2), _cfg(128, 32, 8, 2), _cfg(32, 16, 4, 1, q_chunk=16, split=2)),
     # f32 (both): 16 x 16 with 8 warps holds Q, no option needed; the 4-warp tile with Q in
-    # 16-column chunks and the accumulator split in four spilled under both compilers
-    # (thousands of registers under 3.6). The rule ranks a held Q above a chunked one at equal
-    # tile and occupancy; 64-column chunks (qc64) are clean too, with 190 VGPRs to this one's
-    # 256 under 3.9
+    # 16-column chunks and the accumulator split in four spilled under both compilers. The rule
+    # ranks a held Q above a chunked one at equal tile and occupancy; 64-column chunks are
+    # clean too, with fewer VGPRs (the search file has both)
     128: (_cfg(32, 16, 4, 1), _cfg(32, 16, 4, 1), _cfg(16, 16, 8, 1)),
     # f16, bf16 (both): Q K^T in 16-column chunks (Q read per key block, not held) and the
     # accumulator split in two; the 128 x 32 tile with chunks alone spilled at head_dim 136
     # (both compilers) and 256 (bf16), and so did 64 x 64 with chunks alone under 3.9, where
-    # both options are needed. f32: no candidate searched is clean under 3.6 (all spill
-    # 676-1054 registers there, a kernel matter, not a config's); shipped is the fallback that
-    # spills least under both: 16 x 16, 8 warps, Q K^T in 128-column chunks, the accumulator
-    # split in eight (3.9: 0 at head_dim 136, 95 at 256; 3.6: 1020 and 984, where 4 warps,
-    # 16-column chunks and a split in four spilled 141 and 18294 in all)
+    # both options are needed. f32: no candidate searched is clean under 3.6 (a kernel matter,
+    # not a config's: issue 24); shipped is the search's fallback, the candidate that spills
+    # least under both: 16 x 16, 8 warps, Q K^T in 128-column chunks, the accumulator split in
+    # eight (its spills, and the old pick's, are in the search file)
     256: (
         _cfg(64, 64, 8, 1, q_chunk=16, split=2),
         _cfg(64, 64, 8, 1, q_chunk=16, split=2),

@@ -40,15 +40,12 @@ KNOWN: dict[str, tuple[Known, str]] = {
         "SGPRs); branch issue-24b-units8 passes them in units of 8 instead (kernels/NOTES.md)",
     ),
     "compile-gfx1151": (
-        lambda key: (
-            int(str(key["head_dim"])) > 128
-            or (key["dtype"] == "f32" and int(str(key["head_dim"])) in (8, *range(72, 129, 8)))
-        ),
-        "RDNA3.5 (issue 24): the 256 tile and the head dims padded onto it, f32 on the 128 tile "
-        "(and on the 16 tile at head_dim 8) still spill in some variants under triton 3.9 or "
-        "3.6 with Q K^T in head-dim chunks (q_chunk) and, for f32, the accumulator split; "
-        "the picks came from one variant per candidate, not a full search under both "
-        "compilers, which is what comes next (kernels/NOTES.md)",
+        lambda key: key["dtype"] == "f32" and int(str(key["head_dim"])) > 128,
+        "RDNA3.5 (issue 24): f32 on the 256 tile (head dims 136 to 256), whose dots run on FMAs "
+        "holding each lane's operands along the whole reduction: no candidate of the search "
+        "under triton 3.9 and 3.6 together compiles clean there, and the least-spilling one "
+        "ships (kernels/tuning/gfx1151-compile-search-both-2026-12-01.json); every other "
+        "gfx1151 variant is clean under both compilers",
     ),
 }
 
