@@ -15,8 +15,8 @@
 # When "api" and the suite do not fit one device call: PLAN "sweeps" measures each sweep once,
 # then the second runs of those in ROUND2 (default: all), then the gates (GATE=0: not); SWEEPS
 # names a subset (two runs of a sweep must share a commit to give its band); PLAN "verify" with
-# ROUND2 set first checks the policy's routes, then takes the second runs of ROUND2, then the
-# suite.
+# ROUND2 set first takes the second runs of ROUND2, then the suite (TUNE=1: the Gluon kernel's
+# tuning grid first).
 # PLAN "evidence": lane 0 verifies, then tunes, probes and runs the demos; lane 1 measures the
 # sweeps the policy cites twice each (two runs give the run-to-run band), the gated calls and
 # the peers. PLAN "gates": once the policy and the gates are set from that evidence: the suite
@@ -67,6 +67,10 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
     return
   fi
   if [ "$PLAN" = verify ]; then
+    if [ -n "${TUNE-}" ]; then
+      # The Gluon kernel's variants against the fastest peer (kernels/NOTES.md renders it).
+      step lane0 tune-gluon-sm90 90 $T tune --no-progress --wait 30 tune-gluon-sm90
+    fi
     if [ -n "$ROUND2" ]; then
       for name in $ROUND2; do
         step lane0 "$name.2" 120 $s "$name"
