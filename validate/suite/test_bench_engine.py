@@ -144,9 +144,20 @@ def test_instances_rotate_by_repetition_pairs_and_both_halves_see_each() -> None
 
 def test_noise_stop_waits_for_the_end_of_a_rotation_cycle() -> None:
     policy = TimingPolicy(min_sample_s=5e-4, min_reps=3, max_reps=50, noise_target=10.0)
-    got = measure({"A": [work(10), work(10)], "B": [work(10), work(10)]}, policy)
-    assert got.extra["stop"] == "noise"
-    assert got.extra["reps"] == 4  # min_reps 3, rounded up to a cycle of two pairs
+    # A noise stop always ends a cycle (two instances: two pairs of reps); at the first cycle
+    # past min_reps 3, that is at 4 reps, unless a stall of a loaded host (the suite runs a
+    # worker per core) made those samples noisy: then at a later cycle's end, so the first
+    # stop must come in one of three measurements.
+    seen = []
+    for _ in range(3):
+        got = measure({"A": [work(10), work(10)], "B": [work(10), work(10)]}, policy)
+        assert got.extra["stop"] == "noise"
+        seen.append(got.extra["reps"])
+        assert seen[-1] % 4 == 0, seen
+        if seen[-1] == 4:
+            break
+    else:
+        pytest.fail(f"no measurement stopped at the first cycle past min_reps: {seen}")
 
 
 def test_instance_counts_must_agree_and_buffer_sets_must_be_positive() -> None:

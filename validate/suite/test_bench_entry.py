@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from tether import registry
 from tether.bench import engine
 from tether.bench.engine import TimingPolicy, measure
@@ -36,12 +37,23 @@ def _sleeper(seconds: float):
 
 
 def test_each_role_is_calibrated_on_its_own_call_time() -> None:
-    got = measure({"A": _sleeper(1e-4), "A2": _sleeper(1e-4), "B": _sleeper(2e-3)}, FAST)
-    calls = got.extra["calls_per_sample"]
     # The slow role needs one or two calls to last a sample; the fast one many more.
     # A2 (the A/A control, the same call) is calibrated as a fast call too. How many calls
-    # each gets depends on how long a 0.1 ms sleep takes on a loaded host: not compared.
-    assert calls["B"] <= 2 < calls["A"] and calls["A2"] > 2, calls
+    # each gets depends on how long a 0.1 ms sleep takes on a loaded host: not compared. A
+    # stall of a loaded host (the suite runs a worker per core, beside GPU work) can stretch
+    # the one call a fast role is calibrated on, so the fast roles' counts must hold in one of
+    # three measurements; a stall never gives the slow role more calls, so that holds in each.
+    seen = []
+    for _ in range(3):
+        calls = measure(
+            {"A": _sleeper(1e-4), "A2": _sleeper(1e-4), "B": _sleeper(2e-3)}, FAST
+        ).extra["calls_per_sample"]
+        seen.append(calls)
+        assert calls["B"] <= 2, calls
+        if calls["A"] > 2 and calls["A2"] > 2:
+            break
+    else:
+        pytest.fail(f"a fast role was calibrated as a slow one in each of three runs: {seen}")
 
 
 def test_the_host_sampler_times_issuing_calls() -> None:
