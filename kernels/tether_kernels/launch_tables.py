@@ -158,12 +158,12 @@ def _cfg(
 # rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261201T182920Z-compile-attn-fwd-gfx942-c8ed423ef8e9
-# (2026-12-01, git 7336ac7bfd43, triton 3.6.0, target hip:gfx942:64).
+# run 20261201T200435Z-compile-attn-fwd-gfx942-343b0f7a7c31
+# (2026-12-01, git 81d46b1f48d2, triton 3.6.0, target hip:gfx942:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
-# With triton 3.9.0, run 20261201T182019Z-compile-attn-fwd-gfx942-c86b70fbabf1:
+# With triton 3.9.0, run 20261201T195622Z-compile-attn-fwd-gfx942-249e8f696130:
 # 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
@@ -208,12 +208,12 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261201T183012Z-compile-attn-fwd-gfx950-238def1399a5
-# (2026-12-01, git 7336ac7bfd43, triton 3.6.0, target hip:gfx950:64).
+# run 20261201T200528Z-compile-attn-fwd-gfx950-95c94fcce6ec
+# (2026-12-01, git 81d46b1f48d2, triton 3.6.0, target hip:gfx950:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
-# With triton 3.9.0, run 20261201T182151Z-compile-attn-fwd-gfx950-fb572c91daaa:
+# With triton 3.9.0, run 20261201T195756Z-compile-attn-fwd-gfx950-235e03ab96b4:
 # 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
@@ -262,21 +262,21 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261201T183116Z-compile-attn-fwd-gfx1151-532869143291
-# (2026-12-01, git 7336ac7bfd43, triton 3.6.0, target hip:gfx1151:32).
-# 240 variants: 23138 registers spilled, 0 over the LDS,
+# run 20261201T200621Z-compile-attn-fwd-gfx1151-b7ab3646aad9
+# (2026-12-01, git 81d46b1f48d2, triton 3.6.0, target hip:gfx1151:32).
+# 240 variants: 2004 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
-# occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 50 variants.
-# With triton 3.9.0, run 20261201T182344Z-compile-attn-fwd-gfx1151-0723353f68ab:
-# 281 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 25 variants.
+# occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 16 variants.
+# With triton 3.9.0, run 20261201T195929Z-compile-attn-fwd-gfx1151-c6ba80885420:
+# 100 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 3 variants.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
 #   d8 bf16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
-#   d8 f32: m64 n64 w8 s1 wpe2, 248, 0, 16384, 5
+#   d8 f32: m64 n64 w8 s1 wpe2 qc16, 190, 0, 16384, 8
 #   d16 f16: m128 n64 w8 s1 wpe2, 151, 0, 2048, 9-10
 #   d16 bf16: m128 n64 w8 s1 wpe2, 150, 0, 2048, 9-10
-#   d16 f32: m64 n64 w8 s1 wpe2, 251, 0, 16384, 5
+#   d16 f32: m64 n64 w8 s1 wpe2 qc16, 196, 0, 16384, 7
 #   d24 f16: m128 n64 w8 s1 wpe2, 200, 0, 8192, 7-8
 #   d24 bf16: m128 n64 w8 s1 wpe2, 200, 0, 8192, 7-8
 #   d24 f32: m32 n16 w4 s1 wpe2, 203, 0, 4096, 7
@@ -291,16 +291,16 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 #   d64 f32: m32 n16 w4 s1 wpe2 qc16 split2, 254, 0, 2048, 5
 #   d72 f16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
 #   d72 bf16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
-#   d72 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 2358, 2048, 5
+#   d72 f32: m16 n16 w8 s1 wpe2, 248, 0, 8192, 5
 #   d128 f16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
 #   d128 bf16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
-#   d128 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 2344, 2048, 5
-#   d136 f16: m128 n32 w8 s1 wpe2 qc16, 256, 36, 16384, 5
-#   d136 bf16: m128 n32 w8 s1 wpe2 qc16, 256, 104, 16384, 5
-#   d136 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 9172, 4096, 5
-#   d256 f16: m128 n32 w8 s1 wpe2 qc16, 249, 0, 16384, 5
-#   d256 bf16: m128 n32 w8 s1 wpe2 qc16, 256, 2, 16384, 5
-#   d256 f32: m16 n16 w4 s1 wpe2 qc16 split4, 256, 9122, 4096, 5
+#   d128 f32: m16 n16 w8 s1 wpe2, 243, 0, 8192, 5
+#   d136 f16: m64 n64 w8 s1 wpe2 qc16 split2, 196, 0, 16384, 7
+#   d136 bf16: m64 n64 w8 s1 wpe2 qc16 split2, 196, 0, 16384, 7
+#   d136 f32: m16 n16 w8 s1 wpe2 qc128 split8, 256, 1020, 8192, 5
+#   d256 f16: m64 n64 w8 s1 wpe2 qc16 split2, 197, 0, 16384, 7
+#   d256 bf16: m64 n64 w8 s1 wpe2 qc16 split2, 197, 0, 16384, 7
+#   d256 f32: m16 n16 w8 s1 wpe2 qc128 split8, 256, 984, 8192, 5
 # END GENERATED: launch-configs-gfx1151
 _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -346,12 +346,12 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # compile runs of the whole sm90 map that the compile gate judges.
 # BEGIN GENERATED: launch-configs-sm90 (tether render)
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
-# run 20261201T182704Z-compile-attn-fwd-sm90-6da9e4e8fa34
-# (2026-12-01, git 7336ac7bfd43, triton 3.6.0, target cuda:90:32).
+# run 20261201T200226Z-compile-attn-fwd-sm90-c7842b227fb4
+# (2026-12-01, git 81d46b1f48d2, triton 3.6.0, target cuda:90:32).
 # 288 variants: 112 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
-# With triton 3.9.0, run 20261201T181703Z-compile-attn-fwd-sm90-4d866a38b9e8:
+# With triton 3.9.0, run 20261201T195257Z-compile-attn-fwd-sm90-c390224343c1:
 # 280 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 28 variants.
 # Per config, triton 3.6.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.

@@ -137,14 +137,14 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261201T180210Z-sweep-policy-chunked-sm90-sm90-a17f8a3d32c1
-# (2026-12-01, git 8db2926cc277, 1 blocks, 1 replicate runs)
-# 48 cells, geomean 3.625,
-# noise 0.982-1.018 (A/A floor 0.995-1.005
-# times replicate band 0.987-1.013): faster;
+# run 20261201T195847Z-sweep-policy-chunked-sm90-sm90-222d7bb100db
+# (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
+# 48 cells, geomean 3.586,
+# noise 0.982-1.018 (A/A floor 0.996-1.004
+# times replicate band 0.986-1.014): faster;
 # cells 48 faster, 0 slower, 0 level;
 # worst cell dtype=bf16 head_dim=64 hq/hkv=32/32 kv_len=32768 qo_len=1024
-# at 1.697.
+# at 1.693.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -171,14 +171,14 @@ _SM90_CHUNKED = Threshold(
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048).
-# run 20261201T180242Z-sweep-policy-square-sm90-sm90-fa9268646cd0
-# (2026-12-01, git 8db2926cc277, 1 blocks, 1 replicate runs)
-# 12 cells, geomean 1.171,
-# noise 0.993-1.007 (A/A floor 0.998-1.002
-# times replicate band 0.995-1.005): faster;
-# cells 12 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 hq/hkv=32/8 seqlen=16384
-# at 1.073.
+# run 20261201T195914Z-sweep-policy-square-sm90-sm90-0366e2944257
+# (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
+# 12 cells, geomean 1.179,
+# noise 0.990-1.010 (A/A floor 0.997-1.003
+# times replicate band 0.993-1.007): faster;
+# cells 11 faster, 0 slower, 1 level;
+# worst cell dtype=f16 hq/hkv=8/1 seqlen=2048
+# at 1.078.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -204,14 +204,14 @@ _SM90 = Threshold(
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261201T180258Z-sweep-policy-square-short-sm90-sm90-03908ecaf262
-# (2026-12-01, git 8db2926cc277, 1 blocks, 1 replicate runs)
-# 18 cells, geomean 1.322,
-# noise 0.962-1.040 (A/A floor 0.984-1.016
-# times replicate band 0.977-1.023): faster;
+# run 20261201T195932Z-sweep-policy-square-short-sm90-sm90-e3f646ff5f51
+# (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
+# 18 cells, geomean 1.332,
+# noise 0.969-1.032 (A/A floor 0.986-1.014
+# times replicate band 0.982-1.018): faster;
 # cells 18 faster, 0 slower, 0 level;
 # worst cell dtype=bf16 hq/hkv=32/32 seqlen=512
-# at 1.124.
+# at 1.141.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -235,14 +235,14 @@ _SM90_SQUARE_SHORT = Threshold(
 #   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
 # (reachable from batch_prefill).
-# run 20261201T180313Z-sweep-policy-batch-sm90-sm90-7ecd5aaa4a2a
-# (2026-12-01, git 8db2926cc277, 1 blocks, 1 replicate runs)
-# 8 cells, geomean 0.895,
-# noise 0.996-1.004 (A/A floor 0.999-1.001
-# times replicate band 0.997-1.003): slower;
-# cells 1 faster, 7 slower, 0 level;
+# run 20261201T200156Z-sweep-policy-batch-sm90-sm90-8b511cdb5315
+# (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 0.896,
+# noise 0.994-1.006 (A/A floor 0.999-1.001
+# times replicate band 0.994-1.006): slower;
+# cells 0 faster, 7 slower, 1 level;
 # worst cell batch=16 seqlen=1024
-# at 0.752.
+# at 0.754.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
