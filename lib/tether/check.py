@@ -44,10 +44,12 @@ from tether._scan import Finding, apply_baseline, scan_tree
 from tether.atomic import STAMP_FORMAT, utc_stamp
 from tether.errors import SigningError, TetherError, UsageError
 from tether.freshness import CommitKernels, GitUnavailable, KernelDiff, store_changes_since
-from tether.policy import field_value
+from tether.policy import TunedChoice, field_value
 from tether.render import embedded_digest, render_parts
 from tether.render.context import policy as checkout_policy
+from tether.render.context import tuned_doc
 from tether.render.env import rate
+from tether.render.policy_file import tuned_choices
 from tether.render.targets import missing_tune_regions
 from tether.stats import MIN_RUNS, aggregate, cell_stats, evaluate, rate_of
 from tether.store import kernels_fingerprint
@@ -215,12 +217,13 @@ def _policy_files(root: Path) -> tuple[Path, ...]:
 
 
 def _region_place(root: Path, region: str) -> tuple[str, int]:
-    """The policy file and line of the region's BEGIN marker, so a finding points at it."""
+    """The file (a policy file, else a declared region file) and line of the region's BEGIN
+    marker, so a finding points at it."""
 
     proj = project.get(root)
     needle = f"BEGIN GENERATED: {region}"
     files = _policy_files(root)
-    for path in files:
+    for path in (*files, *(root / rel for rel in sorted(proj.region_files))):
         if path.is_file():
             lines = path.read_text(encoding="utf-8").splitlines()
             for number, line in enumerate(lines, start=1):
@@ -384,6 +387,58 @@ def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
         Finding(rel, 1, f"region {region!r} cites tuning run {region[5:]!r}, not in the store")
         for rel, region in missing_tune_regions(root, ids)
     ]
+
+
+def check_tuned_choices(
+    root: Path, tuned: Iterable[TunedChoice], runs: list[Run], current: str | CurrentHarness
+) -> list[Finding]:
+    """Each tuned choice cites an ok tuning run of its sweep on its arch, the newest one, and
+    its chosen candidate holds by the rule (``TunedChoice.judge``) on that run. Whether the
+    run describes the current kernels is ``check_timing_freshness``'s (``evidence_runs``)."""
+
+    findings = []
+    for choice in tuned:
+        where = _region_place(root, choice.region) if choice.region else ("pyproject.toml", 1)
+        doc = tuned_doc(runs, choice, current)
+        what = f"tuned choice {choice.id} ({choice.axis} {choice.chosen!r})"
+        if doc.tune is None:
+            findings.append(
+                Finding(*where, f"{what} cites {choice.run!r}, not an ok tuning run of the store")
+            )
+            continue
+        run = by_id(runs, choice.run)
+        if run is not None and (run.name != choice.sweep or run.arch != choice.arch):
+            findings.append(
+                Finding(
+                    *where,
+                    f"{what} cites {run.id}, a run of {run.name} on {run.arch}, not of "
+                    f"{choice.sweep} on {choice.arch}",
+                )
+            )
+            continue
+        if doc.newest is not None and doc.newest != choice.run:
+            findings.append(
+                Finding(
+                    *where,
+                    f"{what} cites {choice.run}, but {doc.newest} is the newest ok tuning run of "
+                    f"{choice.sweep} on {choice.arch}: cite it (a choice rests on the newest run)",
+                )
+            )
+        if not doc.holds:
+            chosen, best = doc.row(choice.chosen), doc.row(doc.best)
+            if chosen is None:
+                why = f"the run has no candidate {choice.chosen!r}"
+            else:
+                lead = best.geomean / chosen.geomean if best is not None else float("nan")
+                noise = best.noise_hi if best is not None else None
+                why = (
+                    f"{doc.best!r} leads it by {lead:.3f}x, beyond the noise of its cells "
+                    f"({'unknown' if noise is None else f'up to {noise:.3f}'})"
+                )
+            findings.append(
+                Finding(*where, f"{what} does not hold by its rule on run {choice.run}: {why}")
+            )
+    return findings
 
 
 def check_gates(
@@ -615,10 +670,13 @@ def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
 
 
 def evidence_runs(
-    runs: list[Run], policy: Iterable[Threshold], gates: Iterable[Gate]
+    runs: list[Run],
+    policy: Iterable[Threshold],
+    gates: Iterable[Gate],
+    tuned: Iterable[TunedChoice] = (),
 ) -> list[tuple[Run, str]]:
     """Every timing run a decision rests on, with what rests on it: each set threshold's
-    evidence run and each set gate's before and after runs."""
+    evidence run, each set gate's before and after runs and each tuned choice's tuning run."""
 
     out: dict[str, tuple[Run, str]] = {}
     for th in policy:
@@ -633,11 +691,19 @@ def evidence_runs(
             run = by_id(runs, run_id)
             if run is not None:
                 out[run.id] = (run, f"gate {gate.id} sets its threshold from it ({role})")
+    for choice in tuned:
+        run = by_id(runs, choice.run)
+        if run is not None:
+            out.setdefault(run.id, (run, f"tuned choice {choice.id} rests on it"))
     return [out[k] for k in sorted(out)]
 
 
 def check_timing_freshness(
-    root: Path, runs: list[Run], policy: Iterable[Threshold], gates: Iterable[Gate]
+    root: Path,
+    runs: list[Run],
+    policy: Iterable[Threshold],
+    gates: Iterable[Gate],
+    tuned: Iterable[TunedChoice] = (),
 ) -> list[Finding]:
     """A timing run a threshold or a gate rests on whose kernels fingerprint is not the
     checkout's is a finding, unless none of the kernel files changed since its commit is one
@@ -648,7 +714,7 @@ def check_timing_freshness(
     current = kernels_fingerprint(root)
     diff = KernelDiff(root, project.get(root).kernel_files())
     findings = []
-    for run, why in evidence_runs(runs, policy, gates):
+    for run, why in evidence_runs(runs, policy, gates, tuned):
         found = diff.staleness(run, current)
         if not found.stale:
             continue
@@ -732,7 +798,9 @@ def run_check(
         findings += check_compile_evidence(root, runs)
         findings += check_future_runs(root, runs)
         findings += check_recorded_commits(root, runs)
-        findings += check_timing_freshness(root, runs, the_policy, the_gates)
+        the_tuned = tuned_choices(root)
+        findings += check_tuned_choices(root, the_tuned, runs, current)
+        findings += check_timing_freshness(root, runs, the_policy, the_gates, the_tuned)
     if since is not None:
         findings += check_append_only(root, store, since)
     scanned = scan_tree(root)

@@ -1,4 +1,4 @@
-"""The vocabulary of policy: populations, evidence, routing thresholds and gates.
+"""The vocabulary of policy: populations, evidence, routing thresholds, gates and tuned choices.
 
 Pure data, no torch: the renderer and ``tether check`` read a project's policy file (its
 ``[tool.tether] policy``) on machines without a GPU. The project holds the values; tether
@@ -298,3 +298,41 @@ class CompileGate:
             if why:
                 out.append((key, why))
         return out
+
+
+@dataclass(frozen=True)
+class TunedChoice:
+    """A default a project picks from a tuning run (kind ``tune``) by a stated rule, which
+    ``tether check`` holds: ``chosen``, one candidate of the run's ``axis``, must be the rule's
+    pick from run ``run``, which must be the newest ok tuning run of ``sweep`` on ``arch`` and
+    describe the current kernels, like any evidence a decision rests on.
+
+    The rule (``judge``): the best candidate is the one whose geomean of B over A (the tuned
+    arm over the run's reference arm, across its cells) is highest. The chosen one holds when
+    it is the best, or when the best leads it by no more than the noise of the best's cells
+    (the upper end of their A/A floor times their replicate band): a default changes only for
+    a lead that clears the noise measured between replicates, never for one inside it.
+    ``region`` names the generated comment that renders the outcome beside the default."""
+
+    id: str
+    arch: str
+    sweep: str
+    chosen: str
+    run: str
+    axis: str = "config"
+    region: str | None = None
+
+    def judge(self, rows: Iterable[tuple[str, float, float | None]]) -> tuple[str | None, bool]:
+        """``(best, holds)`` over rows of ``(candidate, geomean B over A, noise upper end or
+        None)``: the best candidate (ties go to the first by name) and whether ``chosen``
+        holds by the rule; ``(None, False)`` when there are no rows."""
+        table = {name: (geomean, noise) for name, geomean, noise in rows}
+        if not table:
+            return None, False
+        best = max(sorted(table), key=lambda name: table[name][0])
+        if best == self.chosen:
+            return best, True
+        if self.chosen not in table:
+            return best, False
+        lead, noise = table[best][0] / table[self.chosen][0], table[best][1]
+        return best, noise is not None and lead <= noise

@@ -20,7 +20,7 @@ from tether.store import load_store, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 # The project's compile gates, read from its policy files as tether check reads them.
-COMPILE_GATES = (policy_module_data(ROOT) or ((), (), ()))[2]
+COMPILE_GATES = (policy_module_data(ROOT) or ((), (), (), ()))[2]
 
 # Gates that fail on variants known and owned: the variants (a predicate on a compile cell's
 # key) and why. The test expects exactly those to fail, if any: a failure outside them fails

@@ -19,7 +19,7 @@ from tether.render.policy_file import policy_module_data
 
 ROOT = Path(__file__).resolve().parents[2]
 # The project's gates, read from its policy files as tether check reads them.
-GATES = (policy_module_data(ROOT) or ((), (), ()))[1]
+GATES = (policy_module_data(ROOT) or ((), (), (), ()))[1]
 
 
 @pytest.mark.gate

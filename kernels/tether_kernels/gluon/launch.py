@@ -61,10 +61,22 @@ VARIANTS: dict[str, GluonConfig] = {
     "n64s3pp": GluonConfig(block_n=64, stages=3),
     "n64s4pp": GluonConfig(block_n=64, stages=4),
 }
-# The arm's variant. Chosen from an exploratory timing session on an H200 (validate/tools/
-# gluon_session.py, whose numbers are not store runs); the tuning grid tune-gluon-sm90 measures
-# every variant against the fastest peer under the guard, and kernels/NOTES.md renders its
-# outcome from the store.
+# The arm's variant: the pick of the tuning grid tune-gluon-sm90 (every variant against the
+# fastest peer, under the guard) by the rule tether_kernels/tuned.py declares, which tether
+# check holds; the region below renders the run it rests on.
+# BEGIN GENERATED: tuned-gluon-sm90-variant (tether render)
+# Tuned choice gluon-sm90-variant on sm90: config n128s2.
+# Rule (tether.policy.TunedChoice): the candidate with the highest geomean of B
+# over A; a lead inside the noise of the leader's cells changes no default.
+# run 20261201T200308Z-tune-tune-gluon-sm90-sm90-ae04102a59d1
+# (2026-12-01, git 81d46b1f48d2): gluon against flashinfer_fa3
+#   n128s2: geomean 1.007, noise up to 1.002
+#   n128s2pp: geomean 0.979, noise up to 1.005
+#   n128s3pp: geomean 0.959, noise up to 1.003
+#   n64s3pp: geomean 0.883, noise up to 1.004
+#   n64s4pp: geomean 0.879, noise up to 1.009
+# best n128s2; chosen n128s2: holds
+# END GENERATED: tuned-gluon-sm90-variant
 DEFAULT_VARIANT = "n128s2"
 
 

@@ -17,6 +17,8 @@ Top-level names (version 2):
   ran a selection only (never the "Tested" line; shown as what it is).
 - ``thresholds`` / ``gates``: ``{region: ThresholdDoc | GateDoc}`` from the policy file.
 - ``tunes``: ``{region: TuneDoc}``: one per tuning run in the store (region ``tune-<id>``).
+- ``tuned``: ``{region: TunedDoc}``: each tuned choice of the policy files (``TUNED``) with a
+  region, judged by its rule on the tuning run it cites.
 
 A document cites, for each ``(kind, name, arch)``, the newest evidence-grade run (status ok,
 measured under the guard; see ``tether.store.cite``). A cited run whose harness fingerprint is
@@ -44,11 +46,12 @@ from tether.policy import (
     Gate,
     Population,
     Threshold,
+    TunedChoice,
     routed_population,
     shape_fields,
 )
 from tether.render.compiled import compile_context
-from tether.render.policy_file import policy
+from tether.render.policy_file import policy, tuned_choices
 from tether.stats import (
     MIN_RUNS,
     VERDICT_WORDS,
@@ -75,7 +78,7 @@ from tether.stats import (
     verdict_word,
 )
 from tether.store import kernels_fingerprint, load_store
-from tether.store.cite import by_id, cited, matching, newest_attempt, siblings
+from tether.store.cite import by_id, cited, latest_ok, matching, newest_attempt, siblings
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.model import Run
 from tether.store.signing import signature_label
@@ -453,6 +456,8 @@ class TuneRow:
     slower: int
     geomean: float
     worst: CellStat
+    # The upper end of its cells' noise (A/A floor times replicate band), None where unknown.
+    noise_hi: float | None = None
 
 
 @dataclass(frozen=True)
@@ -462,15 +467,48 @@ class TuneDoc:
     rows: tuple[TuneRow, ...]
 
 
-def tune_doc(run: Run, current: str | CurrentHarness, siblings_: Iterable[Run] = ()) -> TuneDoc:
+@dataclass(frozen=True)
+class TunedDoc:
+    """A tuned choice judged on the tuning run it cites: ``tune`` None when the store lacks
+    it; ``newest`` the id of the newest ok tuning run of its sweep on its arch."""
+
+    choice: TunedChoice
+    tune: TuneDoc | None
+    newest: str | None
+    best: str | None
+    holds: bool
+
+    def row(self, config: str | None) -> TuneRow | None:
+        rows = self.tune.rows if self.tune is not None else ()
+        return next((r for r in rows if r.config == config), None)
+
+
+def tuned_doc(runs: list[Run], choice: TunedChoice, current: str | CurrentHarness) -> TunedDoc:
+    """``choice`` judged by its rule (``TunedChoice.judge``) on the run it cites."""
+    run = by_id(runs, choice.run)
+    newest = latest_ok(runs, "tune", choice.sweep, choice.arch)
+    newest_id = newest.id if newest is not None else None
+    if run is None or run.kind != "tune" or not run.ok:
+        return TunedDoc(choice, None, newest_id, None, False)
+    doc = tune_doc(run, current, siblings(runs, run), axis=choice.axis)
+    best, holds = choice.judge((r.config, r.geomean, r.noise_hi) for r in doc.rows)
+    return TunedDoc(choice, doc, newest_id, best, holds)
+
+
+def tune_doc(
+    run: Run, current: str | CurrentHarness, siblings_: Iterable[Run] = (), axis: str = "config"
+) -> TuneDoc:
     stats = cell_stats(run, list(siblings_))
     rows = []
-    for config in sorted({str(s.key.get("config")) for s in stats}):
-        group = [s for s in stats if str(s.key.get("config")) == config]
+    for config in sorted({str(s.key.get(axis)) for s in stats}):
+        group = [s for s in stats if str(s.key.get(axis)) == config]
         agg = aggregate(group)
         assert agg.geomean is not None and agg.worst is not None
+        noise = agg.floor[1] * agg.band[1] if agg.floor and agg.band else None
         rows.append(
-            TuneRow(config, agg.count, agg.wins, agg.levels, agg.losses, agg.geomean, agg.worst)
+            TuneRow(
+                config, agg.count, agg.wins, agg.levels, agg.losses, agg.geomean, agg.worst, noise
+            )
         )
     return TuneDoc(run_ref(run, current), run.arms, tuple(rows))
 
@@ -616,6 +654,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
         },
         "gates": {g.region: gate_doc(runs, g, current) for g in gates},
         "tunes": tunes,
+        "tuned": {c.region: tuned_doc(runs, c, current) for c in tuned_choices(root) if c.region},
         "verdict_word": verdict_word,
         "overall": overall,
         "split": split,

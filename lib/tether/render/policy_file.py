@@ -1,5 +1,5 @@
-"""The project's policy file (its ``[tool.tether] policy``) as data: POLICY, GATES and
-COMPILE_GATES, read without torch so the renderer and ``tether check`` run on any machine.
+"""The project's policy file (its ``[tool.tether] policy``) as data: POLICY, GATES,
+COMPILE_GATES and TUNED, read without torch so the renderer and ``tether check`` run on any machine.
 
 Kept apart from the template context and the compile evidence, which both read it, so that
 neither imports the other.
@@ -14,16 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from tether import project
-from tether.policy import Gate, Threshold
+from tether.policy import Gate, Threshold, TunedChoice
 from tether.render.env import TemplateError
 from tether.store.provenance import source_digest
 
-__all__ = ["policy", "policy_module_data"]
+__all__ = ["policy", "policy_module_data", "tuned_choices"]
 
 
-_POLICY_CACHE: dict[
-    tuple[str, bytes], tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]
-] = {}
+# POLICY, GATES, COMPILE_GATES and TUNED of one policy file.
+PolicyData = tuple[
+    tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...], tuple[TunedChoice, ...]
+]
+_NAMES = ("POLICY", "GATES", "COMPILE_GATES", "TUNED")
+_POLICY_CACHE: dict[tuple[str, bytes], PolicyData] = {}
 
 
 def _same_code(a: bytes, b: bytes) -> bool:
@@ -33,18 +36,17 @@ def _same_code(a: bytes, b: bytes) -> bool:
     )
 
 
-def _policy_of(module: Any) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]:
+def _policy_of(module: Any) -> PolicyData:
     return (
         tuple(getattr(module, "POLICY", ())),
         tuple(getattr(module, "GATES", ())),
         tuple(getattr(module, "COMPILE_GATES", ())),
+        tuple(getattr(module, "TUNED", ())),
     )
 
 
-def policy_module_data(
-    root: Path,
-) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]] | None:
-    """POLICY, GATES and COMPILE_GATES of the project at ``root`` (its [tool.tether] policy
+def policy_module_data(root: Path) -> PolicyData | None:
+    """POLICY, GATES, COMPILE_GATES and TUNED of the project at ``root`` (its [tool.tether] policy
     files, in order, concatenated); None when it declares none.
 
     The project's own files, not whatever module this interpreter imported under that name:
@@ -63,16 +65,23 @@ def policy_module_data(
         tuple(t for f in found for t in f[0]),
         tuple(g for f in found for g in f[1]),
         tuple(c for f in found for c in f[2]),
+        tuple(c for f in found for c in f[3]),
     )
 
 
-def _one_file(path: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...]]:
+def tuned_choices(root: Path) -> tuple[TunedChoice, ...]:
+    """TUNED of the project's policy files (() when it declares none)."""
+    found = policy_module_data(root)
+    return () if found is None else found[3]
+
+
+def _one_file(path: Path) -> PolicyData:
     if not path.is_file():
         raise TemplateError(f"{path}: the project's policy file is missing")
     raw = path.read_bytes()
     for module in list(sys.modules.values()):
         own = getattr(module, "__file__", None)
-        if not own or not any(hasattr(module, n) for n in ("POLICY", "GATES", "COMPILE_GATES")):
+        if not own or not any(hasattr(module, n) for n in _NAMES):
             continue
         own_path = Path(own).resolve()
         if own_path == path.resolve() or (

@@ -21,6 +21,7 @@ from tether.render.regions import RegionError, find_regions, replace_regions, sy
 THRESHOLD_TEMPLATE = "policy_threshold.py.j2"
 GATE_TEMPLATE = "policy_gate.py.j2"
 TUNE_TEMPLATE = "tune_outcome.md.j2"
+TUNED_TEMPLATE = "tuned_choice.py.j2"
 COMPILE_TEMPLATE = "compile_evidence.py.j2"
 PY_REGION_WIDTH = 100
 
@@ -83,7 +84,8 @@ def _trend_bytes(trend: dict[str, Any]) -> bytes:
 def region_bodies(context: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     """Every region the context can render: ``{region id: (template, extra context)}``.
 
-    Thresholds and gates (from the policy file) and tuning runs (``tune-<run id>``); a project
+    Thresholds, gates and tuned choices (from the policy file) and tuning runs
+    (``tune-<run id>``); a project
     places the markers of the ones it wants in its declared region files.
     """
     out: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -93,6 +95,8 @@ def region_bodies(context: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any
         out[region] = (GATE_TEMPLATE, {"doc": doc})
     for region, doc in sorted(context.get("tunes", {}).items()):
         out[region] = (TUNE_TEMPLATE, {"doc": doc})
+    for region, doc in sorted(context.get("tuned", {}).items()):
+        out[region] = (TUNED_TEMPLATE, {"doc": doc})
     for region, entry in sorted(context.get("compile_regions", {}).items()):
         out[region] = (COMPILE_TEMPLATE, dict(entry))
     for region, (template, extra) in sorted(context.get("regions", {}).items()):
