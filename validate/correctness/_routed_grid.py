@@ -272,11 +272,12 @@ POLICY_PAIRS = (
 )
 POLICY_LAYOUTS = ("kv-packed", "heads-major", "padded-rows")
 POLICY_REASON = "the policy's arms are GPU kernels; 32-head f32 references are too slow on a CPU"
+_SHAPE_FIELDS = tuple(Shape(1, 1, 1, 1, 1, 8).key())  # a Shape's field names, in order
 
 
 def _scope_values(conditions: tuple[tuple[str, str, object], ...]) -> dict[str, tuple[Any, ...]]:
     """The values a threshold's conditions enumerate (``==`` a constant, ``in`` a tuple)."""
-    fields = set(Shape(1, 1, 1, 1, 1, 8).key())
+    fields = set(_SHAPE_FIELDS)
     values: dict[str, tuple[Any, ...]] = {}
     for name, op, value in conditions:
         if op == "in" and isinstance(value, (tuple, list)):
@@ -300,7 +301,7 @@ def policy_calls() -> list[Call]:
                     taken = []
                     for qo, kv in POLICY_PAIRS:
                         key = {"batch": 1, "qo_len": qo, "kv_len": kv, "causal": True, **fields}
-                        shape = Shape(**{f: key[f] for f in Shape(1, 1, 1, 1, 1, 8).key()})
+                        shape = Shape(**{f: key[f] for f in _SHAPE_FIELDS})
                         if th.applies(shape.key()) and policy_choice(entry, shape, arch) == th.arm:
                             taken.append(shape)
                     for i, shape in enumerate((taken * 2)[n % max(len(taken), 1) :][:2]):

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from tether import project
-from tether.render.policy_file import policy_module_data
+from tether.render.compiled import compile_gates
 from tether.store import load_store, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 # The project's compile gates, read from its policy files as tether check reads them.
-COMPILE_GATES = (policy_module_data(ROOT) or ((), (), (), ()))[2]
+COMPILE_GATES = compile_gates(ROOT)
 
 # Gates that fail on variants known and owned: the variants (a predicate on a compile cell's
 # key) and why. The test expects exactly those to fail, if any: a failure outside them fails

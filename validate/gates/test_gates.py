@@ -15,11 +15,11 @@ import pytest
 from tether import project, registry
 from tether.bench.gate import NO_EVIDENCE, measure_gate
 from tether.bench.sweep import Bench, Target
-from tether.render.policy_file import policy_module_data
+from tether.render.policy_file import EMPTY, policy_module_data
 
 ROOT = Path(__file__).resolve().parents[2]
 # The project's gates, read from its policy files as tether check reads them.
-GATES = (policy_module_data(ROOT) or ((), (), (), ()))[1]
+GATES = (policy_module_data(ROOT) or EMPTY).gates
 
 
 @pytest.mark.gate

@@ -70,9 +70,9 @@ def test_a_gate_off_its_arch_is_not_run_here(tmp_path: Path) -> None:
 def test_gate_command_on_a_host_without_its_gates_exits_77(tmp_path: Path) -> None:
     from tether.cli import main
     from tether.pytest_plugin import current_arch
-    from tether.render.policy_file import policy_module_data
+    from tether.render.policy_file import EMPTY, policy_module_data
 
-    GATES = (policy_module_data(ROOT) or ((), (), (), ()))[1]
+    GATES = (policy_module_data(ROOT) or EMPTY).gates
     if any(g.arch == current_arch() for g in GATES):
         pytest.skip("this host is a gate's arch: validate/gates/test_gates.py measures it here")
     out, err = io.StringIO(), io.StringIO()

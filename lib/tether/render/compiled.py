@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.policy import CompileGate
-from tether.render.policy_file import policy_module_data
+from tether.render.policy_file import EMPTY, policy_module_data
 from tether.store import kernels_fingerprint
 from tether.store.cite import latest_ok
 from tether.store.results import CompileResults
@@ -79,8 +79,7 @@ def compile_gates(root: Path) -> tuple[CompileGate, ...]:
     """COMPILE_GATES of the project's policy file (() when it declares none), read by
     ``tether.render.policy_file`` exactly as POLICY and GATES are."""
 
-    found = policy_module_data(root)
-    return () if found is None else tuple(found[2])
+    return tuple((policy_module_data(root) or EMPTY).compile_gates)
 
 
 def _occ(extra: dict[str, Any]) -> int:

@@ -1,5 +1,6 @@
-"""The project's policy file (its ``[tool.tether] policy``) as data: POLICY, GATES,
-COMPILE_GATES and TUNED, read without torch so the renderer and ``tether check`` run on any machine.
+"""The project's policy files (its ``[tool.tether] policy``) as data: POLICY, GATES,
+COMPILE_GATES and TUNED, read without torch so the renderer and ``tether check`` run on any
+machine.
 
 Kept apart from the template context and the compile evidence, which both read it, so that
 neither imports the other.
@@ -11,20 +12,26 @@ import hashlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tether import project
 from tether.policy import Gate, Threshold, TunedChoice
 from tether.render.env import TemplateError
 from tether.store.provenance import source_digest
 
-__all__ = ["policy", "policy_module_data", "tuned_choices"]
+__all__ = ["EMPTY", "PolicyData", "policy", "policy_module_data", "tuned_choices"]
 
 
-# POLICY, GATES, COMPILE_GATES and TUNED of one policy file.
-PolicyData = tuple[
-    tuple[Threshold, ...], tuple[Gate, ...], tuple[Any, ...], tuple[TunedChoice, ...]
-]
+class PolicyData(NamedTuple):
+    """POLICY, GATES, COMPILE_GATES and TUNED of a project's policy files, by name."""
+
+    policy: tuple[Threshold, ...]
+    gates: tuple[Gate, ...]
+    compile_gates: tuple[Any, ...]
+    tuned: tuple[TunedChoice, ...]
+
+
+EMPTY = PolicyData((), (), (), ())  # a project that declares no policy file
 _NAMES = ("POLICY", "GATES", "COMPILE_GATES", "TUNED")
 _POLICY_CACHE: dict[tuple[str, bytes], PolicyData] = {}
 
@@ -37,12 +44,7 @@ def _same_code(a: bytes, b: bytes) -> bool:
 
 
 def _policy_of(module: Any) -> PolicyData:
-    return (
-        tuple(getattr(module, "POLICY", ())),
-        tuple(getattr(module, "GATES", ())),
-        tuple(getattr(module, "COMPILE_GATES", ())),
-        tuple(getattr(module, "TUNED", ())),
-    )
+    return PolicyData(*(tuple(getattr(module, name, ())) for name in _NAMES))
 
 
 def policy_module_data(root: Path) -> PolicyData | None:
@@ -61,18 +63,13 @@ def policy_module_data(root: Path) -> PolicyData | None:
     if not paths:
         return None
     found = [_one_file(path) for path in paths]
-    return (
-        tuple(t for f in found for t in f[0]),
-        tuple(g for f in found for g in f[1]),
-        tuple(c for f in found for c in f[2]),
-        tuple(c for f in found for c in f[3]),
-    )
+    # Each part (POLICY, GATES, ...) of every file, concatenated in the files' order.
+    return PolicyData(*(tuple(x for one in part for x in one) for part in zip(*found, strict=True)))
 
 
 def tuned_choices(root: Path) -> tuple[TunedChoice, ...]:
     """TUNED of the project's policy files (() when it declares none)."""
-    found = policy_module_data(root)
-    return () if found is None else found[3]
+    return (policy_module_data(root) or EMPTY).tuned
 
 
 def _one_file(path: Path) -> PolicyData:
@@ -104,4 +101,4 @@ def _one_file(path: Path) -> PolicyData:
 def policy(root: Path) -> tuple[tuple[Threshold, ...], tuple[Gate, ...]] | None:
     """POLICY and GATES of the project at ``root`` (see ``policy_module_data``)."""
     found = policy_module_data(root)
-    return None if found is None else (found[0], found[1])
+    return None if found is None else (found.policy, found.gates)

@@ -84,9 +84,9 @@ def _trend_bytes(trend: dict[str, Any]) -> bytes:
 def region_bodies(context: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     """Every region the context can render: ``{region id: (template, extra context)}``.
 
-    Thresholds, gates and tuned choices (from the policy file) and tuning runs
-    (``tune-<run id>``); a project
-    places the markers of the ones it wants in its declared region files.
+    Thresholds, gates and tuned choices (from the policy files) and tuning runs
+    (``tune-<run id>``); a project places the markers of the ones it wants in its declared
+    region files.
     """
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     for region, doc in sorted(context["thresholds"].items()):
