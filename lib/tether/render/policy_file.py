@@ -33,6 +33,7 @@ class PolicyData(NamedTuple):
 
 EMPTY = PolicyData((), (), (), ())  # a project that declares no policy file
 _NAMES = ("POLICY", "GATES", "COMPILE_GATES", "TUNED")
+_LOADED_PREFIX = "_tether_policy_"  # modules this file loads from a path, by content
 _POLICY_CACHE: dict[tuple[str, bytes], PolicyData] = {}
 
 
@@ -76,7 +77,11 @@ def _one_file(path: Path) -> PolicyData:
     if not path.is_file():
         raise TemplateError(f"{path}: the project's policy file is missing")
     raw = path.read_bytes()
-    for module in list(sys.modules.values()):
+    for name, module in list(sys.modules.items()):
+        # This loader's own loads (below) are never what a caller imported or patched: one
+        # found first would hide the imported module of the same code (its tests' patches).
+        if name.startswith(_LOADED_PREFIX):
+            continue
         own = getattr(module, "__file__", None)
         if not own or not any(hasattr(module, n) for n in _NAMES):
             continue
@@ -87,7 +92,7 @@ def _one_file(path: Path) -> PolicyData:
             return _policy_of(module)
     key = (str(path.resolve()), hashlib.sha256(raw).digest())
     if key not in _POLICY_CACHE:
-        name = "_tether_policy_" + key[1].hex()[:16]
+        name = _LOADED_PREFIX + key[1].hex()[:16]
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise TemplateError(f"{path}: cannot load the policy module")
