@@ -11,10 +11,14 @@ if [ -f .peers/fi.tar.xz ] && [ ! -d "$peer_site/flashinfer" ]; then
 fi
 # FlashInfer loads a module found at data/aot/<name>/<name>.so without building it
 # (flashinfer/jit/env.py get_aot_artifacts, the "flashinfer-python" fallback path).
-if [ -f .peers/fi-jit-sm90.tar.xz ] && [ -d "$peer_site/flashinfer" ]; then
+# A session's archive larger than a returned file may be comes back in parts (.00, .01, ...:
+# validate/tools/peer_session.py); the parts, joined in name order, are the archive.
+jit_parts=$(ls .peers/fi-jit-sm90.tar.xz .peers/fi-jit-sm90.tar.xz.[0-9][0-9] 2>/dev/null | sort)
+if [ -n "$jit_parts" ] && [ -d "$peer_site/flashinfer" ]; then
   mkdir -p "$peer_site/flashinfer/data/aot"
-  tar xJf .peers/fi-jit-sm90.tar.xz -C "$peer_site/flashinfer/data/aot"
-  echo "peer_env: FlashInfer modules restored from .peers/fi-jit-sm90.tar.xz" >&2
+  # shellcheck disable=SC2086  # the list is file names without spaces, split on purpose
+  cat $jit_parts | tar xJf - -C "$peer_site/flashinfer/data/aot" &&
+    echo "peer_env: FlashInfer modules restored from" $jit_parts >&2
 fi
 export PYTHONPATH="$PWD:$PWD/lib:$PWD/kernels:$peer_site${PYTHONPATH:+:$PYTHONPATH}"
 export FLASHINFER_CUDA_ARCH_LIST=9.0a MAX_JOBS=${MAX_JOBS:-16}

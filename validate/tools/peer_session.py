@@ -55,6 +55,56 @@ def module_specs(
     return specs
 
 
+def batch_module_specs(
+    dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS, backends=("fa3",)
+) -> list[Any]:
+    """The modules FlashInfer's ragged wrapper asks for as tether's ragged arm plans it
+    (``peers.ragged_plan``: int32 offsets, no RoPE, no window, no soft cap, f32 QK)."""
+    import torch
+    from flashinfer.jit import gen_batch_prefill_module
+
+    specs = []
+    for backend in backends:
+        for name in dtypes:
+            dt = {"bf16": torch.bfloat16, "f16": torch.float16}[name]
+            for d in head_dims:
+                specs.append(
+                    gen_batch_prefill_module(
+                        backend, dt, dt, dt, torch.int32, d, d, 0, False, False, False
+                    )
+                )
+    return specs
+
+
+def session_specs() -> list[Any]:
+    """Every module an evidence session's sweeps call (ci/h200-session.sh builds them before
+    the hold, so no guarded step spends its time limit in a JIT build): single prefill fa3 and
+    fa2 at head_dim 128, fa3 at 64 (api-breadth-fa3), and the ragged wrapper's fa3 module
+    (api-ragged-fa3)."""
+    specs = module_specs() + module_specs(head_dims=(64,), backends=("fa3",))
+    return specs + batch_module_specs()
+
+
+# Files back from a lent host are 16 MiB at most: a larger archive comes back in parts
+# (ARCHIVE.00, .01, ...), which validate/peer_env.sh joins in name order.
+PART_BYTES = 15 * 1024 * 1024
+
+
+def split_archive(archive: Path, part_bytes: int = PART_BYTES) -> list[Path]:
+    """``archive`` itself when it fits, else its parts (the whole archive removed)."""
+    size = archive.stat().st_size
+    if size <= part_bytes:
+        return [archive]
+    parts = []
+    with archive.open("rb") as src:
+        for i in range(-(-size // part_bytes)):
+            part = archive.with_name(f"{archive.name}.{i:02d}")
+            part.write_bytes(src.read(part_bytes))
+            parts.append(part)
+    archive.unlink()
+    return parts
+
+
 def build_modules(out: Path, specs: list[Any] | None = None) -> dict[str, Any]:
     """Build (or find restored) the modules in one ninja (``specs``, default
     ``module_specs()``); pack them into ``out/ARCHIVE``."""
@@ -74,13 +124,15 @@ def build_modules(out: Path, specs: list[Any] | None = None) -> dict[str, Any]:
     with tarfile.open(archive, "w:xz") as tar:
         for name, path in sorted(paths.items()):
             tar.add(path, arcname=f"{name}/{name}.so")
+    archive_bytes = archive.stat().st_size
+    parts = split_archive(archive)
     return {
         "flashinfer": flashinfer.__version__,
         "build_s": round(build_s, 1),
         "max_jobs": os.environ.get("MAX_JOBS"),
         "modules": sorted(paths),
         "restored": restored,
-        "archive": {"path": str(archive), "bytes": archive.stat().st_size},
+        "archive": {"paths": [str(p) for p in parts], "bytes": archive_bytes},
     }
 
 
@@ -145,15 +197,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     out = Path(os.environ.get("OUT", "/tmp/peer-out"))
     ap.add_argument("--skip-pytest", action="store_true")
+    ap.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build (or restore) every module an evidence session calls (session_specs), "
+        "pack them into $OUT, and stop: no check, no pytest",
+    )
     args = ap.parse_args(argv)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     report: dict[str, Any] = {}
-    report["build"] = build = build_modules(out)
+    report["build"] = build = build_modules(out, session_specs() if args.build_only else None)
     print(f"peer_session: FlashInfer {build['flashinfer']} modules ready in "
           f"{build['build_s']} s (restored: {len(build['restored'])} of "
           f"{len(build['modules'])}); archive {build['archive']['bytes']} bytes",
           file=sys.stderr, flush=True)  # fmt: skip
+    if args.build_only:
+        print(json.dumps(build, default=str))
+        return 0
     report["check"] = rows = check_arms()
     if not args.skip_pytest:
         report["pytest"] = run_pytest(timeout_s=240.0)
