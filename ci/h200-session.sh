@@ -176,11 +176,11 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$LOGS/pip.log" 2
   { tail "$LOGS/pip.log"; exit 1; }
 source validate/peer_env.sh 2>>"$LOGS/peer_env.log"
 # FlashInfer's modules, built before the hold (PREBUILD=0: not): a guarded step that JIT-builds
-# one spends minutes of its time limit compiling (a module takes about a minute; at 81d46b1 the
-# archive carried in .peers/ spared it). What is built comes back as $OUT/fi-jit-sm90.tar.xz
+# one spends minutes of its time limit compiling (eight modules took over 4 minutes at 690a884;
+# an archive carried in .peers/ spares it). What is built comes back as $OUT/fi-jit-sm90.tar.xz
 # (or its parts): copy it into .peers/ for the next session.
 if [ "${PREBUILD:-1}" = 1 ] && python3 -c 'import flashinfer' 2>/dev/null; then
-  step pre prebuild-flashinfer 300 env OUT="$OUT" python3 validate/tools/peer_session.py --build-only
+  step pre prebuild-flashinfer 360 env OUT="$OUT" python3 validate/tools/peer_session.py --build-only
 fi
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu \
   --format=csv >"$LOGS/smi-before.csv" 2>&1
