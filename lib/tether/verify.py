@@ -29,7 +29,7 @@ from tether.guard import devinfo
 from tether.guard.api import HostUnavailable
 from tether.guard.hold import run_held, safe_reason, write_not_measured
 from tether.guard.idle import detect_vendor
-from tether.pytest_plugin import SUMMARY_ENV, read_routed_summary
+from tether.pytest_plugin import FAILURES_ENV, SUMMARY_ENV, read_failures, read_routed_summary
 from tether.store import GuardRecord, new_run, write_run
 from tether.store.results import VerifyResults
 
@@ -142,6 +142,24 @@ def routed_cases(path: Path) -> dict[str, int] | None:
         raise RunFileError(path, "routed_cases", str(exc)) from exc
 
 
+MAX_PRINTED_FAILURES = 50
+
+
+def failures_seen(path: Path) -> list[dict[str, str]]:
+    """The failures the suite reported as they happened (tether.pytest_plugin.FailureLog)."""
+    try:
+        return read_failures(path)
+    except ValueError as exc:
+        raise RunFileError(path, "failures", str(exc)) from exc
+
+
+def failure_id(failure: dict[str, str]) -> str:
+    """A failed test's node id, with its phase when that is not the test itself (``setup``,
+    ``teardown``: an error rather than a failure)."""
+    when = failure["when"]
+    return failure["nodeid"] if when == "call" else f"{failure['nodeid']} [{when}]"
+
+
 def record_wrong_vendor(
     exc: WrongVendorError, requested: str, suite: str, store: Path, root: Path
 ) -> Path:
@@ -211,10 +229,11 @@ def run_verify(
     with tempfile.TemporaryDirectory(prefix="tether-verify-") as tmp:
         junit = Path(tmp) / "junit.xml"
         summary = Path(tmp) / "summary.json"
+        failures_log = Path(tmp) / "failures.jsonl"
         cmd = pytest_command(suite, junit, workers, extra)
         started = time.time()
         try:
-            with _environ(SUMMARY_ENV, str(summary)):
+            with _environ(SUMMARY_ENV, str(summary)), _environ(FAILURES_ENV, str(failures_log)):
                 rc, evidence = run_held(
                     cmd,
                     target=vendor,
@@ -232,12 +251,14 @@ def run_verify(
         duration = time.time() - started
         counts = parse_junit(junit) if junit.exists() else None
         routed = routed_cases(summary)
+        failures = failures_seen(failures_log)
     ended = time.time()
     ok = counts is not None and counts.failed == counts.errors == 0 and counts.passed > 0
     complete = is_complete(suite, DEFAULT_SUITE, extra)
     summary_of_run = VerifyResults(
         passed=counts.passed if counts else 0,
-        failed=counts.failed if counts else 0,
+        # Cut off before its summary: the failures reported until then.
+        failed=counts.failed if counts else len(failures),
         skipped=counts.skipped if counts else 0,
         errors=counts.errors if counts else 1,
         duration_s=round(duration, 3),
@@ -248,6 +269,7 @@ def run_verify(
         complete=complete,
         selection=tuple(str(a) for a in extra),
         routed_cases=routed,
+        failures=tuple(failure_id(f) for f in failures) or None,
     )
     results = summary_of_run.to_json()
 
@@ -255,7 +277,8 @@ def run_verify(
     reason = (
         None
         if ok
-        else f"pytest exit status {rc}; no junit xml"
+        else f"pytest exit status {rc}; no junit xml (stopped before its summary), "
+        f"{len(failures)} failure(s) reported until then"
         if counts is None
         else (
             f"pytest exit status {rc}: {results['failed']} failed, {results['errors']} errors, {results['passed']} passed"
@@ -277,6 +300,11 @@ def run_verify(
         root=root,
     )
     path = write_run(run, store)
+    for f in failures[:MAX_PRINTED_FAILURES]:
+        first = (f["message"].splitlines() or [""])[0]
+        print(f"[{tag}] failed: {f['nodeid']} ({f['when']}): {first}", file=out)
+    if len(failures) > MAX_PRINTED_FAILURES:
+        print(f"[{tag}] ... and {len(failures) - MAX_PRINTED_FAILURES} more failure(s)", file=out)
     if routed:
         by_arm = ", ".join(f"{arm} {n}" for arm, n in sorted(routed.items()))
         print(f"[{tag}] routed public-API cases by arm: {by_arm}", file=out)

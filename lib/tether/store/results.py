@@ -99,6 +99,9 @@ class VerifyResults(Results):
     routed_cases: Mapping[str, int] | None = None
     selection: tuple[str, ...] | None = None  # extra pytest arguments that narrowed the run
     gpus: int | None = None  # how many GPUs the suite's workers were spread over
+    # The failed tests' node ids as the suite reported them (a setup or teardown error with
+    # its phase in brackets), also when it was cut off before its summary.
+    failures: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
