@@ -4,7 +4,6 @@ Fixture suites are written into tmp_path."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -19,6 +18,8 @@ from tether.cli import main
 from tether.errors import RunFileError
 from tether.pytest_plugin import FAILURES_ENV, read_failures
 from tether.store import load_store
+
+from validate.suite.workers import ONE_PROCESS_AND_XDIST
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,16 +64,7 @@ def _suite(tmp_path: Path, body: str) -> Path:
 
 @pytest.mark.parametrize(
     "workers",
-    [
-        pytest.param((), id="one-process"),
-        pytest.param(
-            ("-n", "2"),
-            id="xdist-2",
-            marks=pytest.mark.skipif(
-                importlib.util.find_spec("xdist") is None, reason="pytest-xdist not installed"
-            ),
-        ),
-    ],
+    ONE_PROCESS_AND_XDIST,
 )
 def test_each_failure_is_logged_once_with_its_phase_and_message(
     tmp_path: Path, workers: tuple[str, ...]

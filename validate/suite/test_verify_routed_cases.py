@@ -4,7 +4,6 @@ run's ``routed_cases`` and its schema. Fixture suites are written into tmp_path.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import io
 import json
 import os
@@ -21,6 +20,7 @@ from tether.pytest_plugin import SUMMARY_ENV, read_routed_summary
 from tether.store import load_store, run_from_json
 
 from validate.suite.runfactory import make_verify_run, resealed
+from validate.suite.workers import ONE_PROCESS_AND_XDIST
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,16 +57,7 @@ def _pytest(suite: Path, summary: Path, *extra: str) -> subprocess.CompletedProc
 
 @pytest.mark.parametrize(
     "workers",
-    [
-        pytest.param((), id="one-process"),
-        pytest.param(
-            ("-n", "2"),
-            id="xdist-2",
-            marks=pytest.mark.skipif(
-                importlib.util.find_spec("xdist") is None, reason="pytest-xdist not installed"
-            ),
-        ),
-    ],
+    ONE_PROCESS_AND_XDIST,
 )
 def test_the_session_writes_the_counts_merged_over_workers(
     tmp_path: Path, workers: tuple[str, ...]

@@ -38,44 +38,41 @@ BUILD_DTYPES = ("bf16", "f16")
 BUILD_HEAD_DIMS = (128,)
 
 
-def module_specs(
-    dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS, backends=("fa3", "fa2")
-) -> list[Any]:
-    """FlashInfer's JIT specs of the modules the arms call: exactly the ones its public
-    ``single_prefill_with_kv_cache`` asks for (no RoPE, no window, no soft cap, f32 QK)."""
+def _specs(kind: str, dtypes: Any, head_dims: Any, backends: Any) -> list[Any]:
+    """FlashInfer's JIT specs of one kind of module, as tether's arms call them: no RoPE, no
+    window, no soft cap, f32 QK. ``single``: what ``single_prefill_with_kv_cache`` asks for;
+    ``batch``: what the ragged wrapper asks for as ``peers.ragged_plan`` plans it (int32
+    offsets)."""
     import torch
-    from flashinfer.jit import gen_single_prefill_module
+    from flashinfer.jit import gen_batch_prefill_module, gen_single_prefill_module
 
     specs = []
     for backend in backends:
         for name in dtypes:
             dt = {"bf16": torch.bfloat16, "f16": torch.float16}[name]
             for d in head_dims:
-                specs.append(
-                    gen_single_prefill_module(backend, dt, dt, dt, d, d, 0, False, False, False)
-                )
+                if kind == "batch":
+                    args = (backend, dt, dt, dt, torch.int32, d, d, 0, False, False, False)
+                    specs.append(gen_batch_prefill_module(*args))
+                else:
+                    specs.append(
+                        gen_single_prefill_module(backend, dt, dt, dt, d, d, 0, False, False, False)
+                    )
     return specs
+
+
+def module_specs(
+    dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS, backends=("fa3", "fa2")
+) -> list[Any]:
+    """The single-prefill modules the arms call (see ``_specs``)."""
+    return _specs("single", dtypes, head_dims, backends)
 
 
 def batch_module_specs(
     dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS, backends=("fa3",)
 ) -> list[Any]:
-    """The modules FlashInfer's ragged wrapper asks for as tether's ragged arm plans it
-    (``peers.ragged_plan``: int32 offsets, no RoPE, no window, no soft cap, f32 QK)."""
-    import torch
-    from flashinfer.jit import gen_batch_prefill_module
-
-    specs = []
-    for backend in backends:
-        for name in dtypes:
-            dt = {"bf16": torch.bfloat16, "f16": torch.float16}[name]
-            for d in head_dims:
-                specs.append(
-                    gen_batch_prefill_module(
-                        backend, dt, dt, dt, torch.int32, d, d, 0, False, False, False
-                    )
-                )
-    return specs
+    """The modules FlashInfer's ragged wrapper asks for (see ``_specs``)."""
+    return _specs("batch", dtypes, head_dims, backends)
 
 
 def session_specs() -> list[Any]:
