@@ -26,8 +26,8 @@
 # 8 files at most). A table of step, lane, exit status and seconds is printed last.
 # SESSION_S (default 520): seconds after the start by which every step has ended, the rest
 # skipped (keep it under the device's per-call limit: packing and signing follow). SWEEPS=none:
-# no first runs; ROUND2=none: no second runs. PREBUILD=0: no FlashInfer build before the hold (a warm host that built them
-# in the call before still has them in /tmp).
+# no first runs; ROUND2=none: no second runs. PREBUILD=0: no FlashInfer build before the hold
+# (a warm host that built them in the call before still has them in /tmp).
 # A 30-minute device budget fits one evidence set in three calls, made back to back so the host
 # stays warm (a cold start costs a minute or more and drops /tmp): "sweeps" with ROUND2=none,
 # then "sweeps" with SWEEPS=none and the second runs, then "verify" with TUNE=1. It fits only
@@ -66,9 +66,14 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
 API_SWEEPS=${SWEEPS:-"policy-chunked-sm90 policy-square-sm90 policy-square-short-sm90 gate-calls-api
   api-chunked-fa3 api-square-fa3 api-breadth-fa3 api-chunked-sdpa api-batch-sdpa policy-batch-sm90
   api-eager-fa3 api-host-fa3"}
-ROUND2=${ROUND2-}
 [ "${SWEEPS-}" = none ] && API_SWEEPS=""
-[ "$ROUND2" = none ] && ROUND2=" "  # a word-free list: the second round's loop runs nothing
+# The second runs, one list for every plan: ROUND2's sweeps; none for "none"; unset, every
+# first-run sweep in "sweeps" and none in "verify".
+case "${ROUND2-}" in
+  none) SECOND="" ;;
+  "") SECOND=$([ "$PLAN" = sweeps ] && echo "$API_SWEEPS") ;;
+  *) SECOND=$ROUND2 ;;
+esac
 
 lane0() {  # the public API as routed (the suite, recorded; the issue's wider grid), then more
   export CUDA_VISIBLE_DEVICES=$1
@@ -84,8 +89,8 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
       # The Gluon kernel's variants against the fastest peer (kernels/NOTES.md renders it).
       step lane0 tune-gluon-sm90 90 $T tune --no-progress --wait 30 tune-gluon-sm90
     fi
-    if [ -n "$ROUND2" ]; then
-      for name in $ROUND2; do
+    if [ -n "$SECOND" ]; then
+      for name in $SECOND; do
         step lane0 "$name.2" 120 $s "$name"
       done
     fi
@@ -119,7 +124,7 @@ lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run b
     for name in $API_SWEEPS; do
       step lane1 "$name.1" 120 $s "$name"
     done
-    for name in ${ROUND2:-$API_SWEEPS}; do
+    for name in $SECOND; do
       step lane1 "$name.2" 120 $s "$name"
     done
     if [ "${GATE:-1}" = 1 ]; then
@@ -189,8 +194,8 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$LOGS/pip.log" 2
   { tail "$LOGS/pip.log"; exit 1; }
 source validate/peer_env.sh 2>>"$LOGS/peer_env.log"
 # FlashInfer's modules, built before the hold (PREBUILD=0: not): a guarded step that JIT-builds
-# one spends minutes of its time limit compiling (eight modules took over 4 minutes at 690a884;
-# an archive carried in .peers/ spares it). What is built comes back as $OUT/fi-jit-sm90.tar.xz
+# one spends most of its time limit compiling (as at 690a884; an archive carried in .peers/
+# spares it). What is built comes back as $OUT/fi-jit-sm90.tar.xz
 # (or its parts): copy it into .peers/ for the next session.
 if [ "${PREBUILD:-1}" = 1 ] && python3 -c 'import flashinfer' 2>/dev/null; then
   step pre prebuild-flashinfer 360 env OUT="$OUT" python3 validate/tools/peer_session.py --build-only

@@ -39,7 +39,7 @@ FAILING = """
     def test_setup_error(broken):
         pass
 """
-# A suite whose third test ends the process: nothing after it is reported, no summary.
+# A suite whose second test ends the process: nothing after it is reported, no summary.
 CUT_OFF = """
     import os
 
@@ -62,10 +62,7 @@ def _suite(tmp_path: Path, body: str) -> Path:
     return suite
 
 
-@pytest.mark.parametrize(
-    "workers",
-    ONE_PROCESS_AND_XDIST,
-)
+@pytest.mark.parametrize("workers", ONE_PROCESS_AND_XDIST)
 def test_each_failure_is_logged_once_with_its_phase_and_message(
     tmp_path: Path, workers: tuple[str, ...]
 ) -> None:

@@ -55,10 +55,7 @@ def _pytest(suite: Path, summary: Path, *extra: str) -> subprocess.CompletedProc
     return subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize(
-    "workers",
-    ONE_PROCESS_AND_XDIST,
-)
+@pytest.mark.parametrize("workers", ONE_PROCESS_AND_XDIST)
 def test_the_session_writes_the_counts_merged_over_workers(
     tmp_path: Path, workers: tuple[str, ...]
 ) -> None:

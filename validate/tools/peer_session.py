@@ -106,9 +106,8 @@ def split_archive(archive: Path, part_bytes: int = PART_BYTES) -> list[Path]:
 
 def pack(archive: Path, paths: dict[str, Path]) -> None:
     """``archive``: each module as ``<name>/<name>.so`` (the layout FlashInfer loads from
-    data/aot), xz-compressed on every core where an ``xz`` program is found. Python's own
-    single-threaded xz took over a minute for eight modules at 690a884, past its
-    step's limit."""
+    data/aot), xz-compressed on every core where an ``xz`` program is found: Python's own
+    single-threaded xz ran the prebuild step past its limit at 690a884."""
     xz = shutil.which("xz")
     if xz is None:
         with tarfile.open(archive, "w:xz") as tar:
