@@ -101,9 +101,14 @@ def _scores_chunked(
     Q and of K read here: neither tile is held whole in registers. The Q reads are volatile,
     or the compiler would hoist them out of the key loop and hold Q whole again.
 
+    The chunks run as a loop, not unrolled (``tl.range``, unroll factor 1): unrolled, the
+    compiler issues every chunk's loads ahead of the dots, and the operands of all of them are
+    live at once, which is what the chunking exists to avoid (issue 24: gfx1151's f32 tiles
+    at head_dim 256 spilled so under triton 3.6).
+
     ``q_rows`` [BLOCK_M] and ``k_cols`` [BLOCK_N] point at the first element of each row."""
     raw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for c in tl.static_range(CHUNKS):
+    for c in tl.range(0, CHUNKS, loop_unroll_factor=1):
         offs_c = c * CHUNK + tl.arange(0, CHUNK)
         c_ok = offs_c < head_dim
         qc = _load(q_rows[:, None] + offs_c[None, :], row_ok[:, None], c_ok[None, :], True,
