@@ -712,7 +712,8 @@ def check_timing_freshness(
     superseded runs: history in the store stays citable as history, never as current."""
 
     current = kernels_fingerprint(root)
-    diff = KernelDiff(root, project.get(root).kernel_files())
+    proj = project.get(root)
+    diff = KernelDiff(root, proj.kernel_files(), proj.arch_scoped)
     findings = []
     for run, why in evidence_runs(runs, policy, gates, tuned):
         found = diff.staleness(run, current)

@@ -6,7 +6,9 @@ tells which kernel files changed since the run's commit (code only: a docstring 
 edit does not change the fingerprint either). A changed file is one the run's arms use unless
 it defines jitted kernels and none of them is a kernel the run recorded its arms running
 (``Cell.kernels``): a file that defines no kernel (arms, routing, launch tables) may shape any
-arm, so it always counts.
+arm, so it always counts, except where the project declares top-level definitions of it to
+serve some arches only ([tool.tether.fingerprint] arch_scoped, the AMD launch tables say): a
+change confined to those definitions counts only for runs on those arches.
 
 Also the append-only rule: ``store_changes_since`` lists run files that were in the store at
 a git revision and are now modified or gone.
@@ -21,7 +23,7 @@ import io
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -29,7 +31,7 @@ from tether import project
 from tether.errors import UsageError
 from tether.store.history import origin
 from tether.store.model import Run
-from tether.store.provenance import fingerprint, source_digest
+from tether.store.provenance import definition_digests, fingerprint, source_digest
 
 GIT_TIMEOUT_S = 10.0
 
@@ -113,12 +115,19 @@ def git_place(root: Path) -> tuple[Path, str]:
 class KernelDiff:
     """Which kernel files changed between a commit and the checkout, cached per commit."""
 
-    def __init__(self, root: Path, kernel_files: Iterable[Path]):
-
+    def __init__(
+        self,
+        root: Path,
+        kernel_files: Iterable[Path],
+        arch_scoped: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+    ):
         self.root = root
         self.files = sorted(p.relative_to(root).as_posix() for p in kernel_files)
         self.git_root, self.prefix = git_place(root)
+        self.arch_scoped = arch_scoped or {}
         self._changed: dict[str, tuple[str, ...] | str] = {}
+        # (sha, file) -> the arches a change confined to arch-scoped definitions serves.
+        self._confined: dict[tuple[str, str], frozenset[str]] = {}
 
     def changed(self, sha: str) -> tuple[str, ...] | str:
         """Kernel files whose code differs at ``sha`` from the checkout, or why git cannot
@@ -147,6 +156,9 @@ class KernelDiff:
                 then = None
             if now is None or then is None or source_digest(now) != source_digest(then):
                 out.append(rel)
+                arches = confined_to(then, now, self.arch_scoped.get(rel, {}))
+                if arches is not None:
+                    self._confined[(sha, rel)] = arches
         return tuple(out)
 
     def staleness(self, run: Run, current_fingerprint: str) -> Staleness:
@@ -163,7 +175,10 @@ class KernelDiff:
         for rel in changed:
             path = self.root / rel
             defined = jitted_kernels(path.read_text(encoding="utf-8")) if path.is_file() else set()
-            if defined and not any(_ran(k, recorded) for k in defined):
+            # A change confined to other arches' definitions, or to kernels the run never ran.
+            arches = self._confined.get((run.provenance.git_sha, rel))
+            elsewhere = arches is not None and run.provenance.arch not in arches
+            if elsewhere or (defined and not any(_ran(k, recorded) for k in defined)):
                 unused.append(rel)
             else:
                 used.append(rel)
@@ -172,6 +187,28 @@ class KernelDiff:
             # declaration itself changed (a file added or removed), which git cannot place.
             return Staleness((), (), "the declared kernel files differ from the run's")
         return Staleness(tuple(used), tuple(unused))
+
+
+def confined_to(
+    then: str | None, now: str | None, scoped: Mapping[str, tuple[str, ...]]
+) -> frozenset[str] | None:
+    """The arches a change from ``then`` to ``now`` can reach when it is confined to the
+    arch-scoped definitions ``scoped`` ({top-level name: arches}); None when any other code
+    changed, the file is new or gone, or either side does not parse (the change counts for
+    every arch)."""
+    if not scoped or then is None or now is None:
+        return None
+    before, after = definition_digests(then), definition_digests(now)
+    if before is None or after is None:
+        return None
+    arches: set[str] = set()
+    for name in before.keys() | after.keys():
+        if before.get(name) == after.get(name):
+            continue
+        if name not in scoped:
+            return None
+        arches.update(scoped[name])
+    return frozenset(arches)
 
 
 class CommitKernels:

@@ -48,7 +48,7 @@ _KEYS = {
         "signing",
         "summary",
     },
-    "fingerprint": {"harness", "kernels"},
+    "fingerprint": {"harness", "kernels", "arch_scoped"},
     "render": {"files", "figures", "regions", "region_templates"},
     "scan": {"include", "exclude", "baseline", "claim_words", "allow_words"},
     "signing": {"allowed_signers", "require"},
@@ -90,6 +90,10 @@ class Project:
     # order: routing thresholds beside the kernels they route to, gates where setting them
     # changes no kernel source. [tool.tether] policy may name one file or a list.
     policies: tuple[Path, ...] = ()
+    # [tool.tether.fingerprint] arch_scoped: kernel file (root-relative) -> {top-level name ->
+    # the arches it serves}. A change confined to such definitions stales only those arches'
+    # timing runs (tether.freshness): a launch table of one arch shapes no other arch's call.
+    arch_scoped: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def templates_rel(self, name: str) -> str:
         """A template's path as the project configured it (``benchmark/docs_src/x.j2``)."""
@@ -230,6 +234,37 @@ def _globs_inside(patterns: tuple[str, ...], what: str, path: Path) -> tuple[str
     return patterns
 
 
+def _arch_scoped(value: Any, path: Path) -> dict[str, dict[str, tuple[str, ...]]]:
+    """[tool.tether.fingerprint] arch_scoped: {file: {name: arch or [arches]}}, checked."""
+    where = f"{path}: [{TABLE}.fingerprint] arch_scoped"
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{where} must map kernel files to {{name = arch or [arches]}} tables")
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for rel, names in sorted(value.items()):
+        _globs_inside((rel,), "fingerprint.arch_scoped file", path)
+        if not isinstance(names, Mapping) or not names:
+            raise UsageError(f"{where}: {rel!r} must map top-level names to arches")
+        scoped: dict[str, tuple[str, ...]] = {}
+        for name, arches in sorted(names.items()):
+            listed = (arches,) if isinstance(arches, str) else arches
+            if (
+                not name.isidentifier()
+                or not isinstance(listed, list | tuple)
+                or not listed
+                or not all(isinstance(a, str) and ARCH_RE.fullmatch(a) for a in listed)
+            ):
+                raise UsageError(
+                    f"{where}: {rel!r} {name!r} = {arches!r}: the name must be a Python "
+                    "identifier and its value an arch name (sm<major><minor>, gfx<target> or "
+                    "cpu) or a list of them"
+                )
+            scoped[name] = tuple(listed)
+        out[rel] = scoped
+    return out
+
+
 def _region_templates(value: Any, path: Path) -> dict[str, dict[str, str]]:
     where = f"{path}: [{TABLE}.render] region_templates"
     if value is None:
@@ -349,6 +384,7 @@ def load(root: Path) -> Project:
         kernel_globs=_globs_inside(
             _strings(fp.get("kernels"), "fingerprint.kernels", path), "fingerprint.kernels", path
         ),
+        arch_scoped=_arch_scoped(fp.get("arch_scoped"), path),
         render_files=dict(sorted(files.items())),
         figures=figures,
         region_files=tuple(sorted(set(regions) | set(templated))),

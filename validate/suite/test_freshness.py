@@ -169,3 +169,110 @@ def test_a_run_naming_a_commit_whose_kernels_it_did_not_run_is_a_finding(repo: P
     assert [f.what.split(" records")[0] for f in findings] == [f"run {stamped_old.id}"]
     assert f"records commit {old[:12]} and a clean tree" in findings[0].what
     assert "measured from other code than it names" in findings[0].what
+
+
+# -- arch-scoped definitions ([tool.tether.fingerprint] arch_scoped) ---------------------------
+
+TABLES = '''"""Launch tables: no kernel here; each table serves one arch."""
+_GFX = {16: (64, 32)}
+SM = {16: (128, 64)}
+TABLES = {"gfx1151": _GFX, "sm90": SM}
+
+
+def config(arch, head_dim):
+    return TABLES[arch][head_dim]
+'''
+SCOPED = (
+    "[tool.tether.fingerprint.arch_scoped]\n"
+    '"kernels/tables.py" = { _GFX = "gfx1151", SM = ["sm90"] }\n'
+)
+
+
+@pytest.fixture
+def tables_repo(tmp_path: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.fail("git is needed for the freshness rules and is not on PATH")
+    root = tmp_path / "repo"
+    fixture_project(root, extra=SCOPED)
+    (root / "kernels").mkdir()
+    (root / "kernels" / "used.py").write_text(USED, encoding="utf-8")
+    (root / "kernels" / "tables.py").write_text(TABLES, encoding="utf-8")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "FIXTURE: kernels and tables")
+    return root
+
+
+def _scoped_staleness(root: Path, run):
+    from tether import project
+
+    proj = project.get(root)
+    return KernelDiff(root, proj.kernel_files(), proj.arch_scoped).staleness(
+        run, kernels_fingerprint(root)
+    )
+
+
+def _edit_tables(root: Path, old: str, new: str) -> None:
+    path = root / "kernels" / "tables.py"
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def test_a_change_confined_to_another_archs_table_does_not_stale_a_run(tables_repo) -> None:
+    run = _run_at_head(tables_repo)  # an sm90 run
+    _edit_tables(tables_repo, "_GFX = {16: (64, 32)}", "_GFX = {16: (32, 16)}")
+    found = _scoped_staleness(tables_repo, run)
+    assert not found.stale and found.unused == ("kernels/tables.py",)
+
+
+def test_a_change_to_the_runs_own_archs_table_stales_it(tables_repo) -> None:
+    run = _run_at_head(tables_repo)
+    _edit_tables(tables_repo, "SM = {16: (128, 64)}", "SM = {16: (64, 64)}")
+    assert _scoped_staleness(tables_repo, run).used == ("kernels/tables.py",)
+    # the same edit does not reach a gfx1151 run
+    gfx = resealed(run, provenance={"arch": "gfx1151"})
+    assert not _scoped_staleness(tables_repo, gfx).stale
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        pytest.param("return TABLES[arch][head_dim]", "return TABLES[arch][16]", id="function"),
+        pytest.param('"sm90": SM}', '"sm90": _GFX}', id="unscoped-table"),
+        pytest.param('"""Launch', 'import os\n"""Launch', id="new-statement"),
+    ],
+)
+def test_a_change_outside_the_scoped_definitions_stales_every_run(tables_repo, old, new) -> None:
+    run = _run_at_head(tables_repo)
+    # beside the out-of-scope edit, one to the other arch's table: it must not hide the first
+    _edit_tables(tables_repo, "_GFX = {16: (64, 32)}", "_GFX = {16: (32, 16)}")
+    _edit_tables(tables_repo, old, new)
+    assert _scoped_staleness(tables_repo, run).used == ("kernels/tables.py",)
+
+
+def test_a_comment_inside_a_scoped_table_changes_nothing(tables_repo) -> None:
+    run = _run_at_head(tables_repo)
+    _edit_tables(tables_repo, "SM = {16: (128, 64)}", "SM = {16: (128, 64)}  # the v6 tile")
+    assert not _scoped_staleness(tables_repo, run).stale
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        pytest.param('"kernels/tables.py" = "sm90"', "must map top-level names", id="not-a-table"),
+        pytest.param('"kernels/tables.py" = { SM = "h100" }', "an arch name", id="bad-arch"),
+        pytest.param('"kernels/tables.py" = { SM = [] }', "an arch name", id="no-arch"),
+        pytest.param('"/abs/tables.py" = { SM = "sm90" }', "inside the project", id="absolute"),
+    ],
+)
+def test_a_bad_arch_scope_is_refused_by_name(tmp_path: Path, value: str, match: str) -> None:
+    from tether import project
+    from tether.errors import UsageError
+
+    root = fixture_project(
+        tmp_path / "bad", extra="[tool.tether.fingerprint.arch_scoped]\n" + value + "\n"
+    )
+    with pytest.raises(UsageError, match=match) as info:
+        project.load(root)
+    assert "arch_scoped" in str(info.value)

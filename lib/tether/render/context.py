@@ -668,7 +668,8 @@ def _staleness(root: Path, runs: list[Run]) -> Any:
     since it was measured (tether.freshness); ("unknown: why",) when git cannot tell."""
 
     current = kernels_fingerprint(root)
-    diff = KernelDiff(root, project.get(root).kernel_files())
+    proj = project.get(root)
+    diff = KernelDiff(root, proj.kernel_files(), proj.arch_scoped)
 
     def stale(run: Run | None) -> tuple[str, ...]:
         if run is None:

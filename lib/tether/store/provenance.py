@@ -120,6 +120,32 @@ def source_digest(text: str) -> str:
     return _canonical(_strip_docstrings(tree))
 
 
+def definition_digests(text: str) -> dict[str, str] | None:
+    """The code of each top-level definition of a module, by name (as ``source_digest``
+    canonicalises it: docstrings and comments aside), or None when ``text`` does not parse.
+
+    A function, class or assignment to plain names counts under its name (twice-defined
+    names, overloads say, under one key); every other top-level statement (imports, calls,
+    tuple or subscript targets) under the key "", which names no definition."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    parts: dict[str, list[str]] = {}
+    for node in _strip_docstrings(tree).body:  # type: ignore[attr-defined]
+        names: list[str] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        code = _canonical(node)
+        for name in names or [""]:
+            parts.setdefault(name, []).append(code)
+    return {name: "\n".join(codes) for name, codes in parts.items()}
+
+
 # raw-bytes sha256 -> AST digest sha256: parsing and dumping dominate new_run's cost, and
 # keying by content (not mtime) can never serve a stale digest.
 _DIGESTS: dict[bytes, bytes] = {}
