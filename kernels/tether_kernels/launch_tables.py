@@ -328,15 +328,17 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # f16, bf16 (both): Q K^T in 16-column chunks (Q read per key block, not held) and the
     # accumulator split in two; the 128 x 32 tile with chunks alone spilled at head_dim 136
     # (both compilers) and 256 (bf16), and so did 64 x 64 with chunks alone under 3.9, where
-    # both options are needed. f32 (both): the pick of a search under both compilers once
-    # the kernel runs its head-dim chunks as a loop, not unrolled (every chunk's operands were
-    # live at once, and no candidate was clean under 3.6), recorded in
-    # kernels/tuning/gfx1151-compile-search-d256-f32-2026-12-02.json: 32 x 16, 8 warps, two
-    # stages, Q K^T in 64-column chunks, the accumulator split in two
+    # both options are needed. f32 (both): once the kernel runs its head-dim chunks as a loop,
+    # not unrolled (every chunk's operands were live at once, and no candidate was clean under
+    # 3.6), every candidate searched at head_dim 256 is clean
+    # (kernels/tuning/gfx1151-compile-search-d256-f32-2026-12-02.json), but at 136, padded
+    # onto the tile, 64-column chunks and two-stage 32-column ones spill under 3.6: shipped is
+    # the pick of the search at 136 (-d136-f32- beside it), clean at 256 too: 32 x 16, 8 warps,
+    # Q K^T in 32-column chunks, the accumulator split in two
     256: (
         _cfg(64, 64, 8, 1, q_chunk=16, split=2),
         _cfg(64, 64, 8, 1, q_chunk=16, split=2),
-        _cfg(32, 16, 8, 2, q_chunk=64, split=2),
+        _cfg(32, 16, 8, 1, q_chunk=32, split=2),
     ),
 }
 # sm90's f32 tiles: no sweep times f32 on the H200 (its f16 and bf16 configs above come from
