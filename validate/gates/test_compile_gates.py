@@ -39,14 +39,6 @@ KNOWN: dict[str, tuple[Known, str]] = {
         "registers under triton 3.9 since that tile derives its strides (which cleared CDNA's "
         "SGPRs); branch issue-24b-units8 passes them in units of 8 instead (kernels/NOTES.md)",
     ),
-    "compile-gfx1151": (
-        lambda key: key["dtype"] == "f32" and int(str(key["head_dim"])) > 128,
-        "RDNA3.5 (issue 24): f32 on the 256 tile (head dims 136 to 256), whose dots run on FMAs "
-        "holding each lane's operands along the whole reduction: no candidate of the search "
-        "under triton 3.9 and 3.6 together compiles clean there, and the least-spilling one "
-        "ships (kernels/tuning/gfx1151-compile-search-both-2026-12-01.json); every other "
-        "gfx1151 variant is clean under both compilers",
-    ),
 }
 
 
