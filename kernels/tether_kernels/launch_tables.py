@@ -158,12 +158,12 @@ def _cfg(
 # rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261201T200435Z-compile-attn-fwd-gfx942-343b0f7a7c31
-# (2026-12-01, git 81d46b1f48d2, triton 3.6.0, target hip:gfx942:64).
+# run 20261202T065145Z-compile-attn-fwd-gfx942-3f1415a6c139
+# (2026-12-02, git b7af800f3d0e, triton 3.6.0, target hip:gfx942:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
-# With triton 3.9.0, run 20261201T195622Z-compile-attn-fwd-gfx942-249e8f696130:
+# With triton 3.9.0, run 20261202T064623Z-compile-attn-fwd-gfx942-fe040c072413:
 # 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
@@ -208,12 +208,12 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261201T200528Z-compile-attn-fwd-gfx950-95c94fcce6ec
-# (2026-12-01, git 81d46b1f48d2, triton 3.6.0, target hip:gfx950:64).
+# run 20261202T065841Z-compile-attn-fwd-gfx950-349a48de6927
+# (2026-12-02, git b7af800f3d0e, triton 3.6.0, target hip:gfx950:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
-# With triton 3.9.0, run 20261201T195756Z-compile-attn-fwd-gfx950-235e03ab96b4:
+# With triton 3.9.0, run 20261202T065430Z-compile-attn-fwd-gfx950-61843f08c96b:
 # 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
@@ -262,13 +262,13 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261201T200621Z-compile-attn-fwd-gfx1151-b7ab3646aad9
-# (2026-12-01, git 81d46b1f48d2, triton 3.6.0, target hip:gfx1151:32).
-# 240 variants: 2004 registers spilled, 0 over the LDS,
+# run 20261202T065228Z-compile-attn-fwd-gfx1151-ef1d51581eb9
+# (2026-12-02, git b7af800f3d0e, triton 3.6.0, target hip:gfx1151:32).
+# 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
-# occupancy 5-10 waves per SIMD. Gate compile-gfx1151: fails on 16 variants.
-# With triton 3.9.0, run 20261201T195929Z-compile-attn-fwd-gfx1151-c6ba80885420:
-# 100 registers spilled, 0 over the LDS. Gate compile-gfx1151: fails on 3 variants.
+# occupancy 5-10 waves per SIMD. Gate compile-gfx1151: passes.
+# With triton 3.9.0, run 20261202T064623Z-compile-attn-fwd-gfx1151-a4b919d9e5e9:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx1151: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
@@ -288,19 +288,19 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 #   d40 f32: m32 n16 w4 s1 wpe2 qc16 split2, 256, 0, 2048, 5
 #   d64 f16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
 #   d64 bf16: m128 n32 w8 s2 wpe2, 256, 0, 16384, 5
-#   d64 f32: m32 n16 w4 s1 wpe2 qc16 split2, 254, 0, 2048, 5
+#   d64 f32: m32 n16 w4 s1 wpe2 qc16 split2, 248, 0, 2048, 5
 #   d72 f16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
 #   d72 bf16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
 #   d72 f32: m16 n16 w8 s1 wpe2, 248, 0, 8192, 5
 #   d128 f16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
 #   d128 bf16: m32 n16 w4 s1 wpe2, 242, 0, 8192, 5
 #   d128 f32: m16 n16 w8 s1 wpe2, 243, 0, 8192, 5
-#   d136 f16: m64 n64 w8 s1 wpe2 qc16 split2, 196, 0, 16384, 7
-#   d136 bf16: m64 n64 w8 s1 wpe2 qc16 split2, 196, 0, 16384, 7
-#   d136 f32: m16 n16 w8 s1 wpe2 qc128 split8, 256, 1020, 8192, 5
-#   d256 f16: m64 n64 w8 s1 wpe2 qc16 split2, 197, 0, 16384, 7
-#   d256 bf16: m64 n64 w8 s1 wpe2 qc16 split2, 197, 0, 16384, 7
-#   d256 f32: m16 n16 w8 s1 wpe2 qc128 split8, 256, 984, 8192, 5
+#   d136 f16: m64 n64 w8 s1 wpe2 qc16 split2, 231, 0, 16384, 6
+#   d136 bf16: m64 n64 w8 s1 wpe2 qc16 split2, 231, 0, 16384, 6
+#   d136 f32: m32 n16 w8 s1 wpe2 qc32 split2, 192, 0, 16384, 8
+#   d256 f16: m64 n64 w8 s1 wpe2 qc16 split2, 228, 0, 16384, 6
+#   d256 bf16: m64 n64 w8 s1 wpe2 qc16 split2, 228, 0, 16384, 6
+#   d256 f32: m32 n16 w8 s1 wpe2 qc32 split2, 190, 0, 16384, 8
 # END GENERATED: launch-configs-gfx1151
 _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # head_dim: (f16, bf16, f32)
@@ -349,12 +349,12 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # compile runs of the whole sm90 map that the compile gate judges.
 # BEGIN GENERATED: launch-configs-sm90 (tether render)
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
-# run 20261201T200226Z-compile-attn-fwd-sm90-c7842b227fb4
-# (2026-12-01, git 81d46b1f48d2, triton 3.6.0, target cuda:90:32).
+# run 20261202T070402Z-compile-attn-fwd-sm90-b2ca69caebaa
+# (2026-12-02, git b7af800f3d0e, triton 3.6.0, target cuda:90:32).
 # 288 variants: 112 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
-# With triton 3.9.0, run 20261201T195257Z-compile-attn-fwd-sm90-c390224343c1:
+# With triton 3.9.0, run 20261202T065522Z-compile-attn-fwd-sm90-2f879223d525:
 # 280 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 28 variants.
 # Per config, triton 3.6.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.

@@ -204,14 +204,14 @@ _SM90 = Threshold(
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261201T195932Z-sweep-policy-square-short-sm90-sm90-e3f646ff5f51
-# (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
-# 18 cells, geomean 1.332,
-# noise 0.969-1.032 (A/A floor 0.986-1.014
-# times replicate band 0.982-1.018): faster;
+# run 20261202T063650Z-sweep-policy-square-short-sm90-sm90-5d065545803b
+# (2026-12-02, git 8ec6a3a74ee2, 1 blocks, 1 replicate runs)
+# 18 cells, geomean 1.316,
+# noise 0.962-1.039 (A/A floor 0.984-1.016
+# times replicate band 0.978-1.023): faster;
 # cells 18 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 hq/hkv=32/32 seqlen=512
-# at 1.141.
+# worst cell dtype=f16 hq/hkv=32/32 seqlen=512
+# at 1.097.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
