@@ -329,8 +329,8 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
     # accumulator split in two; the 128 x 32 tile with chunks alone spilled at head_dim 136
     # (both compilers) and 256 (bf16), and so did 64 x 64 with chunks alone under 3.9, where
     # both options are needed. f32 (both): once the kernel runs its head-dim chunks as a loop,
-    # not unrolled (every chunk's operands were live at once, and no candidate was clean under
-    # 3.6), every candidate searched at head_dim 256 is clean
+    # not unrolled (unrolled, no candidate was clean under 3.6), every candidate searched at
+    # head_dim 256 is clean
     # (kernels/tuning/gfx1151-compile-search-d256-f32-2026-12-02.json), but at 136, padded
     # onto the tile, 64-column chunks and two-stage 32-column ones spill under 3.6: shipped is
     # the pick of the search at 136 (-d136-f32- beside it), clean at 256 too: 32 x 16, 8 warps,

@@ -2,15 +2,17 @@
 
 The kernel's launcher admits head_dim 64 and 128 only (``gluon.launch.HEAD_DIMS``). This
 probe widens that list in this process alone and, for each head dim asked, builds a plan per
-key-tile variant, checks its output and LSE against PyTorch's f32 math on one causal shape,
-then times it beside cuDNN's SDPA (called directly, what ``single_prefill`` routes these head
+key-tile variant, checks its output against the f32 reference by the suite's tolerance rule
+(validate/correctness/_helpers.py: twice the same-dtype math SDPA's error) and its LSE
+against the reference's on one causal shape, then times it beside cuDNN's SDPA (called directly, what ``single_prefill`` routes these head
 dims to on sm90 today) with CUDA events over graph replays. It writes no run: it answers
 whether the kernel compiles, is right and is worth routing, before a sweep is declared.
 
     python3 validate/tools/gluon_head_dim_probe.py --head-dim 96 --head-dim 256 --out probe.json
 
-Each line printed is one (head_dim, variant, length): the error against the reference, in
-units of the tolerance, and the time of the kernel over cuDNN's, or the error that stopped it.
+Each line printed is one (head_dim, variant): the output's error in units of the suite's
+tolerance, the LSE's largest error, and per length the kernel's time over cuDNN's (and fa3's,
+with ``--peer fa3``), or the error that stopped it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from tether_kernels import Shape
+from tether_kernels.arms import attention_ref
 from tether_kernels.gluon import launch as gl_launch
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from validate.correctness._helpers import max_err, tolerance
 
 VARIANTS = {
     "n128s2": gl_launch.GluonConfig(pingpong=False),
@@ -34,8 +40,6 @@ VARIANTS = {
     "n64s3": gl_launch.GluonConfig(block_n=64, stages=3, pingpong=False),
 }
 HQ, HKV = 32, 8
-TOL = 2e-2  # bf16 inputs, f32 accumulation: the suite's bound for this dtype
-PEER: list[str] = []  # --peer fa3: FlashInfer's fa3 timed beside (its JIT build comes first)
 
 
 def _graph_ms(fn: Any, reps: int = 20) -> float:
@@ -70,28 +74,20 @@ def _tensors(n: int, d: int) -> tuple[torch.Tensor, ...]:
     return q, k, v
 
 
-def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    qf, kf, vf = (t[0].transpose(0, 1).float() for t in (q, k, v))
-    kf = kf.repeat_interleave(HQ // HKV, 0)
-    vf = vf.repeat_interleave(HQ // HKV, 0)
-    s = (qf @ kf.transpose(1, 2)) * q.shape[-1] ** -0.5
-    s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), -math.inf)
-    lse = torch.logsumexp(s, -1)
-    return (torch.softmax(s, -1) @ vf).transpose(0, 1), lse
-
-
-def _check(d: int, config: Any) -> float:
+def _check(d: int, config: Any) -> dict[str, float]:
+    """The output's error over the suite's tolerance, and the LSE's largest error."""
     n = 1000  # not a multiple of either key tile: the tails are masked
     q, k, v = _tensors(n, d)
     out = torch.empty_like(q)
     lse = torch.empty(1, HQ, n, device="cuda", dtype=torch.float32)
     gl_launch.attn_fwd_sm90_launcher(q, k, v, out, config, causal=True, lse=lse)()
-    ref, ref_lse = _reference(q, k, v)
-    err = (out[0].float() - ref).abs().max().item() / TOL
-    return max(err, (lse[0] - ref_lse).abs().max().item() / TOL)
+    ref, ref_lse = attention_ref(q, k, v, True, return_lse=True)
+    shape = Shape(batch=1, qo_len=n, kv_len=n, hq=HQ, hkv=HKV, head_dim=d, dtype="bf16")
+    tol = tolerance(shape, q, k, v, ref=ref)[0]
+    return {"error_over_tol": max_err(out, ref) / tol, "lse_error": max_err(lse, ref_lse)}
 
 
-def _time(d: int, config: Any, n: int) -> dict[str, float]:
+def _time(d: int, config: Any, n: int, fa3: bool) -> dict[str, float]:
     q, k, v = _tensors(n, d)
     out = torch.empty_like(q)
     gluon = gl_launch.attn_fwd_sm90_launcher(q, k, v, out, config, causal=True)
@@ -104,15 +100,15 @@ def _time(d: int, config: Any, n: int) -> dict[str, float]:
     g_ms, c_ms = _graph_ms(gluon), _graph_ms(cudnn)
     flops = 4 * n * n * HQ * d / 2  # causal: half the square
     row = {"gluon_ms": g_ms, "cudnn_ms": c_ms, "gluon_tflops": flops / g_ms / 1e9}
-    if PEER:
+    if fa3:
         import flashinfer  # the peer, carried in .peers/ (validate/peer_env.sh)
 
         q3, k3, v3 = q[0], k[0], v[0]
 
-        def fa3() -> torch.Tensor:
+        def peer() -> torch.Tensor:
             return flashinfer.single_prefill_with_kv_cache(q3, k3, v3, causal=True, backend="fa3")
 
-        row["fa3_ms"] = _graph_ms(fa3)
+        row["fa3_ms"] = _graph_ms(peer)
     return row
 
 
@@ -124,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", choices=tuple(VARIANTS))
     parser.add_argument("--peer", action="append", choices=("fa3",), default=[])
     args = parser.parse_args(argv)
-    PEER[:] = args.peer
     gl_launch.HEAD_DIMS = tuple(sorted({*gl_launch.HEAD_DIMS, *args.head_dim}))
     rows: list[dict[str, Any]] = []
     for d in args.head_dim:
@@ -134,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             row: dict[str, Any] = {"head_dim": d, "variant": name}
             t0 = time.time()
             try:
-                row["error_over_tol"] = _check(d, config)
+                row.update(_check(d, config))
                 for n in args.length or [4096, 8192]:
-                    row[f"n{n}"] = _time(d, config, n)
+                    row[f"n{n}"] = _time(d, config, n, "fa3" in args.peer)
             except Exception as exc:  # a compile or launch error is the answer here
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
                 row["trace"] = traceback.format_exc()[-2000:]
@@ -149,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                 for key, v in timed.items()
             )
             said = (
-                row["error"] if "error" in row else f"err/tol {row['error_over_tol']:.3f} {ratios}"
+                row["error"]
+                if "error" in row
+                else f"err/tol {row['error_over_tol']:.3f} lse err {row['lse_error']:.2e} {ratios}"
             )
             print(d, name, said)
             args.out.write_text(json.dumps(rows, indent=1), encoding="utf-8")

@@ -102,9 +102,9 @@ def _scores_chunked(
     or the compiler would hoist them out of the key loop and hold Q whole again.
 
     The chunks run as a loop, not unrolled (``tl.range``, unroll factor 1): unrolled, the
-    compiler issues every chunk's loads ahead of the dots, and the operands of all of them are
-    live at once, which is what the chunking exists to avoid (issue 24: gfx1151's f32 tiles
-    at head_dim 256 spilled so under triton 3.6).
+    compiler may schedule every chunk's loads ahead of the dots and hold all of them at once,
+    which is what the chunking exists to avoid (issue 24: unrolled, gfx1151's f32 tiles at
+    head_dim 256 spilled under triton 3.6; looped, they do not, kernels/NOTES.md).
 
     ``q_rows`` [BLOCK_M] and ``k_cols`` [BLOCK_N] point at the first element of each row."""
     raw = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
