@@ -56,6 +56,7 @@ from tether.store import kernels_fingerprint
 from tether.store.audit import load_store_checked
 from tether.store.cite import by_id, cited, latest_ok, siblings
 from tether.store.harness import CurrentHarness, is_superseded
+from tether.store.provenance import definition_digests
 from tether.store.signing import keygen, verify_run
 
 if TYPE_CHECKING:
@@ -814,10 +815,48 @@ def run_check(
 
 def check_config(root: Path) -> list[Finding]:
     """Configuration that would otherwise pass silently until a sweep: a plugin module that
-    does not exist (found without importing it)."""
+    does not exist (found without importing it), and an arch scope that names no definition."""
 
     proj = project.get(root)
     return [
         Finding("pyproject.toml", 1, f"[tool.tether] plugins: module {name!r} not found (a typo?)")
         for name in proj.missing_plugins()
-    ]
+    ] + check_arch_scopes(root)
+
+
+def check_arch_scopes(root: Path) -> list[Finding]:
+    """Each [tool.tether.fingerprint] arch_scoped entry names a kernel file that parses and a
+    top-level definition in it. A typo fails safe for freshness (a change to the definition
+    then counts for every arch) but would leave the declaration meaning nothing, silently."""
+
+    proj = project.get(root)
+    kernel_files = {p.relative_to(root).as_posix() for p in proj.kernel_files()}
+    where = "[tool.tether.fingerprint] arch_scoped"
+    findings = []
+    for rel, scoped in sorted(proj.arch_scoped.items()):
+        path = root / rel
+        if rel not in kernel_files:
+            findings.append(
+                Finding(
+                    "pyproject.toml",
+                    1,
+                    f"{where}: {rel!r} is not one of the kernel files "
+                    "the fingerprint covers ([tool.tether.fingerprint] kernels)",
+                )
+            )
+            continue
+        defined = definition_digests(path.read_text(encoding="utf-8"))
+        if defined is None:
+            findings.append(Finding("pyproject.toml", 1, f"{where}: {rel!r} does not parse"))
+            continue
+        findings += [
+            Finding(
+                "pyproject.toml",
+                1,
+                f"{where}: {rel!r} has no top-level definition "
+                f"{name!r} (a typo, or a renamed table?)",
+            )
+            for name in sorted(scoped)
+            if name not in defined or not name
+        ]
+    return findings

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -276,3 +277,45 @@ def test_a_bad_arch_scope_is_refused_by_name(tmp_path: Path, value: str, match: 
     with pytest.raises(UsageError, match=match) as info:
         project.load(root)
     assert "arch_scoped" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("scope", "match"),
+    [
+        pytest.param('{ _GFX = "gfx1151", SM = "sm90" }', None, id="as-declared"),
+        pytest.param('{ _GFXX = "gfx1151" }', "no top-level definition '_GFXX'", id="typo"),
+        pytest.param('{ config = "sm90", gone = "sm90" }', "'gone'", id="one-of-two-missing"),
+    ],
+)
+def test_check_reports_an_arch_scope_that_names_no_definition(
+    tables_repo: Path, scope: str, match: str | None
+) -> None:
+    from tether.check import check_arch_scopes
+
+    config = tables_repo / "pyproject.toml"
+    text = config.read_text(encoding="utf-8")
+    declared = '"kernels/tables.py" = { _GFX = "gfx1151", SM = ["sm90"] }'
+    assert declared in text
+    config.write_text(text.replace(declared, f'"kernels/tables.py" = {scope}'), encoding="utf-8")
+    stat = config.stat()  # the project cache is keyed by the config's mtime: move it on
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    found = [f.what for f in check_arch_scopes(tables_repo)]
+    if match is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and match in found[0] and "kernels/tables.py" in found[0]
+
+
+def test_check_reports_an_arch_scope_on_a_file_the_fingerprint_does_not_cover(
+    tmp_path: Path,
+) -> None:
+    from tether.check import check_arch_scopes
+
+    root = fixture_project(
+        tmp_path / "outside",
+        extra='[tool.tether.fingerprint.arch_scoped]\n"docs/tables.py" = { SM = "sm90" }\n',
+    )
+    (root / "docs").mkdir(exist_ok=True)
+    (root / "docs" / "tables.py").write_text("SM = 1\n", encoding="utf-8")
+    found = [f.what for f in check_arch_scopes(root)]
+    assert len(found) == 1 and "not one of the kernel files" in found[0]
