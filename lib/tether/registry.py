@@ -126,6 +126,21 @@ class Sweep:
     # the fields they mean: {"seqlen": ("qo_len", "kv_len")} for a square call's length.
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # An axis is a sequence of values: a bare value (head_dim 256 meant as fixed) would
+        # otherwise stop the sweep deep in itertools.product, on the GPU host, with a
+        # TypeError that names neither the sweep nor the axis.
+        for axis, values in self.axes.items():
+            if (
+                isinstance(values, str | bytes)
+                or not isinstance(values, tuple | list)
+                or not values
+            ):
+                raise UsageError(
+                    f"sweep {self.name!r}: axis {axis!r} must be a non-empty tuple of values, "
+                    f"got {values!r} (a single value belongs in fixed)"
+                )
+
     def keys(self) -> list[dict[str, Any]]:
         names = list(self.axes)
         return [

@@ -308,3 +308,19 @@ def test_the_release_demo_and_its_control_time_the_same_cells() -> None:
     # The demo must be timed where allocation is visible (events), the control by replay.
     assert demo.timing.resolved_sampler("cuda") == "events"
     assert control.timing == TimingPolicy()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param(256, id="a-bare-int"),
+        pytest.param("f16", id="a-string"),
+        pytest.param((), id="empty"),
+    ],
+)
+def test_an_axis_that_is_not_a_sequence_of_values_is_refused_by_name(values: object) -> None:
+    from tether.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"sweep 'fake': axis 'head_dim' must be a non-empty"):
+        fake_sweep().replace(axes={"seqlen": (8, 16), "head_dim": values})
+    assert fake_sweep().replace(axes={"seqlen": [8, 16]}).keys() == [{"seqlen": 8}, {"seqlen": 16}]
