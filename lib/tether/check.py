@@ -857,6 +857,6 @@ def check_arch_scopes(root: Path) -> list[Finding]:
                 f"{name!r} (a typo, or a renamed table?)",
             )
             for name in sorted(scoped)
-            if name not in defined or not name
+            if name not in defined  # names are identifiers (project.load), never "" here
         ]
     return findings

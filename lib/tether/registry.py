@@ -131,11 +131,7 @@ class Sweep:
         # otherwise stop the sweep deep in itertools.product, on the GPU host, with a
         # TypeError that names neither the sweep nor the axis.
         for axis, values in self.axes.items():
-            if (
-                isinstance(values, str | bytes)
-                or not isinstance(values, tuple | list)
-                or not values
-            ):
+            if not isinstance(values, tuple | list) or not values:
                 raise UsageError(
                     f"sweep {self.name!r}: axis {axis!r} must be a non-empty tuple of values, "
                     f"got {values!r} (a single value belongs in fixed)"
