@@ -15,8 +15,8 @@
 # When "api" and the suite do not fit one device call: PLAN "sweeps" measures each sweep once,
 # then the second runs of those in ROUND2 (default: all), then the gates (GATE=0: not); SWEEPS
 # names a subset (two runs of a sweep must share a commit to give its band); PLAN "verify" with
-# ROUND2 set first takes the second runs of ROUND2, then the suite (TUNE=1: the Gluon kernel's
-# tuning grid first).
+# ROUND2 set first takes the second runs of ROUND2, then the suite (TUNE=1, in "sweeps" or
+# "verify": the Gluon kernel's tuning grid too).
 # PLAN "evidence": lane 0 verifies, then tunes, probes and runs the demos; lane 1 measures the
 # sweeps the policy cites twice each (two runs give the run-to-run band), the gated calls and
 # the peers. PLAN "gates": once the policy and the gates are set from that evidence: the suite
@@ -63,7 +63,7 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
 # The public entry points as called, and the sm90 policy's evidence: each sweep run twice, in
 # separate processes (two runs of one commit are the run-to-run band).
 # What the policy and the gates rest on first, so a session cut short loses the least.
-API_SWEEPS=${SWEEPS:-"policy-chunked-sm90 policy-square-sm90 policy-square-short-sm90 gate-calls-api
+API_SWEEPS=${SWEEPS:-"policy-chunked-sm90 policy-square-sm90 policy-square-short-sm90 policy-wide-sm90 gate-calls-api
   api-chunked-fa3 api-square-fa3 api-breadth-fa3 api-chunked-sdpa api-batch-sdpa policy-batch-sm90
   api-eager-fa3 api-host-fa3"}
 [ "${SWEEPS-}" = none ] && API_SWEEPS=""
@@ -82,6 +82,10 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
     return
   fi
   if [ "$PLAN" = sweeps ]; then
+    if [ -n "${TUNE-}" ]; then
+      # The Gluon kernel's variants against the fastest peer, after the sweeps (one GPU).
+      step lane0 tune-gluon-sm90 90 $T tune --no-progress --wait 30 tune-gluon-sm90
+    fi
     return
   fi
   if [ "$PLAN" = verify ]; then
@@ -198,7 +202,8 @@ source validate/peer_env.sh 2>>"$LOGS/peer_env.log"
 # spares it). What is built comes back as $OUT/fi-jit-sm90.tar.xz
 # (or its parts): copy it into .peers/ for the next session.
 if [ "${PREBUILD:-1}" = 1 ] && python3 -c 'import flashinfer' 2>/dev/null; then
-  step pre prebuild-flashinfer 360 env OUT="$OUT" python3 validate/tools/peer_session.py --build-only
+  # 480 s: cold, with the head_dim 256 modules, the build took 343 s on 2026-12-02.
+  step pre prebuild-flashinfer 480 env OUT="$OUT" python3 validate/tools/peer_session.py --build-only
 fi
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu \
   --format=csv >"$LOGS/smi-before.csv" 2>&1

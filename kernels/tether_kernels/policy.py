@@ -78,7 +78,8 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # sm90: tether's kernels where the evidence measured them against the arm a call would
 # otherwise take (cuDNN, through the same per-call path), and only there: the Gluon kernel for
 # chunked calls and long squares, the Triton kernel for short squares (its evidence region
-# below; its short-call launch config takes 64-row tiles). Each threshold's scope names the
+# below; its short-call launch config takes 64-row tiles), and the Gluon kernel for causal
+# calls at head_dim 256 (against the Triton kernel, which takes them otherwise). Each threshold's scope names the
 # dtypes, head_dims and heads (query/kv head pairs) its evidence sweep covers, and the check
 # holds the threshold's region, every combination of those values, inside the evidence's
 # cells. Squares at head_dim 64 and long MHA squares are in no scope: no evidence sweep
@@ -120,6 +121,14 @@ _SM90_SQUARE_SHORT_SCOPE = (
     # Below the Gluon threshold's region: the two never both take a call.
     ("qo_len", "<", 2048),
 )
+# Causal calls at head_dim 256, chunked and square: cuDNN does not serve them here
+# (arms._GPU_SDPA_DIMS), so the arm they otherwise take is the Triton kernel.
+_SM90_WIDE_SCOPE = (
+    ("causal", "==", True),
+    *_SM90_HALF,
+    ("head_dim", "==", 256),
+    ("hq/hkv", "in", _SM90_PAIRS),
+)
 _SM90_BATCH_SCOPE = (
     ("causal", "==", True),
     ("kv_len", "==", "qo_len"),
@@ -139,6 +148,9 @@ _SM90_BATCH_SCOPE = (
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
 # run 20261201T195847Z-sweep-policy-chunked-sm90-sm90-222d7bb100db
 # (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 48 cells, geomean 3.586,
 # noise 0.982-1.018 (A/A floor 0.996-1.004
 # times replicate band 0.986-1.014): faster;
@@ -173,6 +185,9 @@ _SM90_CHUNKED = Threshold(
 # (reachable from single_prefill, qo_len >= 2048).
 # run 20261201T195914Z-sweep-policy-square-sm90-sm90-0366e2944257
 # (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 12 cells, geomean 1.179,
 # noise 0.990-1.010 (A/A floor 0.997-1.003
 # times replicate band 0.993-1.007): faster;
@@ -206,6 +221,9 @@ _SM90 = Threshold(
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
 # run 20261202T063650Z-sweep-policy-square-short-sm90-sm90-5d065545803b
 # (2026-12-02, git 8ec6a3a74ee2, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 18 cells, geomean 1.316,
 # noise 0.962-1.039 (A/A floor 0.984-1.016
 # times replicate band 0.978-1.023): faster;
@@ -229,6 +247,28 @@ _SM90_SQUARE_SHORT = Threshold(
     takes=(("qo_len", ">=", 128),),
     scope=_SM90_SQUARE_SHORT_SCOPE,
 )
+# BEGIN GENERATED: policy-sm90-single-prefill-wide (tether render)
+# Evidence for sm90 single_prefill -> gluon (else triton)
+# where:
+#   causal == True
+#   dtype in (f16 or bf16)
+#   head_dim == 256
+#   hq/hkv in (32/8 or 32/32 or 8/1)
+#   qo_len >= 128
+# sweep policy-wide-sm90, population policy-wide-sm90-region
+# (reachable from single_prefill, qo_len >= 128).
+# not measured: the store has no guarded ok run of this sweep on sm90.
+# END GENERATED: policy-sm90-single-prefill-wide
+_SM90_WIDE = Threshold(
+    region="policy-sm90-single-prefill-wide",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="triton",
+    evidence=_sm90_evidence("policy-wide-sm90", "single_prefill", (("qo_len", ">=", 128),)),
+    takes=(("qo_len", ">=", 128),),
+    scope=_SM90_WIDE_SCOPE,
+)
 # BEGIN GENERATED: policy-sm90-batch-prefill (tether render)
 # Evidence for sm90 batch_prefill -> gluon (else sdpa_cudnn)
 # where:
@@ -237,6 +277,9 @@ _SM90_SQUARE_SHORT = Threshold(
 # (reachable from batch_prefill).
 # run 20261201T200156Z-sweep-policy-batch-sm90-sm90-8b511cdb5315
 # (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 8 cells, geomean 0.896,
 # noise 0.994-1.006 (A/A floor 0.999-1.001
 # times replicate band 0.994-1.006): slower;
@@ -318,6 +361,7 @@ POLICY: tuple[Threshold, ...] = (
     _SM90,
     _SM90_SQUARE_SHORT,
     _SM90_CHUNKED,
+    _SM90_WIDE,
     _SM90_BATCH,
     _GFX942,
     _GFX942_CHUNKED,

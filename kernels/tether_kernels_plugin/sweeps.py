@@ -322,10 +322,10 @@ _BREADTH = {"hq/hkv": HEADS, "head_dim": (64, 128), "dtype": ("f16", "bf16")}
 _API_FIXED = {"batch": 1, "causal": True}
 _single_block(
     "api-breadth-fa3",
-    {"qo_len": (512, 4096), "kv_len": (4096, 16384), **_BREADTH},
+    {"qo_len": (512, 4096), "kv_len": (4096, 16384), **_BREADTH, "head_dim": (64, 128, 256)},
     _API_FIXED,
     _VS_FA3,
-    "single_prefill as called (CUDA graph) against FlashInfer fa3: head_dim 64 and 128, "
+    "single_prefill as called (CUDA graph) against FlashInfer fa3: head_dim 64, 128 and 256, "
     "heads 32/8, 32/32 and 8/1, f16 and bf16, chunked and square",
 )
 _single_block(
@@ -388,6 +388,14 @@ _single_block(
     {"A": "sdpa_cudnn", "B": "triton"},
     "sm90 short square prefill: the Triton kernel against cuDNN, head_dim 128, heads 32/8, "
     "32/32 and 8/1, f16 and bf16",
+)
+_single_block(
+    "policy-wide-sm90",
+    {"qo_len": (128, 2048), "kv_len": (2048, 16384), "hq/hkv": HEADS, "dtype": ("f16", "bf16")},
+    {**_API_FIXED, "head_dim": 256},
+    {"A": "triton", "B": "gluon"},
+    "sm90 prefill at head_dim 256, chunked and square: gluon against the Triton kernel (cuDNN "
+    "does not serve 256), heads 32/8, 32/32 and 8/1, f16 and bf16",
 )
 _single_block(
     "policy-batch-sm90",

@@ -9,7 +9,16 @@ from tether.errors import ArmUnavailableError
 from tether.pytest_plugin import current_arch
 from tether_kernels import Shape
 from tether_kernels.arms import ARMS, attention_ref, get_arm
-from tether_kernels.gluon.launch import MAX_SPLIT, VARIANTS, GluonConfig, split_count
+from tether_kernels.gluon.launch import (
+    DEFAULT_VARIANT,
+    HEAD_DIMS,
+    MAX_SPLIT,
+    SMEM_LIMIT,
+    VARIANTS,
+    GluonConfig,
+    default_config,
+    split_count,
+)
 
 from validate.correctness._helpers import assert_within_baseline, fresh_seed, make_qkv, max_err
 
@@ -24,7 +33,24 @@ def test_gluon_arm_is_declared_for_sm90_only() -> None:
     for arch in ("gfx942", "gfx950", "gfx1151", "cpu"):
         assert arm.supports(CHUNK, arch) == f"gluon does not run on {arch}"
     assert "dtype f32" in (arm.supports(CHUNK.with_(dtype="f32"), "sm90") or "")
-    assert "head_dim 256" in (arm.supports(CHUNK.with_(head_dim=256), "sm90") or "")
+    assert "head_dim 96" in (arm.supports(CHUNK.with_(head_dim=96), "sm90") or "")
+    assert HEAD_DIMS == (64, 128, 256)
+    for d in HEAD_DIMS:
+        assert arm.serves["sm90"].refusal(CHUNK.with_(head_dim=d), need_lse=True) is None, d
+
+
+def test_default_config_keeps_the_tuned_variant_where_it_fits() -> None:
+    """The tuned variant at 64 and 128; at 256 the same variant on 64-key tiles, two stages:
+    the only ring that fits a block (the tuned one needs 320 KiB)."""
+    tuned = VARIANTS[DEFAULT_VARIANT]
+    assert default_config(64) == tuned and default_config(128) == tuned
+    assert tuned.smem_bytes(256) > SMEM_LIMIT
+    wide = default_config(256)
+    assert wide.block_n == 64 and wide.stages == 2 and wide.smem_bytes(256) <= SMEM_LIMIT
+    assert (wide.pingpong, wide.consumer_regs) == (tuned.pingpong, tuned.consumer_regs)
+    assert GluonConfig(block_n=64, stages=3).smem_bytes(256) > SMEM_LIMIT
+    with pytest.raises(ValueError, match="head_dim 1024"):
+        default_config(1024)
 
 
 def test_gluon_arm_refuses_a_device_that_is_not_sm90() -> None:
@@ -84,12 +110,52 @@ def test_every_variant_compiles_for_sm90_without_spills(variant: str) -> None:
         assert row["num_warps"] == 12, row  # two consumer warpgroups and the producer's
 
 
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
+def test_default_config_compiles_for_sm90_without_spills(head_dim: int) -> None:
+    """What the arm launches at each head_dim (head_dim 256 takes its own key tile)."""
+    why = _triton_36_with_gluon()
+    if why is not None:
+        pytest.skip(why)
+    from validate.tools.gluon_aot import compile_variant, inspect
+
+    for causal, split in ((True, False), (False, False), (True, True)):
+        compiled = compile_variant(default_config(head_dim), causal, head_dim=head_dim, split=split)
+        row = inspect(compiled)
+        assert row["wgmma_ptx"] > 0 and row["spill_bytes"] == 0 and row["local_ptx"] == 0, row
+
+
 GPU_SHAPES = [
     pytest.param(CHUNK, id="chunk-256x1024-gqa8/2"),
     pytest.param(Shape(1, 300, 300, 4, 4, 128, "bf16", True), id="sq300-tails-mha"),
     pytest.param(Shape(1, 200, 333, 8, 1, 128, "bf16", False), id="q200-kv333-full"),
     pytest.param(Shape(2, 190, 500, 8, 2, 64, "f16", True), id="b2-d64-f16"),
 ]
+
+
+# head_dim 256 through the arm as routed (default_config's key tile), tails, GQA/MHA/MQA, f16.
+WIDE_SHAPES = [
+    pytest.param(Shape(1, 256, 1024, 8, 2, 256, "bf16", True), id="d256-chunk-gqa"),
+    pytest.param(Shape(1, 333, 333, 4, 4, 256, "f16", True), id="d256-sq333-tails-mha"),
+    pytest.param(Shape(2, 200, 517, 8, 1, 256, "bf16", False), id="d256-b2-full-mqa"),
+]
+
+
+@pytest.mark.gpu(reason="the Gluon kernel runs on an sm90 GPU")
+@pytest.mark.parametrize("base", WIDE_SHAPES)
+def test_gluon_wide_head_matches_reference(base: Shape) -> None:
+    if current_arch() != "sm90":
+        pytest.skip(f"the Gluon kernel is declared for sm90; this is {current_arch()}")
+    seed = fresh_seed()
+    q, k, v = make_qkv(base, seed)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((base.batch, base.hq, base.qo_len), float("nan"), device=q.device)
+    res = get_arm("gluon").prepare(q, k, v, base, out, lse, "sm90")()
+    assert res is out
+    assert_within_baseline("gluon d256", res, base, q, k, v, seed)
+    _, ref_lse = attention_ref(q, k, v, base.causal, return_lse=True)
+    seen = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), seen), f"lse -inf where no key is seen (seed {seed})"
+    assert max_err(lse[seen], ref_lse[seen]) <= 1e-4 * ref_lse[seen].abs().max().item() + 1e-5
 
 
 @pytest.mark.gpu(reason="the Gluon kernel runs on an sm90 GPU")
@@ -115,6 +181,7 @@ SPLIT_SHAPES = [
     pytest.param(Shape(2, 130, 777, 8, 1, 64, "f16", False), id="b2-q130-kv777-full-d64"),
     # qo > kv, causal: the first rows see no key in any split (0, lse -inf).
     pytest.param(Shape(1, 400, 300, 4, 2, 128, "f16", True), id="q400-kv300-empty-rows"),
+    pytest.param(Shape(1, 128, 1500, 8, 2, 256, "bf16", True), id="q128-kv1500-d256"),
 ]
 
 

@@ -18,14 +18,21 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether_kernels.gluon.launch import GluonConfig
 
 
 def compile_variant(
-    name: str, causal: bool, dtype: str = "bf16", head_dim: int = 128, split: bool = False
+    name: str | GluonConfig,
+    causal: bool,
+    dtype: str = "bf16",
+    head_dim: int = 128,
+    split: bool = False,
 ) -> Any:
-    """The compiled kernel (triton's CompiledKernel) of one variant for sm90; ``split``: the
-    split-KV launch's, which writes f32 partial results."""
+    """The compiled kernel (triton's CompiledKernel) of one variant (a name in VARIANTS, or a
+    config) for sm90; ``split``: the split-KV launch's, which writes f32 partial results."""
     import triton
     from tether_kernels.gluon.attn_fwd_sm90 import attn_fwd_sm90
     from tether_kernels.gluon.launch import MAXNREG, VARIANTS
@@ -33,7 +40,7 @@ def compile_variant(
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    cfg = VARIANTS[name]
+    cfg = VARIANTS[name] if isinstance(name, str) else name
     elt = {"bf16": gl.bfloat16, "f16": gl.float16}[dtype]
     ql = gl.NVMMASharedLayout.get_default_for([64, head_dim], elt)
     kl = gl.NVMMASharedLayout.get_default_for([cfg.block_n, head_dim], elt)

@@ -78,9 +78,9 @@ def batch_module_specs(
 def session_specs() -> list[Any]:
     """Every module an evidence session's sweeps call (ci/h200-session.sh builds them before
     the hold, so no guarded step spends its time limit in a JIT build): single prefill fa3 and
-    fa2 at head_dim 128, fa3 at 64 (api-breadth-fa3), and the ragged wrapper's fa3 module
-    (api-ragged-fa3)."""
-    specs = module_specs() + module_specs(head_dims=(64,), backends=("fa3",))
+    fa2 at head_dim 128, fa3 at 64 and 256 (api-breadth-fa3), and the ragged wrapper's fa3
+    module (api-ragged-fa3)."""
+    specs = module_specs() + module_specs(head_dims=(64, 256), backends=("fa3",))
     return specs + batch_module_specs()
 
 

@@ -1,7 +1,7 @@
 """The ``gluon`` arm: tether's Gluon forward kernel for Hopper (``attn_fwd_sm90.py``).
 
 Declared for sm90 only; it refuses with the reason where the Triton has no Gluon Hopper module,
-for f32, and for head dims other than 64 and 128. What arms.py needs to declare the arm lives
+for f32, and for head dims other than 64, 128 and 256. What arms.py needs to declare the arm lives
 here (its declaration, kernel names, prepare and plan); this module does not import arms.py.
 """
 
@@ -14,9 +14,7 @@ from typing import Any
 from tether.errors import ArmUnavailableError
 
 from tether_kernels.gluon.launch import (
-    DEFAULT_VARIANT,
     HEAD_DIMS,
-    VARIANTS,
     GluonConfig,
     GluonPlan,
     attn_fwd_sm90_launcher,
@@ -48,14 +46,16 @@ SERVES_SM90 = Serves(
     lse=True,
     why={
         "dtypes": "wgmma takes f16 and bf16 operands here; f32 is not instantiated",
-        "head_dims": "the tiles and shared-memory budget are laid out for 64 and 128",
+        "head_dims": "the register tiles span the whole head, so a power of two: 64, 128 and "
+        "256 (a narrower key tile there, default_config); padding 96 to 128 is not written",
         "max_elements": "the kernel computes output and LSE offsets in 32 bits",
     },
 )
 
 
-def prepare_gluon(config: GluonConfig) -> Callable[..., Callable[[], Any]]:
-    """The arm's prepare for one variant (the GPU session times several side by side)."""
+def prepare_gluon(config: GluonConfig | None) -> Callable[..., Callable[[], Any]]:
+    """The arm's prepare for one variant (the GPU session times several side by side); None:
+    the variant ``default_config`` picks for the call's head_dim."""
 
     def prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
         try:
@@ -68,8 +68,9 @@ def prepare_gluon(config: GluonConfig) -> Callable[..., Callable[[], Any]]:
     return prepare
 
 
-def plan_gluon(config: GluonConfig) -> Callable[..., Callable[..., Any]]:
-    """The entry points' launcher of one variant: a GluonPlan once per key, then launches."""
+def plan_gluon(config: GluonConfig | None) -> Callable[..., Callable[..., Any]]:
+    """The entry points' launcher of one variant (None: ``default_config``'s for the head_dim):
+    a GluonPlan once per key, then launches."""
 
     def plan(shape, arch, sm_scale, want_lse):
         import torch
@@ -96,7 +97,8 @@ def plan_gluon(config: GluonConfig) -> Callable[..., Callable[..., Any]]:
 
 # Profiler names of what the arm runs: the kernel, and the merge after a split-KV launch.
 KERNELS = {"sm90": (r"attn_fwd_sm90", r"merge_splits")}
-PREPARE = prepare_gluon(VARIANTS[DEFAULT_VARIANT])
-PLAN = plan_gluon(VARIANTS[DEFAULT_VARIANT])
+# The tuned variant where it fits, a narrower key tile at head_dim 256 (default_config).
+PREPARE = prepare_gluon(None)
+PLAN = plan_gluon(None)
 
 __all__ = ["KERNELS", "PLAN", "PREPARE", "SERVES_SM90", "available", "plan_gluon", "prepare_gluon"]

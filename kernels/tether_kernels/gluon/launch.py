@@ -8,7 +8,7 @@ launcher does, when called.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 # the rest (setmaxnreg), which must add up to the same pool: 2 x 240 + 24 = 3 x 168.
 MAXNREG = 168
 LOG2E = 1.4426950408889634
-HEAD_DIMS = (64, 128)
+# head_dim 256 takes a narrower key tile than the tuned variant (default_config); a head_dim
+# that is not a power of two needs a register tile padded past the head (not written yet).
+HEAD_DIMS = (64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,21 @@ VARIANTS: dict[str, GluonConfig] = {
 # best n128s2; chosen n128s2: holds
 # END GENERATED: tuned-gluon-sm90-variant
 DEFAULT_VARIANT = "n128s2"
+
+
+def default_config(head_dim: int) -> GluonConfig:
+    """The arm's variant at ``head_dim``: the tuned DEFAULT_VARIANT where its shared memory
+    fits a block; else the same variant on 64-key tiles with the deepest K/V ring that fits
+    (head_dim 256: two stages, 192 KiB, where n128s2 needs 320 KiB and n64s3 256 KiB). The
+    tuning grid times head_dim 128; the key tile is the one thing a wider head forces."""
+    tuned = VARIANTS[DEFAULT_VARIANT]
+    if tuned.smem_bytes(head_dim) <= SMEM_LIMIT:
+        return tuned
+    for stages in range(tuned.stages, 1, -1):
+        narrow = replace(tuned, block_n=64, stages=stages)
+        if narrow.smem_bytes(head_dim) <= SMEM_LIMIT:
+            return narrow
+    raise ValueError(f"gluon attn_fwd: no variant fits head_dim {head_dim} in shared memory")
 
 
 # Split-KV (a launch whose query tiles are too few to fill the GPU shares each tile's key
@@ -169,7 +186,6 @@ class GluonPlan:
         from tether_kernels.gluon.attn_fwd_sm90 import attn_fwd_sm90
         from tether_kernels.triton.merge import merge_splits
 
-        config = config or VARIANTS[DEFAULT_VARIANT]
         batch, qo_len, kv_len, hq, hkv, d = shape
         why = gluon_unavailable(device)
         if why is not None:
@@ -178,6 +194,7 @@ class GluonPlan:
             raise ValueError(f"gluon attn_fwd: f16 or bf16 inputs of one dtype, got {dtype}")
         if d not in HEAD_DIMS:
             raise ValueError(f"gluon attn_fwd: head_dim {d} not in {HEAD_DIMS}")
+        config = config or default_config(d)
         if hq % hkv:
             raise ValueError(f"gluon attn_fwd: hq {hq} is not a multiple of hkv {hkv}")
         if config.smem_bytes(d) > SMEM_LIMIT:
@@ -297,7 +314,7 @@ def attn_fwd_sm90_launcher(
 ):
     """A no-argument callable that launches the kernel on these preallocated tensors.
 
-    q [b, qo_len, hq, d], k/v [b, kv_len, hkv, d] (BSHD, contiguous, f16 or bf16, d 64 or 128),
+    q [b, qo_len, hq, d], k/v [b, kv_len, hkv, d] (BSHD, contiguous, f16 or bf16, d in HEAD_DIMS),
     out like q; lse f32 [b, hq, qo_len] (natural log) when given. Raises ValueError naming
     what it cannot serve.
     """
@@ -326,6 +343,7 @@ __all__ = [
     "GluonConfig",
     "GluonPlan",
     "attn_fwd_sm90_launcher",
+    "default_config",
     "gluon_unavailable",
     "split_count",
 ]
