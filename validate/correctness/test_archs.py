@@ -221,10 +221,17 @@ def test_the_derived_names_match_the_rows() -> None:
     assert {r.name: r.route_order for r in rows} == archs.ROUTE_ORDER
     assert archs.OWN_ARM == {"sm90": "gluon"}
     # Each policy threshold sends its calls to one of tether's kernels there (the arch's own
-    # kernel, or the Triton kernel), else its first route arm.
+    # kernel, or the Triton kernel), else the first route arm that serves its scope: an arm
+    # ahead of ``otherwise`` serves none of the scope's head dims (cuDNN does not serve 256,
+    # so the wide sm90 threshold's calls otherwise take the Triton kernel).
     for th in POLICY:
         assert th.arm in (archs.ARCH[th.arch].own_arm, "triton")
-        assert th.otherwise == archs.ROUTE_ORDER[th.arch][0]
+        order = archs.ROUTE_ORDER[th.arch]
+        assert th.otherwise in order, th.region
+        dims = {d for f, op, v in th.scope if f == "head_dim" for d in (v if op == "in" else (v,))}
+        for ahead in order[: order.index(th.otherwise)]:
+            served = get_arm(ahead).serves[th.arch].head_dims
+            assert dims and served is not None and not dims & set(served), (th.region, ahead)
 
 
 def test_doc_arches_are_the_gpu_rows() -> None:

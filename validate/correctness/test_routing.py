@@ -276,6 +276,14 @@ def test_head_dims_no_sdpa_arm_serves_go_to_the_triton_kernel(arch: str) -> None
     assert route("single_prefill", shape, arch) == "triton"
 
 
+def test_sm90_head_dim_256_without_a_causal_mask_takes_the_triton_kernel() -> None:
+    # Outside the wide threshold's scope (its evidence is causal): the route order, in which
+    # cuDNN does not serve 256 and the Triton kernel does.
+    shape = Shape(1, 2048, 2048, 32, 8, 256, "bf16", False)
+    assert get_arm("sdpa_cudnn").supports(shape, "sm90") is not None
+    assert route("single_prefill", shape, "sm90") == "triton"
+
+
 def test_tile_head_dim() -> None:
     assert [tile_head_dim(d) for d in (8, 16, 24, 96, 128, 136, 256)] == [
         16, 16, 32, 128, 128, 256, 256,
@@ -301,6 +309,12 @@ def test_tile_head_dim() -> None:
         (Shape(1, 4096, 4096, 8, 1, 128, "bf16", True), "gluon"),
         (Shape(1, 2048, 2048, 32, 32, 128, "bf16", True), "sdpa_cudnn"),
         (Shape(1, 4096, 4096, 32, 8, 64, "f16", True), "sdpa_cudnn"),
+        # head_dim 256 (cuDNN does not serve it here): Gluon, chunked and square, every pair,
+        # from 128 queries; below that the Triton kernel (the threshold's otherwise).
+        (Shape(1, 128, 16384, 8, 1, 256, "f16", True), "gluon"),
+        (Shape(1, 2048, 2048, 32, 32, 256, "bf16", True), "gluon"),
+        (Shape(1, 5000, 5000, 32, 8, 256, "bf16", True), "gluon"),
+        (Shape(1, 64, 4096, 32, 8, 256, "bf16", True), "triton"),
     ],
 )
 def test_sm90_policy_scopes_route_the_heads_and_head_dims_their_evidence_covers(

@@ -1,7 +1,7 @@
 """Issue 24, item 2: can the Gluon kernel serve head_dim 96 and 256 as it stands? (GPU, sm90)
 
-The kernel's launcher admits head_dim 64 and 128 only (``gluon.launch.HEAD_DIMS``). This
-probe widens that list in this process alone and, for each head dim asked, builds a plan per
+When it was written the kernel's launcher admitted head_dim 64 and 128 only (it now admits
+256 too: ``gluon.launch.HEAD_DIMS``). This probe widens that list in this process alone and, for each head dim asked, builds a plan per
 key-tile variant, checks its output against the f32 reference by the suite's tolerance rule
 (validate/correctness/_helpers.py: twice the same-dtype math SDPA's error) and its LSE
 against the reference's on one causal shape, then times it beside cuDNN's SDPA (called directly, what ``single_prefill`` routes these head

@@ -1,6 +1,6 @@
 """Flash-attention forward for Hopper (sm90) in Gluon: the FlashAttention-3 schedule, spelled out.
 
-Layout BSHD, contiguous: q [batch, qo_len, hq, d], k/v [batch, kv_len, hkv, d]; d is 64 or 128;
+Layout BSHD, contiguous: q [batch, qo_len, hq, d], k/v [batch, kv_len, hkv, d]; d is 64, 128 or 256;
 f16 or bf16. One program owns 128 query rows of one query head and runs three partitions
 (``gl.warp_specialize``):
 
