@@ -146,17 +146,14 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261201T195847Z-sweep-policy-chunked-sm90-sm90-222d7bb100db
-# (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 48 cells, geomean 3.586,
-# noise 0.982-1.018 (A/A floor 0.996-1.004
-# times replicate band 0.986-1.014): faster;
+# run 20261202T142138Z-sweep-policy-chunked-sm90-sm90-5981c9c54e07
+# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# 48 cells, geomean 3.562,
+# noise 0.982-1.019 (A/A floor 0.996-1.004
+# times replicate band 0.985-1.015): faster;
 # cells 48 faster, 0 slower, 0 level;
 # worst cell dtype=bf16 head_dim=64 hq/hkv=32/32 kv_len=32768 qo_len=1024
-# at 1.693.
+# at 1.698.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -183,17 +180,14 @@ _SM90_CHUNKED = Threshold(
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048).
-# run 20261201T195914Z-sweep-policy-square-sm90-sm90-0366e2944257
-# (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 12 cells, geomean 1.179,
-# noise 0.990-1.010 (A/A floor 0.997-1.003
-# times replicate band 0.993-1.007): faster;
-# cells 11 faster, 0 slower, 1 level;
+# run 20261202T142211Z-sweep-policy-square-sm90-sm90-7edc2dc4d784
+# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# 12 cells, geomean 1.173,
+# noise 0.992-1.008 (A/A floor 0.997-1.003
+# times replicate band 0.995-1.005): faster;
+# cells 12 faster, 0 slower, 0 level;
 # worst cell dtype=f16 hq/hkv=8/1 seqlen=2048
-# at 1.078.
+# at 1.079.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -219,17 +213,14 @@ _SM90 = Threshold(
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261202T063650Z-sweep-policy-square-short-sm90-sm90-5d065545803b
-# (2026-12-02, git 8ec6a3a74ee2, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 18 cells, geomean 1.316,
-# noise 0.962-1.039 (A/A floor 0.984-1.016
-# times replicate band 0.978-1.023): faster;
+# run 20261202T142229Z-sweep-policy-square-short-sm90-sm90-63402fb1a7b6
+# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# 18 cells, geomean 1.308,
+# noise 0.974-1.027 (A/A floor 0.989-1.011
+# times replicate band 0.985-1.016): faster;
 # cells 18 faster, 0 slower, 0 level;
-# worst cell dtype=f16 hq/hkv=32/32 seqlen=512
-# at 1.097.
+# worst cell dtype=bf16 hq/hkv=32/32 seqlen=512
+# at 1.126.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -257,7 +248,16 @@ _SM90_SQUARE_SHORT = Threshold(
 #   qo_len >= 128
 # sweep policy-wide-sm90, population policy-wide-sm90-region
 # (reachable from single_prefill, qo_len >= 128).
-# not measured: the store has no guarded ok run of this sweep on sm90.
+# run 20261202T142248Z-sweep-policy-wide-sm90-sm90-7b3ec67a4611
+# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# 24 cells, geomean 5.057,
+# noise 0.988-1.012 (A/A floor 0.997-1.003
+# times replicate band 0.991-1.009): faster;
+# cells 24 faster, 0 slower, 0 level;
+# worst cell dtype=f16 hq/hkv=8/1 kv_len=2048 qo_len=2048
+# at 3.351.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-wide
 _SM90_WIDE = Threshold(
     region="policy-sm90-single-prefill-wide",
@@ -275,17 +275,14 @@ _SM90_WIDE = Threshold(
 #   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
 # (reachable from batch_prefill).
-# run 20261201T200156Z-sweep-policy-batch-sm90-sm90-8b511cdb5315
-# (2026-12-01, git 81d46b1f48d2, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 8 cells, geomean 0.896,
-# noise 0.994-1.006 (A/A floor 0.999-1.001
-# times replicate band 0.994-1.006): slower;
+# run 20261202T142539Z-sweep-policy-batch-sm90-sm90-665a34a7c4fd
+# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 0.893,
+# noise 0.996-1.004 (A/A floor 0.999-1.001
+# times replicate band 0.997-1.003): slower;
 # cells 0 faster, 7 slower, 1 level;
 # worst cell batch=16 seqlen=1024
-# at 0.754.
+# at 0.758.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
