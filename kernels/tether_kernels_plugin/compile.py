@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tether.errors import TetherError, UsageError
-from tether.store import Cell, GuardRecord, kernels_fingerprint, new_run
-from tether.store.cite import latest_ok
+from tether.store import Cell, GuardRecord, new_run
 from tether_kernels.archs import ARCH_TABLE, GPU_ARCHES, check_arch
 from tether_kernels.arms import get_arm, torch_dtype
 from tether_kernels.gates import COMPILE_KERNEL
@@ -96,28 +95,10 @@ def compiler_version() -> str:
 
 
 def compile_key(root: Path) -> dict[str, str]:
-    """What a compile run is cached by: the kernel sources' fingerprint and the compiler."""
+    """The compiler a stored compile run must have been made by to stand for this one
+    (tether.freshness judges whether it still describes the checkout's kernel sources)."""
 
-    return {
-        "kernels_fingerprint": kernels_fingerprint(root),
-        "compiler": "triton " + compiler_version(),
-    }
-
-
-def run_key(run: Any) -> dict[str, str]:
-    """The cache key a compile run was made under."""
-    return {
-        "kernels_fingerprint": str(run.provenance.kernels_fingerprint),
-        "compiler": f"{run.results.get('compiler')} {run.results.get('compiler_version')}",
-    }
-
-
-def fresh_run(runs: list[Any], arch: str, key: dict[str, str]) -> Any:
-    """The newest ok compile run of the kernel on ``arch`` made under ``key``, else None."""
-
-    return latest_ok(
-        [r for r in runs if r.kind == "compile" and run_key(r) == key], "compile", KERNEL, arch
-    )
+    return {"compiler": "triton " + compiler_version()}
 
 
 def _target(arch: str) -> Any:
@@ -551,9 +532,6 @@ class Compiler:
 
     def key(self, root: Path) -> dict[str, str]:
         return compile_key(root)
-
-    def fresh_run(self, runs: list[Any], arch: str, key: dict[str, str]) -> Any:
-        return fresh_run(runs, arch, key)
 
     def compile_arch(
         self, arch: str, root: Path, *, workers: int | None = None, err: TextIO | None = None

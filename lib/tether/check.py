@@ -43,7 +43,13 @@ from tether import project
 from tether._scan import Finding, apply_baseline, scan_tree
 from tether.atomic import STAMP_FORMAT, utc_stamp
 from tether.errors import SigningError, TetherError, UsageError
-from tether.freshness import CommitKernels, GitUnavailable, KernelDiff, store_changes_since
+from tether.freshness import (
+    CommitKernels,
+    CompileFreshness,
+    GitUnavailable,
+    KernelDiff,
+    store_changes_since,
+)
 from tether.policy import TunedChoice, field_value
 from tether.render import embedded_digest, render_parts
 from tether.render.context import policy as checkout_policy
@@ -533,24 +539,29 @@ def check_gates(
 
 
 def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
-    """The newest ok compile run of each kernel and arch was compiled from this checkout's
-    kernel sources; one compiled from other sources is stale evidence, like a run from a
-    superseded harness."""
+    """The newest ok compile run of each kernel and arch still describes this checkout: no
+    kernel file it compiles from ([tool.tether.fingerprint] compiled) changed in code since
+    its commit (``KernelDiff.compile_staleness``). One that did is stale evidence, like a run
+    from a superseded harness; a change to another kernel file (the Gluon kernel, the policy)
+    leaves the Triton variants it compiled as they were."""
 
-    current = kernels_fingerprint(root)
+    fresh = CompileFreshness(root)
     pairs = {(r.name, r.arch) for r in runs if r.kind == "compile" and r.status == "ok"}
     findings = []
     for name, arch in sorted(pairs):
         run = latest_ok(runs, "compile", name, arch)
-        if run is None or run.provenance.kernels_fingerprint == current:
+        if run is None:
             continue
-        path = _run_file(run)
+        staleness = fresh.staleness(run)
+        if not staleness.stale:
+            continue
+        why = staleness.unknown or "changed since: " + ", ".join(staleness.used)
         findings.append(
             Finding(
-                _rel(path, root),
+                _rel(_run_file(run), root),
                 1,
                 f"stale compile evidence: compile run {run.id} of {name} on {arch} "
-                "was compiled from other kernel sources than this checkout's; run "
+                f"was compiled from other kernel sources than this checkout's ({why}); run "
                 f"`tether compile --arch {arch}`",
             )
         )
@@ -818,10 +829,42 @@ def check_config(root: Path) -> list[Finding]:
     does not exist (found without importing it), and an arch scope that names no definition."""
 
     proj = project.get(root)
-    return [
-        Finding("pyproject.toml", 1, f"[tool.tether] plugins: module {name!r} not found (a typo?)")
-        for name in proj.missing_plugins()
-    ] + check_arch_scopes(root)
+    return (
+        [
+            Finding(
+                "pyproject.toml", 1, f"[tool.tether] plugins: module {name!r} not found (a typo?)"
+            )
+            for name in proj.missing_plugins()
+        ]
+        + check_arch_scopes(root)
+        + check_compiled_inputs(root)
+    )
+
+
+def check_compiled_inputs(root: Path) -> list[Finding]:
+    """Each [tool.tether.fingerprint] compiled pattern names kernel files, and only those: a
+    pattern that matches nothing would leave compile runs fresh through a change it meant to
+    cover, and a file outside the kernels is in no fingerprint git can compare."""
+
+    proj = project.get(root)
+    kernel_files = set(proj.kernel_files())
+    where = "[tool.tether.fingerprint] compiled"
+    findings = []
+    for pattern in proj.compiled_globs:
+        matched = proj.glob((pattern,))
+        if not matched:
+            findings.append(Finding("pyproject.toml", 1, f"{where}: {pattern!r} matches no file"))
+        findings += [
+            Finding(
+                "pyproject.toml",
+                1,
+                f"{where}: {proj.rel(p)!r} is not one of the kernel files the fingerprint "
+                "covers ([tool.tether.fingerprint] kernels)",
+            )
+            for p in matched
+            if p not in kernel_files
+        ]
+    return findings
 
 
 def check_arch_scopes(root: Path) -> list[Finding]:

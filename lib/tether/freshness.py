@@ -10,6 +10,13 @@ arm, so it always counts, except where the project declares top-level definition
 serve some arches only ([tool.tether.fingerprint] arch_scoped, the AMD launch tables say): a
 change confined to those definitions counts only for runs on those arches.
 
+A compile run records no kernels it ran: it compiles the variants that some kernel files
+define and enumerate ([tool.tether.fingerprint] compiled; undeclared, every kernel file). It
+is stale when one of those changed in code since its commit, the arch-scoped confinement
+above applying as it does to timing runs; a change to any other kernel file (another
+kernel, the policy) leaves its variants as they were (``KernelDiff.compile_staleness``,
+``fresh_compile_run``).
+
 Also the append-only rule: ``store_changes_since`` lists run files that were in the store at
 a git revision and are now modified or gone.
 
@@ -29,9 +36,16 @@ from pathlib import Path, PurePosixPath
 
 from tether import project
 from tether.errors import UsageError
+from tether.store.cite import latest_ok
 from tether.store.history import origin
 from tether.store.model import Run
-from tether.store.provenance import definition_digests, fingerprint, source_digest
+from tether.store.provenance import (
+    definition_digests,
+    fingerprint,
+    kernels_fingerprint,
+    source_digest,
+)
+from tether.store.results import CompileResults
 
 GIT_TIMEOUT_S = 10.0
 
@@ -161,32 +175,96 @@ class KernelDiff:
                     self._confined[(sha, rel)] = arches
         return tuple(out)
 
-    def staleness(self, run: Run, current_fingerprint: str) -> Staleness:
-        """How ``run`` stands against the checkout's kernel sources."""
-        if run.provenance.kernels_fingerprint == current_fingerprint:
+    def _since(self, run: Run, current_fingerprint: str) -> Staleness | tuple[str, ...]:
+        """The kernel files changed in code since ``run``'s commit, or the Staleness that
+        settles the run without them: fresh at the same fingerprint, unknown from a dirty
+        tree or where git cannot tell."""
+        prov = run.provenance
+        if prov.kernels_fingerprint == current_fingerprint:
             return Staleness((), ())
-        if run.provenance.git_dirty:
-            return Staleness((), (), "the run was measured from a dirty tree")
-        changed = self.changed(run.provenance.git_sha)
+        if prov.git_dirty:
+            return Staleness((), (), "the run was made from a dirty tree")
+        changed = self.changed(prov.git_sha)
         if isinstance(changed, str):
             return Staleness((), (), changed)
-        recorded = recorded_kernels(run)
-        used, unused = [], []
-        for rel in changed:
-            path = self.root / rel
-            defined = jitted_kernels(path.read_text(encoding="utf-8")) if path.is_file() else set()
-            # A change confined to other arches' definitions, or to kernels the run never ran.
-            arches = self._confined.get((run.provenance.git_sha, rel))
-            elsewhere = arches is not None and run.provenance.arch not in arches
-            if elsewhere or (defined and not any(_ran(k, recorded) for k in defined)):
-                unused.append(rel)
-            else:
-                used.append(rel)
         if not changed:
             # The fingerprints differ but git sees no code change in the declared files: the
             # declaration itself changed (a file added or removed), which git cannot place.
             return Staleness((), (), "the declared kernel files differ from the run's")
+        return changed
+
+    def _elsewhere(self, run: Run, rel: str) -> bool:
+        """Whether the change to ``rel`` since ``run``'s commit is confined to definitions of
+        other arches than the run's (arch_scoped)."""
+        arches = self._confined.get((run.provenance.git_sha, rel))
+        return arches is not None and run.provenance.arch not in arches
+
+    def staleness(self, run: Run, current_fingerprint: str) -> Staleness:
+        """How timing ``run`` stands against the checkout's kernel sources."""
+        changed = self._since(run, current_fingerprint)
+        if isinstance(changed, Staleness):
+            return changed
+        recorded = recorded_kernels(run)
+        used: list[str] = []
+        unused: list[str] = []
+        for rel in changed:
+            path = self.root / rel
+            defined = jitted_kernels(path.read_text(encoding="utf-8")) if path.is_file() else set()
+            # A change confined to other arches' definitions, or to kernels the run never ran.
+            ran = not defined or any(_ran(k, recorded) for k in defined)
+            (used if ran and not self._elsewhere(run, rel) else unused).append(rel)
         return Staleness(tuple(used), tuple(unused))
+
+    def compile_staleness(
+        self, run: Run, current_fingerprint: str, inputs: Iterable[str]
+    ) -> Staleness:
+        """How compile ``run`` stands against the checkout: ``used`` the changed kernel files
+        among ``inputs`` (root-relative: what compile runs compile from) whose change is not
+        confined to other arches' definitions; any other changed file is ``unused``."""
+        changed = self._since(run, current_fingerprint)
+        if isinstance(changed, Staleness):
+            return changed
+        wanted = set(inputs)
+        used: list[str] = []
+        unused: list[str] = []
+        for rel in changed:
+            (used if rel in wanted and not self._elsewhere(run, rel) else unused).append(rel)
+        return Staleness(tuple(used), tuple(unused))
+
+
+class CompileFreshness:
+    """Whether compile runs still describe the checkout at ``root``: ``KernelDiff``'s
+    ``compile_staleness`` against [tool.tether.fingerprint] compiled (every kernel file where
+    it is not declared), git's answers cached. The check, the documents and ``tether
+    compile``'s cache all judge compile runs through this."""
+
+    def __init__(self, root: Path):
+        proj = project.get(root)
+        self.current = kernels_fingerprint(root)
+        self.inputs = tuple(p.relative_to(proj.root).as_posix() for p in proj.compiled_files())
+        self.diff = KernelDiff(proj.root, proj.kernel_files(), proj.arch_scoped)
+
+    def staleness(self, run: Run) -> Staleness:
+        return self.diff.compile_staleness(run, self.current, self.inputs)
+
+    def stale(self, run: Run) -> bool:
+        return self.staleness(run).stale
+
+
+def fresh_compile_run(
+    fresh: CompileFreshness, runs: Iterable[Run], kernel: str, arch: str, compiler: str
+) -> Run | None:
+    """The newest ok compile run of ``kernel`` on ``arch`` made by ``compiler`` (``triton
+    3.6.0``), when it still describes the checkout; else None."""
+    made = [
+        r
+        for r in runs
+        if r.kind == "compile"
+        and r.status == "ok"
+        and CompileResults.from_json(r.results, r.path).made_by == compiler
+    ]
+    run = latest_ok(made, "compile", kernel, arch)
+    return None if run is None or fresh.stale(run) else run
 
 
 def confined_to(

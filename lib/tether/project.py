@@ -48,7 +48,7 @@ _KEYS = {
         "signing",
         "summary",
     },
-    "fingerprint": {"harness", "kernels", "arch_scoped"},
+    "fingerprint": {"harness", "kernels", "arch_scoped", "compiled"},
     "render": {"files", "figures", "regions", "region_templates"},
     "scan": {"include", "exclude", "baseline", "claim_words", "allow_words"},
     "signing": {"allowed_signers", "require"},
@@ -94,6 +94,10 @@ class Project:
     # the arches it serves}. A change confined to such definitions stales only those arches'
     # timing runs (tether.freshness): a launch table of one arch shapes no other arch's call.
     arch_scoped: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    # [tool.tether.fingerprint] compiled: the kernel files compile runs compile from (the
+    # kernels they compile and what enumerates their variants); empty: every kernel file. A
+    # change to another kernel file leaves compile runs fresh (tether.freshness).
+    compiled_globs: tuple[str, ...] = ()
 
     def templates_rel(self, name: str) -> str:
         """A template's path as the project configured it (``benchmark/docs_src/x.j2``)."""
@@ -119,6 +123,12 @@ class Project:
 
     def kernel_files(self) -> list[Path]:
         return self.glob(self.kernel_globs)
+
+    def compiled_files(self) -> list[Path]:
+        """The kernel files compile runs compile from (every one where none is declared)."""
+        if not self.compiled_globs:
+            return self.kernel_files()
+        return self.glob(self.compiled_globs)
 
     def missing_plugins(self) -> list[str]:
         """The configured plugin modules that cannot be found (a typo), without importing any."""
@@ -385,6 +395,11 @@ def load(root: Path) -> Project:
             _strings(fp.get("kernels"), "fingerprint.kernels", path), "fingerprint.kernels", path
         ),
         arch_scoped=_arch_scoped(fp.get("arch_scoped"), path),
+        compiled_globs=_globs_inside(
+            _strings(fp.get("compiled"), "fingerprint.compiled", path),
+            "fingerprint.compiled",
+            path,
+        ),
         render_files=dict(sorted(files.items())),
         figures=figures,
         region_files=tuple(sorted(set(regions) | set(templated))),

@@ -78,15 +78,15 @@ class Arm(Protocol):
 @runtime_checkable
 class Compiler(Protocol):
     """What ``tether compile`` needs of a project's compiler: the arches it compiles for
-    (``targets``), the key that says whether a stored compile run is still fresh, and one
-    compile run per arch (not yet written). tether imports no kernel library itself."""
+    (``targets``), its key (``compiler``: the compiler a stored run must have been made by,
+    ``triton 3.6.0``, to stand for this one; tether.freshness then judges whether the run
+    still describes the checkout), and one compile run per arch (not yet written). tether
+    imports no kernel library itself."""
 
     name: str
     targets: Mapping[str, Any]
 
     def key(self, root: Any) -> dict[str, str]: ...
-
-    def fresh_run(self, runs: list[Any], arch: str, key: dict[str, str]) -> Any: ...
 
     def compile_arch(
         self, arch: str, root: Any, *, workers: int | None = None, err: Any = None

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tether import project
+from tether.freshness import CompileFreshness, fresh_compile_run
 from tether.render.compiled import compile_gates
 from tether.store import load_store, write_run
 
@@ -47,9 +48,9 @@ def _compile_run(arch: str, kernel: str):
 
     proj = project.get(ROOT)
     scratch = proj.scratch / "results"
-    key = engine.compile_key(ROOT)
+    compiler = engine.compile_key(ROOT)["compiler"]
     runs = load_store(proj.store) + load_store(scratch)
-    run = engine.fresh_run([r for r in runs if r.name == kernel], arch, key)
+    run = fresh_compile_run(CompileFreshness(ROOT), runs, kernel, arch, compiler)
     if run is None:
         run = engine.compile_arch(arch, ROOT)
         write_run(run, scratch)

@@ -30,6 +30,7 @@ def fixture_project(
     regions: Iterable[str] | None = None,
     harness: Iterable[str] = (),
     kernels: Iterable[str] = ("kernels/**/*.py",),
+    compiled: Iterable[str] | None = None,
     doc_arches: Iterable[str] = ("sm90", "gfx942", "gfx950", "gfx1151"),
     headline: str | None = "prefill-vs-sdpa",
     scan_exclude: Iterable[str] = (),
@@ -66,6 +67,7 @@ def fixture_project(
         "[tool.tether.fingerprint]",
         f"harness = {_toml_list(harness)}",
         f"kernels = {_toml_list(kernels)}",
+        *([] if compiled is None else [f"compiled = {_toml_list(compiled)}"]),
         "",
         "[tool.tether.render]",
         "files = {"

@@ -15,6 +15,7 @@ import pytest
 from tether.check import check_compile_evidence
 from tether.cli import main
 from tether.errors import RunFileError
+from tether.freshness import CompileFreshness
 from tether.policy import CompileGate
 from tether.render.compiled import compile_doc, config_evidence
 from tether.store import Cell, GuardRecord, load_store, new_run, write_run
@@ -126,9 +127,7 @@ def test_compile_doc_counts_from_the_cells() -> None:
     run = fixture_run(
         [fixture_cell(), fixture_cell("f32", matrix=0), fixture_cell(spills=2, margin=0)]
     )
-    from tether.store import kernels_fingerprint
-
-    doc = compile_doc([run], "gfx942", "attn-fwd", kernels_fingerprint(REPO), gate)
+    doc = compile_doc([run], "gfx942", "attn-fwd", CompileFreshness(REPO), gate)
     assert doc is not None and not doc.stale
     assert (doc.gate_failing, doc.bare_required, doc.bare_exempt) == (1, 0, 1)
     assert doc.exempt_dtypes == ("f32",)
@@ -142,6 +141,7 @@ def test_documents_cite_each_compilers_current_run() -> None:
     from tether.store import kernels_fingerprint
 
     current = kernels_fingerprint(REPO)
+    fresh = CompileFreshness(REPO)
     gate = CompileGate("g", "gfx942", "attn-fwd", matrix_dtypes=("f16",))
 
     def at(started: str, version: str, spills: int = 0, fingerprint: str = current):
@@ -154,11 +154,11 @@ def test_documents_cite_each_compilers_current_run() -> None:
     other = at("2099-01-02T00:00:00Z", "3.6.0", spills=2)
     other_stale = at("2098-12-31T00:00:00Z", "3.5.0", fingerprint=STALE)
     runs = [other_old, newest, other, other_stale]
-    doc = compile_doc(runs, "gfx942", "attn-fwd", current, gate)
+    doc = compile_doc(runs, "gfx942", "attn-fwd", fresh, gate)
     assert doc is not None and doc.compiler == "triton 3.9.0" and doc.gate_failing == 0
     # The other compiler's newest run of these sources, not its older one; a run of older
     # sources (3.5.0 here) is no evidence about this kernel and is not cited.
-    (also,) = also_compiled(runs, doc, current, gate)
+    (also,) = also_compiled(runs, doc, fresh, gate)
     assert (also.compiler, also.run_id, also.gate_failing) == ("triton 3.6.0", other.id, 1)
 
 

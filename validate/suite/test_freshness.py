@@ -319,3 +319,156 @@ def test_check_reports_an_arch_scope_on_a_file_the_fingerprint_does_not_cover(
     (root / "docs" / "tables.py").write_text("SM = 1\n", encoding="utf-8")
     found = [f.what for f in check_arch_scopes(root)]
     assert len(found) == 1 and "not one of the kernel files" in found[0]
+
+
+# -- compile runs: stale only through the kernel files they compile from ---------------------
+
+COMPILED = ("kernels/used.py", "kernels/tables.py")
+
+
+@pytest.fixture
+def compile_repo(tmp_path: Path) -> Path:
+    """The kernels above, the arch-scoped tables, and [tool.tether.fingerprint] compiled naming
+    the kernel the compile runs compile and the tables that enumerate its variants."""
+    if shutil.which("git") is None:
+        pytest.fail("git is needed for the freshness rules and is not on PATH")
+    root = tmp_path / "repo"
+    fixture_project(root, extra=SCOPED, compiled=COMPILED)
+    (root / "kernels").mkdir()
+    for name, text in (("used", USED), ("other", OTHER), ("arms", ARMS), ("tables", TABLES)):
+        (root / "kernels" / f"{name}.py").write_text(text, encoding="utf-8")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "FIXTURE: kernels, tables, compiled inputs")
+    return root
+
+
+def _compile_run_at_head(root: Path, arch: str = "sm90", version: str = "3.6.0"):
+    """FIXTURE: an ok compile run of attn-fwd made at HEAD from a clean tree."""
+    from tether.store import Cell, GuardRecord, new_run
+
+    cell = Cell(
+        key={"head_dim": 64, "dtype": "f16", "config": "m64 n32 w4 s1"},
+        work=0.0,
+        samples={},
+        kernels={"compiled": ("_attn_fwd",)},
+        extra={"spills": 0, "lds_bytes": 16384, "lds_limit_bytes": 65536, "vgprs_total": 128,
+               "loops": [{"blocks": 1, "matrix": 16, "fma": 0}],
+               "occupancy": {"waves_per_simd": 4, "limited_by": "registers", "by": {}}},
+    )  # fmt: skip
+    summary = {
+        "compiler": "triton", "compiler_version": version, "target": f"{arch}:fixture",
+        "variants": 1, "spills_total": 0, "variants_spilling": 0, "variants_over_lds": 0,
+        "variants_loop_without_matrix": 0, "occupancy_min": 1, "occupancy_max": 1,
+        "occupancy_unit": "waves per SIMD", "seconds": 1.0,
+    }  # fmt: skip
+    run = new_run(
+        "compile",
+        "attn-fwd",
+        arch=arch,
+        device="FIXTURE: no device",
+        config={},
+        cells=[cell],
+        results=summary,
+        guard=GuardRecord(mode="unguarded", reason="FIXTURE: compiled without a GPU"),
+        root=root,
+        host="fixture-host",
+    )
+    sha = _git(root, "rev-parse", "HEAD").strip()
+    return resealed(run, provenance={"git_sha": sha, "git_dirty": False})
+
+
+def _fresh(root: Path):
+    from tether.freshness import CompileFreshness
+
+    return CompileFreshness(root)
+
+
+def test_a_compile_run_outlives_a_change_to_what_it_does_not_compile(compile_repo) -> None:
+    run, timing = _compile_run_at_head(compile_repo), _run_at_head(compile_repo)
+    (compile_repo / "kernels" / "arms.py").write_text(ARMS + "MORE = 1\n", encoding="utf-8")
+    (compile_repo / "kernels" / "other.py").write_text(OTHER + "\nY = 2\n", encoding="utf-8")
+    found = _fresh(compile_repo).staleness(run)
+    assert not found.stale and found.unused == ("kernels/arms.py", "kernels/other.py")
+    # a timing run is another matter: arms.py defines no kernel, so it may shape any arm
+    assert _scoped_staleness(compile_repo, timing).used == ("kernels/arms.py",)
+
+
+def test_a_change_to_the_compiled_kernel_stales_the_compile_run(compile_repo) -> None:
+    run = _compile_run_at_head(compile_repo)
+    (compile_repo / "kernels" / "used.py").write_text(USED.replace("return x", "return x + 1"))
+    found = _fresh(compile_repo).staleness(run)
+    assert found.stale and found.used == ("kernels/used.py",)
+
+
+def test_a_compile_run_keeps_the_arch_scopes(compile_repo) -> None:
+    sm90, gfx = _compile_run_at_head(compile_repo), _compile_run_at_head(compile_repo, "gfx1151")
+    _edit_tables(compile_repo, "_GFX = {16: (64, 32)}", "_GFX = {16: (32, 16)}")
+    fresh = _fresh(compile_repo)
+    assert not fresh.stale(sm90) and fresh.staleness(gfx).used == ("kernels/tables.py",)
+
+
+def test_undeclared_compile_inputs_are_every_kernel_file(repo: Path) -> None:
+    run = _compile_run_at_head(repo)
+    (repo / "kernels" / "other.py").write_text(OTHER + "\nY = 2\n", encoding="utf-8")
+    assert _fresh(repo).staleness(run).used == ("kernels/other.py",)
+
+
+def test_a_compile_run_from_a_dirty_tree_is_stale_once_the_kernels_change(compile_repo) -> None:
+    run = resealed(_compile_run_at_head(compile_repo), provenance={"git_dirty": True})
+    assert not _fresh(compile_repo).stale(run)  # the same sources: its fingerprint is current
+    (compile_repo / "kernels" / "arms.py").write_text(ARMS + "MORE = 1\n", encoding="utf-8")
+    found = _fresh(compile_repo).staleness(run)
+    assert found.stale and "dirty tree" in (found.unknown or "")
+
+
+def test_fresh_compile_run_matches_the_compiler_and_the_sources(compile_repo) -> None:
+    from tether.freshness import fresh_compile_run
+
+    run = _compile_run_at_head(compile_repo)
+    assert fresh_compile_run(_fresh(compile_repo), [run], "attn-fwd", "sm90", "triton 3.6.0") is run
+    assert (
+        fresh_compile_run(_fresh(compile_repo), [run], "attn-fwd", "sm90", "triton 3.9.0") is None
+    )
+    assert (
+        fresh_compile_run(_fresh(compile_repo), [run], "attn-fwd", "gfx942", "triton 3.6.0") is None
+    )
+    (compile_repo / "kernels" / "used.py").write_text(USED.replace("return x", "return x + 1"))
+    assert (
+        fresh_compile_run(_fresh(compile_repo), [run], "attn-fwd", "sm90", "triton 3.6.0") is None
+    )
+
+
+def test_check_holds_compile_evidence_to_its_inputs(compile_repo) -> None:
+    from tether.check import check_compile_evidence
+
+    run = _compile_run_at_head(compile_repo)
+    (compile_repo / "kernels" / "arms.py").write_text(ARMS + "MORE = 1\n", encoding="utf-8")
+    assert check_compile_evidence(compile_repo, [run]) == []
+    (compile_repo / "kernels" / "used.py").write_text(USED.replace("return x", "return x + 1"))
+    (finding,) = check_compile_evidence(compile_repo, [run])
+    assert "stale compile evidence" in finding.what and "kernels/used.py" in finding.what
+
+
+@pytest.mark.parametrize(
+    ("compiled", "match"),
+    [
+        pytest.param(COMPILED, None, id="as-declared"),
+        pytest.param(("kernels/usde.py", "kernels/tables.py"), "matches no file", id="typo"),
+        pytest.param(("kernels/used.py", "docs/x.py"), "not one of the kernel files", id="outside"),
+    ],
+)
+def test_check_reports_compile_inputs_that_are_not_kernel_files(
+    tmp_path: Path, compiled: tuple[str, ...], match: str | None
+) -> None:
+    from tether.check import check_compiled_inputs
+
+    root = fixture_project(tmp_path / "p", kernels=("kernels/*.py",), compiled=compiled)
+    for rel in ("kernels/used.py", "kernels/tables.py", "docs/x.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("X = 1\n", encoding="utf-8")
+    found = [f.what for f in check_compiled_inputs(root)]
+    if match is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and match in found[0] and "compiled" in found[0]

@@ -16,6 +16,7 @@ from typing import Any
 from tether import registry
 from tether.cli import Context, Subparsers
 from tether.errors import UsageError
+from tether.freshness import CompileFreshness, fresh_compile_run
 from tether.render.compiled import compile_gates
 from tether.store import load_store, write_run
 from tether.store.results import CompileResults
@@ -77,8 +78,13 @@ def _compile_with(engine: Any, args: argparse.Namespace, ctx: Context, runs: lis
             f"targets: {', '.join(engine.targets)}"
         )
     key = engine.key(ctx.root)
+    describes = CompileFreshness(ctx.root)
     for arch in arches:
-        fresh = None if args.force else engine.fresh_run(runs, arch, key)
+        fresh = (
+            None
+            if args.force
+            else fresh_compile_run(describes, runs, engine.name, arch, key["compiler"])
+        )
         if fresh is not None:
             print(f"compile {arch}: up to date, {fresh.id} ({key['compiler']})", file=ctx.out)
             _gate_lines(fresh, ctx)

@@ -4,13 +4,14 @@ A compile run (kind ``compile``) records what the compiler made of every kernel 
 no GPU; the documents cite, per arch and kernel, the newest ``ok`` one. Everything here is
 counted from its cells: variants, spills, LDS, main loops without matrix instructions, the
 occupancy range, and per launch config the same figures, plus the project's compile gates
-(``COMPILE_GATES`` beside ``GATES`` in the policy file) judged on it. A run whose kernel
-fingerprint is not the checkout's is *stale*: rendered as such, and ``tether check`` fails.
+(``COMPILE_GATES`` beside ``GATES`` in the policy file) judged on it. A run that no longer
+describes the checkout (a kernel file it compiles from changed: tether.freshness) is
+*stale*: rendered as such, and ``tether check`` fails.
 
 Compilers differ (a config clean under one Triton may spill under another), so beside the
-newest run the documents also cite the newest run of each other compiler version made from
-the checkout's kernel sources (``compiled_also``); older sources' runs of another compiler
-are no evidence about this kernel and are not cited.
+newest run the documents also cite the newest run of each other compiler version that still
+describes the checkout (``compiled_also``); stale runs of another compiler are no evidence
+about this kernel and are not cited.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.freshness import CompileFreshness, fresh_compile_run
 from tether.policy import CompileGate
 from tether.render.policy_file import EMPTY, policy_module_data
-from tether.store import kernels_fingerprint
 from tether.store.cite import latest_ok
 from tether.store.results import CompileResults
 
@@ -124,46 +125,39 @@ def config_evidence(cells: Iterable[Any]) -> tuple[ConfigEvidence, ...]:
 
 
 def compile_doc(
-    runs: list[Any], arch: str, kernel: str, current_kernels: str, gate: CompileGate | None
+    runs: list[Any], arch: str, kernel: str, fresh: CompileFreshness, gate: CompileGate | None
 ) -> CompileDoc | None:
     """The newest ok compile run of ``kernel`` on ``arch``, as the documents cite it."""
 
     run = latest_ok(runs, "compile", kernel, arch)
     if run is None:
         return None
-    return _doc(run, arch, kernel, current_kernels, gate)
+    return _doc(run, arch, kernel, fresh, gate)
 
 
 def _compiler(run: Any) -> str:
-    r = CompileResults.from_json(run.results, run.path)
-    return f"{r.compiler} {r.compiler_version}"
+    return CompileResults.from_json(run.results, run.path).made_by
 
 
 def also_compiled(
-    runs: list[Any], primary: CompileDoc, current_kernels: str, gate: CompileGate | None
+    runs: list[Any], primary: CompileDoc, fresh: CompileFreshness, gate: CompileGate | None
 ) -> tuple[CompileDoc, ...]:
     """The newest ok compile run of each compiler other than ``primary``'s, of the same kernel
-    and arch and the checkout's kernel sources, by compiler."""
-    newest: dict[str, Any] = {}
-    for run in runs:
-        if (
-            run.kind == "compile"
-            and run.status == "ok"
-            and run.name == primary.kernel
-            and run.arch == primary.arch
-            and run.provenance.kernels_fingerprint == current_kernels
-            and _compiler(run) != primary.compiler
-        ):
-            best = newest.get(_compiler(run))
-            if best is None or (run.started, run.id) > (best.started, best.id):
-                newest[_compiler(run)] = run
+    and arch, that still describes the checkout, by compiler."""
+    compilers = {
+        _compiler(run)
+        for run in runs
+        if run.kind == "compile" and run.status == "ok" and run.name == primary.kernel
+    } - {primary.compiler}
+    found = (fresh_compile_run(fresh, runs, primary.kernel, primary.arch, c) for c in compilers)
     return tuple(
-        _doc(newest[c], primary.arch, primary.kernel, current_kernels, gate) for c in sorted(newest)
+        _doc(run, primary.arch, primary.kernel, fresh, gate)
+        for run in sorted((r for r in found if r is not None), key=_compiler)
     )
 
 
 def _doc(
-    run: Any, arch: str, kernel: str, current_kernels: str, gate: CompileGate | None
+    run: Any, arch: str, kernel: str, fresh: CompileFreshness, gate: CompileGate | None
 ) -> CompileDoc:
     results = dict(run.results)
     cells = run.cells
@@ -182,7 +176,7 @@ def _doc(
         compiler=_compiler(run),
         target=str(results["target"]),
         results=results,
-        stale=run.provenance.kernels_fingerprint != current_kernels,
+        stale=fresh.stale(run),
         reg_unit="VGPRs" if amd else "registers per thread",
         configs=config_evidence(cells),
         gate=gate,
@@ -200,7 +194,7 @@ def compile_context(root: Path, runs: list[Any], arches: Iterable[str]) -> dict[
     {"doc", "also", "gate"} for each compile gate that names a region."""
 
     gates = compile_gates(root)
-    current = kernels_fingerprint(root)
+    current = CompileFreshness(root)
     compiled: dict[str, CompileDoc | None] = {}
     also: dict[str, tuple[CompileDoc, ...]] = {}
     for arch in arches:

@@ -34,8 +34,8 @@ run whose value differs from what the checkout's harness gives that same run is 
 By kind: sweep, tune, gate and probe runs name a case model and arms in their config and
 cover the engine, the case model and the arms' adapters (a probe its bounds too); a verify
 run covers the engine (the gates it runs time through it); a compile run covers nothing,
-since it times nothing: its freshness is its kernels fingerprint and its compiler's key
-(tether.check.check_compile_evidence). Where a cover cannot be named or found as a top-level
+since it times nothing: its freshness is the kernel files it compiles from, unchanged since
+its commit, and its compiler (tether.freshness.CompileFreshness). Where a cover cannot be named or found as a top-level
 definition (a lambda registered as a case model, an adapter defined outside the harness
 folders), the run records the whole-file fingerprint: the old rule supersedes too much, but
 never misses a change.

@@ -141,6 +141,11 @@ class CompileResults(Results):
     occupancy_unit: str
     seconds: float
 
+    @property
+    def made_by(self) -> str:
+        """The compiler as a run is matched by (``triton 3.6.0``)."""
+        return f"{self.compiler} {self.compiler_version}"
+
 
 # kind -> its typed summary; sweeps and tuning runs carry no summary (every number in them is
 # recomputed from their samples).
