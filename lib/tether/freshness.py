@@ -10,6 +10,9 @@ arm, so it always counts, except where the project declares top-level definition
 serve some arches only ([tool.tether.fingerprint] arch_scoped, the AMD launch tables say): a
 change confined to those definitions counts only for runs on those arches.
 
+A verify run records no kernels either: it runs the whole suite, every kernel, so every
+changed kernel file counts for it (the arch scopes still apply).
+
 A compile run records no kernels it ran: it compiles the variants that some kernel files
 define and enumerate ([tool.tether.fingerprint] compiled; undeclared, every kernel file). It
 is stale when one of those changed in code since its commit, the arch-scoped confinement
@@ -210,8 +213,9 @@ class KernelDiff:
         for rel in changed:
             path = self.root / rel
             defined = jitted_kernels(path.read_text(encoding="utf-8")) if path.is_file() else set()
-            # A change confined to other arches' definitions, or to kernels the run never ran.
-            ran = not defined or any(_ran(k, recorded) for k in defined)
+            # A change confined to other arches' definitions, or to kernels the run never ran
+            # (a verify run ran them all).
+            ran = not defined or run.kind == "verify" or any(_ran(k, recorded) for k in defined)
             (used if ran and not self._elsewhere(run, rel) else unused).append(rel)
         return Staleness(tuple(used), tuple(unused))
 

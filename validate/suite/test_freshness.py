@@ -111,6 +111,15 @@ def test_a_changed_file_without_kernels_stales_every_run(repo: Path) -> None:
     assert _staleness(repo, run).used == ("kernels/arms.py",)
 
 
+def test_a_verify_run_is_stale_by_any_kernel_that_changed(repo: Path) -> None:
+    # It records no kernels, and ran them all: the kernel a sweep run never ran counts for it.
+    run = _run_at_head(repo)
+    verify = resealed(run, kind="verify", cells=())
+    (repo / "kernels" / "other.py").write_text(OTHER + "\nY = 2\n", encoding="utf-8")
+    assert not _staleness(repo, run).stale
+    assert _staleness(repo, verify).used == ("kernels/other.py",)
+
+
 def test_a_run_git_cannot_place_is_stale_and_says_why(repo: Path) -> None:
     run = resealed(_run_at_head(repo), provenance={"git_sha": "f" * 40})
     (repo / "kernels" / "used.py").write_text(USED + "\nZ = 1\n", encoding="utf-8")

@@ -244,6 +244,34 @@ def test_a_failing_verify_run_is_published_as_failing(tmp_path: Path) -> None:
     assert "Tested: 12 passed" not in readme
 
 
+def test_the_tested_line_says_when_the_kernels_changed_since(tmp_path: Path) -> None:
+    """The Tested line names the verify run's commit and says stale once a kernel file changed
+    since it ran (a verify run runs every kernel); a run of the checkout's sources is plain."""
+    from tether.store import kernels_fingerprint
+
+    run = make_verify_run(arch="sm90", vendor="cuda", passed=12, root=ROOT)
+    current = resealed(
+        run, provenance={"git_dirty": False, "kernels_fingerprint": kernels_fingerprint(ROOT)}
+    )
+    old = resealed(
+        run,
+        provenance={
+            "git_sha": "f" * 40,
+            "git_dirty": False,
+            "kernels_fingerprint": "sha256:" + "0" * 64,
+        },
+    )
+    for verify, stale in ((current, False), (old, True)):
+        store = tmp_path / ("stale" if stale else "fresh") / "results"
+        write_run(verify, store)
+        line = _text(render_all(ROOT, store), README).split("Tested: ")[1].split("\n")[0]
+        assert (
+            line.startswith("12 passed")
+            and ("(stale: kernel sources changed since)" in line) is stale
+        )
+        assert (f"git {'f' * 12}" in line) is stale
+
+
 def test_a_verify_run_cut_off_before_pytest_reported_claims_no_suite(tmp_path: Path) -> None:
     """A verify run whose pytest never reported (killed: no junit xml, recorded as one error)
     is published as failing with its reason, and not as the whole suite having run."""

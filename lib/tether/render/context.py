@@ -14,7 +14,10 @@ Top-level names (version 2):
 - ``superseded_mark``: the words a superseded citation carries.
 - ``verify`` / ``verify_results``: the newest verify run that ran the whole suite (complete),
   failed or not, as a ``RunRef`` and its results; ``verify_partial``: a newer verify run that
-  ran a selection only (never the "Tested" line; shown as what it is).
+  ran a selection only (never the "Tested" line; shown as what it is); ``verify_stale``: the
+  kernel files changed since the ``verify`` run's commit (tether.freshness: a verify run runs
+  every kernel, so every changed file counts), or ``("unknown: why",)``; empty when it still
+  describes the checkout.
 - ``thresholds`` / ``gates``: ``{region: ThresholdDoc | GateDoc}`` from the policy file.
 - ``tunes``: ``{region: TuneDoc}``: one per tuning run in the store (region ``tune-<id>``).
 - ``tuned``: ``{region: TunedDoc}``: each tuned choice of the policy files (``TUNED``) with a
@@ -649,6 +652,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
         "verify": run_ref(verify_run, current) if verify_run is not None else None,
         "verify_results": dict(verify_run.results) if verify_run else None,
         "verify_partial": run_ref(partial, current) if partial is not None else None,
+        "verify_stale": stale(verify_run),
         "thresholds": {
             t.region: threshold_doc(runs, t, current, figures, stale) for t in thresholds
         },
