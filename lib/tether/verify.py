@@ -253,7 +253,12 @@ def run_verify(
         routed = routed_cases(summary)
         failures = failures_seen(failures_log)
     ended = time.time()
-    ok = counts is not None and counts.failed == counts.errors == 0 and counts.passed > 0
+    # A nonzero exit with no failure to show for it is a suite that stopped early: pytest
+    # writes its junit xml when interrupted (SIGINT), with only the tests run until then, which
+    # alone would read as a clean pass.
+    clean = counts is not None and counts.failed == counts.errors == 0
+    stopped = rc != 0 and (counts is None or clean)
+    ok = clean and rc == 0 and counts is not None and counts.passed > 0
     complete = is_complete(suite, DEFAULT_SUITE, extra)
     summary_of_run = VerifyResults(
         passed=counts.passed if counts else 0,
@@ -270,6 +275,7 @@ def run_verify(
         selection=tuple(str(a) for a in extra),
         routed_cases=routed,
         failures=tuple(failure_id(f) for f in failures) or None,
+        stopped=True if stopped else None,
     )
     results = summary_of_run.to_json()
 
@@ -280,6 +286,9 @@ def run_verify(
         else f"pytest exit status {rc}; no junit xml (stopped before its summary), "
         f"{len(failures)} failure(s) reported until then"
         if counts is None
+        else f"pytest exit status {rc}: stopped before the end of the suite, "
+        f"{results['passed']} passed until then"
+        if stopped
         else (
             f"pytest exit status {rc}: {results['failed']} failed, {results['errors']} errors, {results['passed']} passed"
         )

@@ -17,8 +17,10 @@ from tether import verify
 from tether.cli import main
 from tether.errors import RunFileError
 from tether.pytest_plugin import FAILURES_ENV, read_failures
-from tether.store import load_store
+from tether.render import render_all
+from tether.store import load_store, write_run
 
+from validate.suite.runfactory import resealed
 from validate.suite.workers import ONE_PROCESS_AND_XDIST
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +50,22 @@ CUT_OFF = """
 
     def test_ends_the_run():
         os._exit(3)
+
+    def test_never_runs():
+        pass
+"""
+
+# A suite interrupted in its second test, as a deadline's SIGINT (or Ctrl-C) stops it: pytest
+# then writes a junit xml of what ran until then, no failure in it.
+INTERRUPTED = """
+    import os
+    import signal
+
+    def test_passes_first():
+        pass
+
+    def test_is_interrupted():
+        os.kill(os.getpid(), signal.SIGINT)
 
     def test_never_runs():
         pass
@@ -111,3 +129,29 @@ def test_a_verify_cut_off_before_its_summary_still_names_what_failed(
     assert run.results["failed"] == 1
     assert [f.split("::")[-1] for f in run.results["failures"]] == ["test_fails_first"]
     assert os.environ.get(FAILURES_ENV) == outer  # set for the child only
+
+
+@pytest.mark.usefixtures("private_guard")
+def test_an_interrupted_verify_is_no_pass_of_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its junit xml shows one test passed and none failed; pytest's exit status says it
+    stopped. The run is rejected, marked stopped, and the README says so, not a pass."""
+    monkeypatch.setattr(verify, "detect_vendor", lambda: "cpu")
+    out, err = io.StringIO(), io.StringIO()
+    store = tmp_path / "s"
+    argv = ["--root", str(ROOT), "--store", str(store), "verify"]
+    rc = main([*argv, "--suite", str(_suite(tmp_path, INTERRUPTED))], out=out, err=err)
+    assert rc == 1, out.getvalue() + err.getvalue()
+    (run,) = load_store(store)
+    assert run.status == "rejected" and run.results["stopped"] is True
+    assert (run.results["passed"], run.results["failed"]) == (1, 0)
+    assert "stopped before the end of the suite, 1 passed until then" in (run.reason or "")
+    # As the Tested line shows it (that line takes runs of the whole suite: this one, resealed
+    # as if it had been, a FIXTURE).
+    whole = tmp_path / "whole"
+    write_run(resealed(run, results={**run.results, "complete": True}), whole)
+    readme = render_all(ROOT, whole)[Path("README.md")].decode()
+    line = readme.split("Tested: ")[1].split("\n")[0]
+    assert line.startswith("FAILED (pytest exit status") and "before the suite stopped" in line
+    assert "the whole suite" not in line

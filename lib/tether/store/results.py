@@ -102,6 +102,10 @@ class VerifyResults(Results):
     # The failed tests' node ids as the suite reported them (a setup or teardown error with
     # its phase in brackets), also when it was cut off before its summary.
     failures: tuple[str, ...] | None = None
+    # pytest ended with a nonzero status that no failed or erroring test explains: interrupted
+    # (a deadline's SIGINT, Ctrl-C: its junit xml then holds only the tests run until then),
+    # killed before its summary, or an error outside every test. The counts are what ran.
+    stopped: bool | None = None
 
 
 @dataclass(frozen=True)
