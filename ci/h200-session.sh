@@ -34,7 +34,12 @@
 # with .peers/fi-jit-sm90.tar.xz carried (building its eight modules took over half a call at
 # 3e172c2) and compile runs in the store for this commit's kernels and the host's Triton (else
 # the suite's compile gates compile every arch on the host: at 3e172c2 the suite then ran past
-# the call's deadline).
+# the call's deadline). On 2026-12-02 (a head_dim-256 change, at f5ed213 and 9df5ff3): round
+# one with TUNE=1 took 523 s of a call, round two 319 s, and the suite alone ran past 326 s
+# with 14 workers, so "verify" wants a call of its own with SESSION_S near the call's limit.
+# TETHER_GIT_SHA is the full sha of the commit copied, typed as it is where the commit is: a
+# copy's .git can name another commit. The working tree travels in 64 MiB at most, with the
+# store, .peers/ and .hostkey/ in it (an unpacked ssh-keygen with its libraries put it over).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?set OUT to the folder that comes back}
