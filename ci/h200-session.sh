@@ -34,9 +34,10 @@
 # with .peers/fi-jit-sm90.tar.xz carried (building its eight modules took over half a call at
 # 3e172c2) and compile runs in the store for this commit's kernels and the host's Triton (else
 # the suite's compile gates compile every arch on the host: at 3e172c2 the suite then ran past
-# the call's deadline). On 2026-12-02 (a head_dim-256 change, at f5ed213 and 9df5ff3): round
-# one with TUNE=1 took 523 s of a call, round two 319 s, and the suite alone ran past 326 s
-# with 14 workers, so "verify" wants a call of its own with SESSION_S near the call's limit.
+# the call's deadline). On 2026-12-02 (a head_dim-256 change, at f5ed213 and 9df5ff3) round
+# one with TUNE=1 filled most of a call and round two about half of one, and the suite alone
+# (14 workers) outlasted what a call had left after them, so "verify" wants a call of its own
+# with SESSION_S near the call's limit (the logs' tables give each step's seconds).
 # TETHER_GIT_SHA is the full sha of the commit copied, typed as it is where the commit is: a
 # copy's .git can name another commit. The working tree travels in 64 MiB at most, with the
 # store, .peers/ and .hostkey/ in it (an unpacked ssh-keygen with its libraries put it over).
@@ -60,7 +61,8 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
     return
   fi
   # SIGINT, not timeout's SIGTERM: pytest interrupted writes its junit xml, so a suite cut off
-  # at the deadline records what ran (at 9df5ff3, SIGTERM at 98% left 0 passed on record);
+  # at the deadline records what ran (at 9df5ff3, SIGTERM near the suite's end left 0 passed
+  # on record);
   # tether's sweeps stop on either. A step still running 15 s later is killed.
   timeout -s INT -k 15 "$((left < limit ? left : limit))" "$@" >"$LOGS/$lane-$name.log" 2>&1
   rc=$?
@@ -210,7 +212,8 @@ source validate/peer_env.sh 2>>"$LOGS/peer_env.log"
 # spares it). What is built comes back as $OUT/fi-jit-sm90.tar.xz
 # (or its parts): copy it into .peers/ for the next session.
 if [ "${PREBUILD:-1}" = 1 ] && python3 -c 'import flashinfer' 2>/dev/null; then
-  # 480 s: cold, with the head_dim 256 modules, the build took 343 s on 2026-12-02.
+  # Its limit leaves room for a cold build with the head_dim 256 modules, which on 2026-12-02
+  # came close to the 360 s limit before it.
   step pre prebuild-flashinfer 480 env OUT="$OUT" python3 validate/tools/peer_session.py --build-only
 fi
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu \

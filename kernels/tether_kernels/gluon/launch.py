@@ -84,8 +84,9 @@ DEFAULT_VARIANT = "n128s2"
 
 def default_config(head_dim: int) -> GluonConfig:
     """The arm's variant at ``head_dim``: the tuned DEFAULT_VARIANT where its shared memory
-    fits a block; else the same variant on 64-key tiles with the deepest K/V ring that fits
-    (head_dim 256: two stages, 192 KiB, where n128s2 needs 320 KiB and n64s3 256 KiB). The
+    fits a block; else the same variant on 64-key tiles with the deepest K/V ring, no deeper
+    than the tuned one's, that fits (head_dim 256: two stages, 192 KiB, where n128s2 needs
+    320 KiB and n64s3 256 KiB). The
     tuning grid times head_dim 128; the key tile is the one thing a wider head forces."""
     tuned = VARIANTS[DEFAULT_VARIANT]
     if tuned.smem_bytes(head_dim) <= SMEM_LIMIT:
