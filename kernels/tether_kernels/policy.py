@@ -79,7 +79,7 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # otherwise take (cuDNN, through the same per-call path), and only there: the Gluon kernel for
 # chunked calls and long squares, the Triton kernel for short squares (its evidence region
 # below; its short-call launch config takes 64-row tiles), and the Gluon kernel for causal
-# calls at head_dim 256 (against the Triton kernel, which takes them otherwise). Each threshold's scope names the
+# calls at head_dim 96 and 256 (against the Triton kernel, which takes them otherwise). Each threshold's scope names the
 # dtypes, head_dims and heads (query/kv head pairs) its evidence sweep covers, and the check
 # holds the threshold's region, every combination of those values, inside the evidence's
 # cells. Squares at head_dim 64 and long MHA squares are in no scope: no evidence sweep
@@ -121,12 +121,12 @@ _SM90_SQUARE_SHORT_SCOPE = (
     # Below the Gluon threshold's region: the two never both take a call.
     ("qo_len", "<", 2048),
 )
-# Causal calls at head_dim 256, chunked and square: cuDNN does not serve them here
+# Causal calls at head_dim 96 and 256, chunked and square: cuDNN does not serve them here
 # (arms._GPU_SDPA_DIMS), so the arm they otherwise take is the Triton kernel.
 _SM90_WIDE_SCOPE = (
     ("causal", "==", True),
     *_SM90_HALF,
-    ("head_dim", "==", 256),
+    ("head_dim", "in", (96, 256)),
     ("hq/hkv", "in", _SM90_PAIRS),
 )
 _SM90_BATCH_SCOPE = (
@@ -148,6 +148,11 @@ _SM90_BATCH_SCOPE = (
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
 # run 20261202T142138Z-sweep-policy-chunked-sm90-sm90-5981c9c54e07
 # (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/triton/merge.py
 # 48 cells, geomean 3.562,
 # noise 0.982-1.019 (A/A floor 0.996-1.004
 # times replicate band 0.985-1.015): faster;
@@ -182,6 +187,10 @@ _SM90_CHUNKED = Threshold(
 # (reachable from single_prefill, qo_len >= 2048).
 # run 20261202T142211Z-sweep-policy-square-sm90-sm90-7edc2dc4d784
 # (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 12 cells, geomean 1.173,
 # noise 0.992-1.008 (A/A floor 0.997-1.003
 # times replicate band 0.995-1.005): faster;
@@ -215,6 +224,9 @@ _SM90 = Threshold(
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
 # run 20261202T142229Z-sweep-policy-square-short-sm90-sm90-63402fb1a7b6
 # (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 18 cells, geomean 1.308,
 # noise 0.974-1.027 (A/A floor 0.989-1.011
 # times replicate band 0.985-1.016): faster;
@@ -243,13 +255,18 @@ _SM90_SQUARE_SHORT = Threshold(
 # where:
 #   causal == True
 #   dtype in (f16 or bf16)
-#   head_dim == 256
+#   head_dim in (96 or 256)
 #   hq/hkv in (32/8 or 32/32 or 8/1)
 #   qo_len >= 128
 # sweep policy-wide-sm90, population policy-wide-sm90-region
 # (reachable from single_prefill, qo_len >= 128).
 # run 20261202T142248Z-sweep-policy-wide-sm90-sm90-7b3ec67a4611
 # (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/triton/merge.py
 # 24 cells, geomean 5.057,
 # noise 0.988-1.012 (A/A floor 0.997-1.003
 # times replicate band 0.991-1.009): faster;
@@ -277,6 +294,10 @@ _SM90_WIDE = Threshold(
 # (reachable from batch_prefill).
 # run 20261202T142539Z-sweep-policy-batch-sm90-sm90-665a34a7c4fd
 # (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 8 cells, geomean 0.893,
 # noise 0.996-1.004 (A/A floor 0.999-1.001
 # times replicate band 0.997-1.003): slower;

@@ -391,11 +391,17 @@ _single_block(
 )
 _single_block(
     "policy-wide-sm90",
-    {"qo_len": (128, 2048), "kv_len": (2048, 16384), "hq/hkv": HEADS, "dtype": ("f16", "bf16")},
-    {**_API_FIXED, "head_dim": 256},
+    {
+        "qo_len": (128, 2048),
+        "kv_len": (2048, 16384),
+        "hq/hkv": HEADS,
+        "dtype": ("f16", "bf16"),
+        "head_dim": (96, 256),
+    },
+    _API_FIXED,
     {"A": "triton", "B": "gluon"},
-    "sm90 prefill at head_dim 256, chunked and square: gluon against the Triton kernel (cuDNN "
-    "does not serve 256), heads 32/8, 32/32 and 8/1, f16 and bf16",
+    "sm90 prefill at head_dim 96 and 256, chunked and square: gluon against the Triton kernel "
+    "(cuDNN does not serve them), heads 32/8, 32/32 and 8/1, f16 and bf16",
 )
 _single_block(
     "policy-batch-sm90",

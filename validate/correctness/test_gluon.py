@@ -17,6 +17,7 @@ from tether_kernels.gluon.launch import (
     VARIANTS,
     GluonConfig,
     default_config,
+    head_part,
     split_count,
 )
 
@@ -33,17 +34,31 @@ def test_gluon_arm_is_declared_for_sm90_only() -> None:
     for arch in ("gfx942", "gfx950", "gfx1151", "cpu"):
         assert arm.supports(CHUNK, arch) == f"gluon does not run on {arch}"
     assert "dtype f32" in (arm.supports(CHUNK.with_(dtype="f32"), "sm90") or "")
-    assert "head_dim 96" in (arm.supports(CHUNK.with_(head_dim=96), "sm90") or "")
-    assert HEAD_DIMS == (64, 128, 256)
+    assert "head_dim 80" in (arm.supports(CHUNK.with_(head_dim=80), "sm90") or "")
+    assert HEAD_DIMS == (64, 96, 128, 256)
     for d in HEAD_DIMS:
         assert arm.serves["sm90"].refusal(CHUNK.with_(head_dim=d), need_lse=True) is None, d
+
+
+@pytest.mark.parametrize(
+    ("head_dim", "first"), [(64, 64), (96, 64), (128, 128), (256, 256), (80, 64), (48, 32)]
+)
+def test_head_part_is_the_largest_power_of_two_part(head_dim: int, first: int) -> None:
+    assert head_part(head_dim) == first
+
+
+@pytest.mark.parametrize("head_dim", [72, 112, 40])
+def test_head_part_refuses_a_rest_that_is_no_wgmma_tile(head_dim: int) -> None:
+    # 72 = 64 + 8 (under a K step of 16), 112 = 64 + 48 and 40 = 32 + 8: no power of two.
+    with pytest.raises(ValueError, match=f"head_dim {head_dim}"):
+        head_part(head_dim)
 
 
 def test_default_config_keeps_the_tuned_variant_where_it_fits() -> None:
     """The tuned variant at 64 and 128; at 256 the same variant on 64-key tiles, two stages:
     the only ring that fits a block (the tuned one needs 320 KiB)."""
     tuned = VARIANTS[DEFAULT_VARIANT]
-    assert default_config(64) == tuned and default_config(128) == tuned
+    assert default_config(64) == default_config(96) == default_config(128) == tuned
     assert tuned.smem_bytes(256) > SMEM_LIMIT
     wide = default_config(256)
     assert wide.block_n == 64 and wide.stages == 2 and wide.smem_bytes(256) <= SMEM_LIMIT
@@ -141,10 +156,11 @@ def _assert_lse_matches(lse: torch.Tensor, q, k, v, causal: bool, seed: int) -> 
 
 
 # The head dims beyond the tuned tile, through the arm as routed (head_dim 256 takes
-# default_config's key tile): tails, GQA/MHA/MQA, f16 and bf16.
+# default_config's key tile, 96 runs in two parts of 64 and 32): tails, GQA/MHA/MQA, f16
+# and bf16.
 WIDE_SHAPES = [
     pytest.param(Shape(b, qo, kv, hq, hkv, d, dt, causal), id=f"d{d}-{name}")
-    for d in (256,)
+    for d in (96, 256)
     for b, qo, kv, hq, hkv, dt, causal, name in (
         (1, 256, 1024, 8, 2, "bf16", True, "chunk-gqa"),
         (1, 333, 333, 4, 4, "f16", True, "sq333-tails-mha"),
@@ -193,6 +209,7 @@ SPLIT_SHAPES = [
     # qo > kv, causal: the first rows see no key in any split (0, lse -inf).
     pytest.param(Shape(1, 400, 300, 4, 2, 128, "f16", True), id="q400-kv300-empty-rows"),
     pytest.param(Shape(1, 128, 1500, 8, 2, 256, "bf16", True), id="q128-kv1500-d256"),
+    pytest.param(Shape(1, 128, 1500, 8, 2, 96, "f16", True), id="q128-kv1500-d96"),
 ]
 
 

@@ -43,6 +43,9 @@ def _partials(q, k, v, causal: bool, bounds: list[tuple[int, int]]):
         pytest.param((2, 9, 40, 2, 1, 16), False, [(0, 20), (20, 40)], id="b2-full-2"),
         # qo > kv, causal: the first rows see no key at all; the last split is empty.
         pytest.param((1, 24, 16, 2, 2, 16), True, [(0, 8), (8, 16), (16, 16)], id="empty-rows"),
+        # A head that is not a power of two (the Gluon kernel's 96, in two parts): the
+        # merge pads its register tile and masks the columns past the head.
+        pytest.param((1, 16, 48, 2, 1, 48), True, [(0, 24), (24, 48)], id="d48-padded"),
     ],
 )
 @pytest.mark.parametrize("want_lse", [True, False], ids=["lse", "no-lse"])
@@ -60,9 +63,10 @@ def test_merge_is_attention_over_all_keys(dims, causal: bool, bounds, want_lse: 
     out = torch.full((batch, qo_len, hq, d), float("nan"), device=device())
     lse = torch.full((batch, hq, qo_len), float("nan"), device=device())
     rows = batch * qo_len * hq
+    pad = {} if d & (d - 1) == 0 else {"HEAD_PAD": triton.next_power_of_2(d)}
     merge_splits[(triton.cdiv(rows, 16),)](
         o_part, lse_part, out, lse, rows, qo_len, hq,
-        N_SPLIT=len(bounds), HEAD_DIM=d, ROWS=16, STORE_LSE=want_lse,
+        N_SPLIT=len(bounds), HEAD_DIM=d, ROWS=16, STORE_LSE=want_lse, **pad,
     )  # fmt: skip
     assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5), (out - ref).abs().max()
     if want_lse:

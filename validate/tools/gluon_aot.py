@@ -35,20 +35,30 @@ def compile_variant(
     config) for sm90; ``split``: the split-KV launch's, which writes f32 partial results."""
     import triton
     from tether_kernels.gluon.attn_fwd_sm90 import attn_fwd_sm90
-    from tether_kernels.gluon.launch import MAXNREG, VARIANTS
+    from tether_kernels.gluon.launch import MAXNREG, VARIANTS, head_part
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     cfg = VARIANTS[name] if isinstance(name, str) else name
     elt = {"bf16": gl.bfloat16, "f16": gl.float16}[dtype]
-    ql = gl.NVMMASharedLayout.get_default_for([64, head_dim], elt)
-    kl = gl.NVMMASharedLayout.get_default_for([cfg.block_n, head_dim], elt)
     d, n = head_dim, cfg.block_n
+    d0 = head_part(d)
+    d1 = d - d0 or d0  # unsplit: the second part's descriptors repeat the first's
+
+    def desc(rows: int, width: int) -> str:
+        layout = gl.NVMMASharedLayout.get_default_for([rows, width], elt)
+        return f"tensordesc<{dtype}[{rows}, {width}],{layout!r}>"
+
+    # The launcher passes None for an unsplit head's second part: a constexpr.
+    second = "constexpr" if d1 == d0 and d0 == d else None
     sig: dict[str, str] = {
-        "q_desc": f"tensordesc<{dtype}[64, {d}],{ql!r}>",
-        "k_desc": f"tensordesc<{dtype}[{n}, {d}],{kl!r}>",
-        "v_desc": f"tensordesc<{dtype}[{n}, {d}],{kl!r}>",
+        "q_desc": desc(64, d0),
+        "k_desc": desc(n, d0),
+        "v_desc": desc(n, d0),
+        "q1_desc": second or desc(64, d1),
+        "k1_desc": second or desc(n, d1),
+        "v1_desc": second or desc(n, d1),
         "o_ptr": "*fp32" if split else f"*{dtype}",
         "lse_ptr": "*fp32",
         "qk_scale": "fp32",
@@ -59,10 +69,11 @@ def compile_variant(
         "stride_om": "i32",
         "stride_oh": "i32",
     }
-    constexprs = dict(
+    constexprs: dict[str, Any] = dict(
         HQ=32,
         GROUP=4,
         HEAD_DIM=d,
+        D0=d0,
         BLOCK_N=n,
         STAGES=cfg.stages,
         CAUSAL=causal,
@@ -71,6 +82,8 @@ def compile_variant(
         PRODUCER_REGS=cfg.producer_regs,
         CONSUMER_REGS=cfg.consumer_regs,
     )
+    if second:
+        constexprs.update(q1_desc=None, k1_desc=None, v1_desc=None)
     sig.update({k: "constexpr" for k in constexprs})
     src = GluonASTSource(attn_fwd_sm90, sig, constexprs=constexprs)
     options = {"num_warps": 4, "maxnreg": MAXNREG}

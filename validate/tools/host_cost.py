@@ -71,18 +71,20 @@ def _shape(qo: int, kv: int, rows: list[tuple[str, str, float]], calls: int, rep
         gp.launch(q4, k4, v4, out)  # the first launch, through the JIT
         t("  GluonPlan.launch (direct)", lambda: gp.launch(q4, k4, v4, out))
 
+        (w, q_lay, kv_lay), qm, kn = gp.parts[0], 64, gp.config.block_n  # head_dim 128: one part
+
         def jit() -> None:
             d = [TensorDescriptor(x.view(dims), dims, [dims[1], 1], blk, lay)
-                 for x, dims, blk, lay in ((q4, gp.q_dims, gp.q_block, gp.q_layout),
-                                           (k4, gp.kv_dims, gp.kv_block, gp.kv_layout),
-                                           (v4, gp.kv_dims, gp.kv_block, gp.kv_layout))]  # fmt: skip
+                 for x, dims, blk, lay in ((q4, gp.q_dims, [qm, w], q_lay),
+                                           (k4, gp.kv_dims, [kn, w], kv_lay),
+                                           (v4, gp.kv_dims, [kn, w], kv_lay))]  # fmt: skip
             gp.kernel._fn[gp.kernel._grid](
-                *d, out, gp.no_lse, *gp.consts, out.stride(0), out.stride(1),
+                *d, None, None, None, out, gp.no_lse, *gp.consts, out.stride(0), out.stride(1),
                 out.stride(2), **gp.kernel._meta)  # fmt: skip
 
         t("  gluon via the JIT (before)", jit)
         t("  3 TensorDescriptor", lambda: [TensorDescriptor(
-            q4.view(gp.q_dims), gp.q_dims, [gp.q_dims[1], 1], gp.q_block, gp.q_layout)
+            q4.view(gp.q_dims), gp.q_dims, [gp.q_dims[1], 1], [qm, w], q_lay)
             for _ in range(3)])  # fmt: skip
     else:
         qt, kt, vt = (x.transpose(1, 2) for x in (q4, k4, v4))

@@ -1,7 +1,7 @@
 """The ``gluon`` arm: tether's Gluon forward kernel for Hopper (``attn_fwd_sm90.py``).
 
 Declared for sm90 only; it refuses with the reason where the Triton has no Gluon Hopper module,
-for f32, and for head dims other than 64, 128 and 256. What arms.py needs to declare the arm lives
+for f32, and for head dims other than 64, 96, 128 and 256. What arms.py needs to declare the arm lives
 here (its declaration, kernel names, prepare and plan); this module does not import arms.py.
 """
 
@@ -46,8 +46,8 @@ SERVES_SM90 = Serves(
     lse=True,
     why={
         "dtypes": "wgmma takes f16 and bf16 operands here; f32 is not instantiated",
-        "head_dims": "the register tiles span the whole head, so a power of two: 64, 128 and "
-        "256 (a narrower key tile there, default_config); padding 96 to 128 is not written",
+        "head_dims": "register tiles are powers of two: 64, 128 and 256 (a narrower key tile "
+        "there, default_config), and 96 as two parts of 64 and 32 (head_part)",
         "max_elements": "the kernel computes output and LSE offsets in 32 bits",
     },
 )

@@ -96,16 +96,31 @@ def _tile_coords(qo_len, kv_len, n_split, HQ: gl.constexpr, GROUP: gl.constexpr,
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, qo_len, kv_len, n_split,
-              HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem, v_smem,
+              q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, HQ: gl.constexpr,
+              GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+    """TMA loads of Q once and the K/V ring; a head split in two parts (``D0 < HEAD_DIM``)
+    loads each tile as its two parts onto one barrier (columns [0, D0) and [D0, HEAD_DIM))."""
     q_bar, k_ready, k_empty, v_ready, v_empty, _turn = bars
     b, _sb, h, hk, m0, hi, count, _n_masked = _tile_coords(qo_len, kv_len, n_split, HQ, GROUP,
                                                            BLOCK_N, CAUSAL)  # fmt: skip
+    SPLIT: gl.constexpr = D0 < HEAD_DIM
     q_row = b * qo_len + m0
-    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+    # Bytes each barrier expects, constants (a name assigned at run time would be a tensor).
+    q_bytes: gl.constexpr = 2 * (
+        q_desc.block_type.nbytes + (q1_desc.block_type.nbytes if SPLIT else 0)
+    )
+    k_bytes: gl.constexpr = k_desc.block_type.nbytes + (k1_desc.block_type.nbytes if SPLIT else 0)
+    v_bytes: gl.constexpr = v_desc.block_type.nbytes + (v1_desc.block_type.nbytes if SPLIT else 0)
+    mbarrier.expect(q_bar, q_bytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, h * HEAD_DIM], q_bar, q_smem.index(0))
     tma.async_copy_global_to_shared(q_desc, [q_row + 64, h * HEAD_DIM], q_bar, q_smem.index(1))
+    if SPLIT:
+        tma.async_copy_global_to_shared(q1_desc, [q_row, h * HEAD_DIM + D0], q_bar,
+                                        q1_smem.index(0))  # fmt: skip
+        tma.async_copy_global_to_shared(q1_desc, [q_row + 64, h * HEAD_DIM + D0], q_bar,
+                                        q1_smem.index(1))  # fmt: skip
     kv_row = b * kv_len
     for j in range(count):
         n = hi - 1 - j
@@ -114,15 +129,21 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, qo_len, kv_l
         # A fresh mbarrier counts as having completed the phase before 0: the first
         # STAGES waits on an empty slot pass at once.
         mbarrier.wait(k_empty.index(s), phase ^ 1)
-        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+        mbarrier.expect(k_ready.index(s), k_bytes)
         tma.async_copy_global_to_shared(
             k_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM], k_ready.index(s), k_smem.index(s)
         )
+        if SPLIT:
+            tma.async_copy_global_to_shared(k1_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM + D0],
+                                            k_ready.index(s), k1_smem.index(s))  # fmt: skip
         mbarrier.wait(v_empty.index(s), phase ^ 1)
-        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+        mbarrier.expect(v_ready.index(s), v_bytes)
         tma.async_copy_global_to_shared(
             v_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM], v_ready.index(s), v_smem.index(s)
         )
+        if SPLIT:
+            tma.async_copy_global_to_shared(v1_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM + D0],
+                                            v_ready.index(s), v1_smem.index(s))  # fmt: skip
 
 
 @gluon.jit
@@ -147,33 +168,47 @@ def _softmax(s, m_i, l_i, qk_scale, rows, n, kv_len, shift, BLOCK_N: gl.constexp
 
 @gluon.jit
 def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob,
-              stride_om, stride_oh, q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
-              HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+              stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
+              HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+              PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+    """A head split in two parts (``D0 < HEAD_DIM``: 96 as 64 + 32, each part a power of two
+    as register tiles must be) sums S over both parts' products and keeps O as two
+    accumulators from one P; unsplit, the second part's names alias the first's and no code
+    is generated for them."""
     q_bar, k_ready, k_empty, v_ready, v_empty, turn = bars
     dtype: gl.constexpr = q_smem.dtype
+    SPLIT: gl.constexpr = D0 < HEAD_DIM
+    D1: gl.constexpr = HEAD_DIM - D0 if D0 < HEAD_DIM else D0
     # One warpgroup, 64 rows: wgmma tiles of 16 rows per warp, N the whole tile width.
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
     )
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D0, 16]
+    )
+    o1_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D1, 16]
     )
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    p1_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o1_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    row_o1: gl.constexpr = gl.SliceLayout(1, o1_layout)
 
     _b, sb, h, _hk, m0, hi, count, n_masked = _tile_coords(qo_len, kv_len, n_split, HQ, GROUP,
                                                            BLOCK_N, CAUSAL)  # fmt: skip
     shift = kv_len - qo_len
     rows = m0 + WG * 64 + gl.arange(0, 64, layout=row_s)
     q_tile = q_smem.index(WG)
+    q1_tile = q1_smem.index(WG)
     my_turn = turn.index(WG)
     other_turn = turn.index(1 - WG)
 
     m_i = gl.full([64], -float("inf"), gl.float32, layout=row_s)
     l_i = gl.zeros([64], gl.float32, layout=row_s)
-    acc = gl.zeros([64, HEAD_DIM], gl.float32, layout=o_layout)
+    acc = gl.zeros([64, D0], gl.float32, layout=o_layout)
+    acc1 = gl.zeros([64, D1], gl.float32, layout=o1_layout) if SPLIT else acc
     s_zero = gl.zeros([64, BLOCK_N], gl.float32, layout=s_layout)
     mbarrier.wait(q_bar, 0)
 
@@ -186,6 +221,8 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
         mbarrier.wait(k_ready.index(0), 0)
         s_tok = warpgroup_mma(q_tile, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
                               is_async=True)  # fmt: skip
+        if SPLIT:
+            s_tok = warpgroup_mma(q1_tile, k1_smem.index(0).permute((1, 0)), s_tok, is_async=True)
         if PINGPONG:
             mbarrier.arrive(other_turn)
         s = warpgroup_mma_wait(0, deps=(s_tok,))
@@ -193,40 +230,53 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
         p, _alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1, kv_len, shift,
                                       BLOCK_N, s_layout, True, CAUSAL)  # fmt: skip
         p_op = gl.convert_layout(p.to(dtype), p_layout)
+        p1_op = gl.convert_layout(p.to(dtype), p1_layout) if SPLIT else p_op
 
         # The rest of the masked blocks (visited first: the run goes last to first), then the
         # unmasked ones: each iteration issues block
         # j's score MMA and block j-1's P V MMA, then runs block j's softmax.
         for j in range(1, gl.maximum(n_masked, 1)):
-            acc, p_op, m_i, l_i = _step(j, hi, acc, p_op, m_i, l_i, qk_scale, rows, kv_len,
-                                        shift, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                        v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
-                                        s_layout, row_o, p_layout, True, CAUSAL,
-                                        PINGPONG)  # fmt: skip
+            acc, acc1, p_op, p1_op, m_i, l_i = _step(
+                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
+                q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
+                my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
+                p_layout, p1_layout, True, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
         for j in range(gl.maximum(n_masked, 1), count):
-            acc, p_op, m_i, l_i = _step(j, hi, acc, p_op, m_i, l_i, qk_scale, rows, kv_len,
-                                        shift, q_tile, k_smem, v_smem, k_ready, k_empty, v_ready,
-                                        v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
-                                        s_layout, row_o, p_layout, False, CAUSAL,
-                                        PINGPONG)  # fmt: skip
+            acc, acc1, p_op, p1_op, m_i, l_i = _step(
+                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
+                q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
+                my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
+                p_layout, p1_layout, False, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
 
         # The last block's P V.
         last = count - 1
         ls = last % STAGES
         mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
         o_tok = warpgroup_mma(p_op, v_smem.index(ls), acc, is_async=True)
+        if SPLIT:
+            o1_tok = warpgroup_mma(p1_op, v1_smem.index(ls), acc1, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(o_tok,))
+        if SPLIT:
+            acc1 = warpgroup_mma_wait(0, deps=(o1_tok,))
         mbarrier.arrive(v_empty.index(ls))
 
     # Epilogue: normalise, store the rows that exist; rows that saw no key give 0, lse -inf.
     l_o = gl.convert_layout(l_i, row_o)
     acc = acc / gl.expand_dims(gl.where(l_o == 0.0, 1.0, l_o), 1)
     rows_o = m0 + WG * 64 + gl.arange(0, 64, layout=row_o)
-    cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    cols_o = gl.arange(0, D0, layout=gl.SliceLayout(0, o_layout))
     o_base = o_ptr + sb * stride_ob + h * stride_oh
     offs = gl.expand_dims(rows_o * stride_om, 1) + gl.expand_dims(cols_o, 0)
     # The inputs' dtype, or f32 into a split-KV launch's partial results.
     gl.store(o_base + offs, acc.to(o_ptr.dtype.element_ty), mask=gl.expand_dims(rows_o < qo_len, 1))
+    if SPLIT:
+        l_o1 = gl.convert_layout(l_i, row_o1)
+        acc1 = acc1 / gl.expand_dims(gl.where(l_o1 == 0.0, 1.0, l_o1), 1)
+        rows_o1 = m0 + WG * 64 + gl.arange(0, 64, layout=row_o1)
+        cols_o1 = D0 + gl.arange(0, D1, layout=gl.SliceLayout(0, o1_layout))
+        offs1 = gl.expand_dims(rows_o1 * stride_om, 1) + gl.expand_dims(cols_o1, 0)
+        gl.store(o_base + offs1, acc1.to(o_ptr.dtype.element_ty),
+                 mask=gl.expand_dims(rows_o1 < qo_len, 1))  # fmt: skip
     if STORE_LSE:
         lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_i)) * 0.6931471805599453, -float("inf"))
         lse_base = lse_ptr + (sb * HQ + h) * qo_len
@@ -234,13 +284,16 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
 
 
 @gluon.jit
-def _step(j, hi, acc, p_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile, k_smem,
-          v_smem, k_ready, k_empty, v_ready, v_empty, my_turn, other_turn, s_zero,
-          WG: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-          s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
-          MASK: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
+def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
+          q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
+          my_turn, other_turn, s_zero, WG: gl.constexpr, BLOCK_N: gl.constexpr,
+          STAGES: gl.constexpr, s_layout: gl.constexpr, row_o: gl.constexpr,
+          row_o1: gl.constexpr, p_layout: gl.constexpr, p1_layout: gl.constexpr,
+          MASK: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
+          SPLIT: gl.constexpr):  # fmt: skip
     """Iteration j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} on the tensor cores, then
-    block j's softmax on the CUDA cores while the P V MMA finishes."""
+    block j's softmax on the CUDA cores while the P V MMA finishes (a split head: both
+    parts' products, S summed over them, O in its two accumulators)."""
     s_idx = j % STAGES
     prev = (j - 1) % STAGES
     mbarrier.wait(k_ready.index(s_idx), (j // STAGES) & 1)
@@ -249,46 +302,57 @@ def _step(j, hi, acc, p_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile, k_s
         mbarrier.wait(my_turn, (j & 1) ^ (1 - WG))
     s_tok = warpgroup_mma(q_tile, k_smem.index(s_idx).permute((1, 0)), s_zero, use_acc=False,
                           is_async=True)  # fmt: skip
+    if SPLIT:
+        s_tok = warpgroup_mma(q1_tile, k1_smem.index(s_idx).permute((1, 0)), s_tok, is_async=True)
     o_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+    if SPLIT:
+        o1_tok = warpgroup_mma(p1_op, v1_smem.index(prev), acc1, is_async=True)
     if PINGPONG:
         mbarrier.arrive(other_turn)
-    s = warpgroup_mma_wait(1, deps=(s_tok,))  # the score MMA, issued first, is done
+    # The score MMAs, issued first, are done; the P V ones (one per head part) may not be.
+    s = warpgroup_mma_wait(2 if SPLIT else 1, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(s_idx))
     p, alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1 - j, kv_len, shift,
                                   BLOCK_N, s_layout, MASK, CAUSAL)  # fmt: skip
     acc = warpgroup_mma_wait(0, deps=(o_tok,))
+    if SPLIT:
+        acc1 = warpgroup_mma_wait(0, deps=(o1_tok,))
     mbarrier.arrive(v_empty.index(prev))
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
     p_op = gl.convert_layout(p.to(q_tile.dtype), p_layout)
-    return acc, p_op, m_i, l_i
+    if SPLIT:
+        acc1 = acc1 * gl.expand_dims(gl.convert_layout(alpha, row_o1), 1)
+        p1_op = gl.convert_layout(p.to(q_tile.dtype), p1_layout)
+    return acc, acc1, p_op, p1_op, m_i, l_i
 
 
 @gluon.jit
 def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
-               q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
-               HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ: gl.constexpr,
+               GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
     _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-              stride_oh,
-              q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL,
-              PINGPONG, STORE_LSE)  # fmt: skip
+              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ, GROUP,
+              HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)  # fmt: skip
 
 
 @gluon.jit
 def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
-               q_smem, k_smem, v_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
-               HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ: gl.constexpr,
+               GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
     _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-              stride_oh,
-              q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL,
-              PINGPONG, STORE_LSE)  # fmt: skip
+              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ, GROUP,
+              HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)  # fmt: skip
 
 
 @gluon.jit
-def attn_fwd_sm90(q_desc, k_desc, v_desc, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split,
-                  stride_ob, stride_om, stride_oh, HQ: gl.constexpr, GROUP: gl.constexpr,
-                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_ptr, qk_scale,
+                  qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh, HQ: gl.constexpr,
+                  GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
                   PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
     """Grid: (cdiv(qo_len, 128) * n_split * batch * HQ,); num_warps=4 (consumer 0); see the
@@ -301,15 +365,27 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, o_ptr, lse_ptr, qk_scale, qo_len, kv_l
     batch stride, so a split's slice follows the last batch's) and its LSE into lse_ptr's
     [n_split, batch, HQ, qo_len]; ``merge.merge_splits`` combines them.
 
-    q_desc: [batch * qo_len, HQ * HEAD_DIM] with 64 x HEAD_DIM blocks; k_desc, v_desc:
-    [batch * kv_len, hkv * HEAD_DIM] with BLOCK_N x HEAD_DIM blocks. Rows a tile reads past
+    q_desc: [batch * qo_len, HQ * HEAD_DIM] with 64 x D0 blocks; k_desc, v_desc:
+    [batch * kv_len, hkv * HEAD_DIM] with BLOCK_N x D0 blocks. Rows a tile reads past
     its own batch's end (another batch's rows, or zeros past the tensor) are masked out of
-    the scores (keys) or never stored (queries).
+    the scores (keys) or never stored (queries). D0 is HEAD_DIM, or the first part of a head
+    that is not a power of two (96: 64, then 32): q1_desc, k1_desc and v1_desc then describe
+    the same tensors in blocks of the second part's width, read at column offset D0; unsplit
+    they are None (constexprs: the launcher neither builds nor passes them).
     """
     dtype: gl.constexpr = q_desc.dtype
-    q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [2, 64, D0], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D0], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D0], v_desc.layout)
+    if D0 < HEAD_DIM:
+        D1: gl.constexpr = HEAD_DIM - D0
+        q1_smem = gl.allocate_shared_memory(dtype, [2, 64, D1], q1_desc.layout)
+        k1_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D1], k1_desc.layout)
+        v1_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D1], v1_desc.layout)
+    else:
+        q1_smem = q_smem
+        k1_smem = k_smem
+        v1_smem = v_smem
     bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
     q_bar = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
@@ -333,13 +409,14 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, o_ptr, lse_ptr, qk_scale, qo_len, kv_l
     gl.warp_specialize(
         [
             (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-                          stride_oh, q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N,
-                          STAGES, CAUSAL, PINGPONG, STORE_LSE)),
+                          stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ,
+                          GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)),
             (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-                          stride_oh, q_smem, k_smem, v_smem, bars, HQ, GROUP, HEAD_DIM, BLOCK_N,
-                          STAGES, CAUSAL, PINGPONG, STORE_LSE)),
-            (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, qo_len, kv_len,
-                         n_split, HQ, GROUP, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+                          stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ,
+                          GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)),
+            (_producer, (q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
+                         v_smem, q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, HQ,
+                         GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL)),
         ],
         [4, 1],
         [CONSUMER_REGS, PRODUCER_REGS],

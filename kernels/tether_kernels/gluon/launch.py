@@ -23,9 +23,20 @@ if TYPE_CHECKING:
 # the rest (setmaxnreg), which must add up to the same pool: 2 x 240 + 24 = 3 x 168.
 MAXNREG = 168
 LOG2E = 1.4426950408889634
-# head_dim 256 takes a narrower key tile than the tuned variant (default_config); a head_dim
-# that is not a power of two needs a register tile padded past the head (not written yet).
-HEAD_DIMS = (64, 128, 256)
+# head_dim 256 takes a narrower key tile than the tuned variant (default_config); 96, not a
+# power of two as register tiles must be, runs as two parts of 64 and 32 (head_part).
+HEAD_DIMS = (64, 96, 128, 256)
+
+
+def head_part(head_dim: int) -> int:
+    """The kernel's first head part (D0): the head itself where it is a power of two, else the
+    largest power of two below it, the rest being the second part (96: 64 and 32). Both parts
+    must be powers of two of at least 16 (a wgmma K step)."""
+    d0 = 1 << (head_dim.bit_length() - 1)
+    rest = head_dim - d0
+    if rest and (rest < 16 or rest & (rest - 1)):
+        raise ValueError(f"gluon attn_fwd: head_dim {head_dim} is not two power-of-two parts")
+    return d0
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,9 @@ class GluonConfig:
 SMEM_LIMIT = 232448
 # Query rows (one token's one head) per program of the split-KV merge.
 MERGE_ROWS = 16
+# A head of one part passes None for the second part's descriptors: constexprs, which the
+# launcher neither builds nor passes (no per-call cost where the head is a power of two).
+_UNSPLIT = (None, None, None)
 
 VARIANTS: dict[str, GluonConfig] = {
     "n128s2pp": GluonConfig(),
@@ -208,12 +222,17 @@ class GluonPlan:
             raise ValueError(f"gluon attn_fwd: sm_scale must be positive, got {sm_scale!r}")
         elt = gl.float16 if dtype == torch.float16 else gl.bfloat16
         self.config = config
-        self.q_layout = gl.NVMMASharedLayout.get_default_for([64, d], elt)
-        self.kv_layout = gl.NVMMASharedLayout.get_default_for([config.block_n, d], elt)
+        # A head that is not a power of two runs as two parts (head_part): the same 2-D
+        # views, described twice, in blocks of each part's width.
+        d0 = head_part(d)
+        # Each part's (width, Q layout, K/V layout): Q blocks are 64 rows, K/V blocks block_n.
+        self.parts = [
+            (w, gl.NVMMASharedLayout.get_default_for([64, w], elt),
+             gl.NVMMASharedLayout.get_default_for([config.block_n, w], elt))
+            for w in ((d0, d - d0) if d0 < d else (d0,))
+        ]  # fmt: skip
         self.q_dims = [batch * qo_len, hq * d]
         self.kv_dims = [batch * kv_len, hkv * d]
-        self.q_block = [64, d]
-        self.kv_block = [config.block_n, d]
         self.want_lse = want_lse
         # Never written when lse is None (STORE_LSE off); the pointer argument still needs a tensor.
         self.no_lse = None if want_lse else torch.empty(1, dtype=torch.float32, device=device)
@@ -235,6 +254,7 @@ class GluonPlan:
             HQ=hq,
             GROUP=hq // hkv,
             HEAD_DIM=d,
+            D0=d0,
             BLOCK_N=config.block_n,
             STAGES=config.stages,
             CAUSAL=causal,
@@ -253,6 +273,8 @@ class GluonPlan:
             self.part_lse = (n_split * rows,)
             self.merge_consts = (rows, qo_len, hq)
             merge_meta = dict(N_SPLIT=n_split, HEAD_DIM=d, ROWS=MERGE_ROWS, STORE_LSE=want_lse)
+            if d0 < d:  # a head of two parts: the merge's register tile is padded
+                merge_meta["HEAD_PAD"] = 2 * d0
             self.merge = DirectKernel(merge_splits, (-(-rows // MERGE_ROWS),), merge_meta)
 
     def launch(self, q: Any, k: Any, v: Any, out: Any, lse: Any = None) -> Any:
@@ -281,25 +303,30 @@ class GluonPlan:
         rest = (out, lse_arg, *self.consts, *self.out_strides)
         stream = self.kernel.stream()
         if stream is not None:
-            # A descriptor's base is read for its address only: q itself, not a 2-D view.
-            self.kernel.launch(
-                stream,
-                HostDescriptor(q, self.q_dims, self.q_strides),
-                HostDescriptor(k, self.kv_dims, self.kv_strides),
-                HostDescriptor(v, self.kv_dims, self.kv_strides),
-                *rest,
-            )
+            # A descriptor's base is read for its address only: q itself, not a 2-D view; the
+            # block shape is the compiled kernel's, so a split head's parts share these.
+            qd = HostDescriptor(q, self.q_dims, self.q_strides)
+            kd = HostDescriptor(k, self.kv_dims, self.kv_strides)
+            vd = HostDescriptor(v, self.kv_dims, self.kv_strides)
+            second = (qd, kd, vd) if len(self.parts) > 1 else _UNSPLIT
+            self.kernel.launch(stream, qd, kd, vd, *second, *rest)
             return out
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-        # 2-D views: one row per token, the heads side by side; a tile is one head's columns.
-        q_desc = TensorDescriptor(q.view(self.q_dims), self.q_dims, self.q_strides,
-                                  self.q_block, self.q_layout)  # fmt: skip
-        k_desc = TensorDescriptor(k.view(self.kv_dims), self.kv_dims, self.kv_strides,
-                                  self.kv_block, self.kv_layout)  # fmt: skip
-        v_desc = TensorDescriptor(v.view(self.kv_dims), self.kv_dims, self.kv_strides,
-                                  self.kv_block, self.kv_layout)  # fmt: skip
-        self.kernel.jit(q_desc, k_desc, v_desc, *rest)
+        # 2-D views: one row per token, the heads side by side; a tile is one head's columns
+        # (or one part's of them).
+        jit_descs = []
+        kn = self.config.block_n
+        for w, q_layout, kv_layout in self.parts:
+            jit_descs.append((
+                TensorDescriptor(q.view(self.q_dims), self.q_dims, self.q_strides, [64, w],
+                                 q_layout),
+                TensorDescriptor(k.view(self.kv_dims), self.kv_dims, self.kv_strides, [kn, w],
+                                 kv_layout),
+                TensorDescriptor(v.view(self.kv_dims), self.kv_dims, self.kv_strides, [kn, w],
+                                 kv_layout),
+            ))  # fmt: skip
+        self.kernel.jit(*jit_descs[0], *(jit_descs[1] if len(jit_descs) > 1 else _UNSPLIT), *rest)
         return out
 
 
@@ -346,5 +373,6 @@ __all__ = [
     "attn_fwd_sm90_launcher",
     "default_config",
     "gluon_unavailable",
+    "head_part",
     "split_count",
 ]

@@ -19,14 +19,21 @@ import triton.language as tl
 
 @triton.jit
 def merge_splits(o_part, lse_part, out, lse_out, n_rows, qo_len, hq, N_SPLIT: tl.constexpr,
-                 HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, STORE_LSE: tl.constexpr):  # fmt: skip
+                 HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, STORE_LSE: tl.constexpr,
+                 HEAD_PAD: tl.constexpr = None):  # fmt: skip
     """o_part f32 [N_SPLIT, n_rows, HEAD_DIM], rows in BSHD order (token-major, heads
     inside); lse_part f32 [N_SPLIT, batch, hq, qo_len]; out [n_rows, HEAD_DIM] contiguous,
     the inputs' dtype; lse_out f32 [batch, hq, qo_len] when STORE_LSE. Grid:
-    (cdiv(n_rows, ROWS),)."""
+    (cdiv(n_rows, ROWS),). HEAD_PAD: the register tile's width, the next power of two of a
+    HEAD_DIM that is not one (96: 128, the columns past the head masked); None: HEAD_DIM."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     live = rows < n_rows
-    cols = tl.arange(0, HEAD_DIM)
+    if HEAD_PAD is None:
+        cols = tl.arange(0, HEAD_DIM)
+        keep = live[:, None]
+    else:
+        cols = tl.arange(0, HEAD_PAD)
+        keep = live[:, None] & (cols < HEAD_DIM)[None, :]
     # BSHD row r is (token r // hq, head r % hq); the LSE is laid out [batch, hq, qo_len].
     token = rows // hq
     head = rows % hq
@@ -37,15 +44,15 @@ def merge_splits(o_part, lse_part, out, lse_out, n_rows, qo_len, hq, N_SPLIT: tl
     # Rows no split saw: every w_s is exp(-inf) = 0 against a finite stand-in for M.
     m_use = tl.where(m == -float("inf"), 0.0, m)
     total = tl.zeros([ROWS], tl.float32)
-    acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
+    acc = tl.zeros([ROWS, HEAD_DIM if HEAD_PAD is None else HEAD_PAD], tl.float32)
     offs = rows[:, None] * HEAD_DIM + cols[None, :]
     for s in tl.static_range(N_SPLIT):
         w = tl.exp(tl.load(lse_part + s * n_rows + lse_at, mask=live, other=-float("inf")) - m_use)
         total += w
-        part = tl.load(o_part + s * n_rows * HEAD_DIM + offs, mask=live[:, None], other=0.0)
+        part = tl.load(o_part + s * n_rows * HEAD_DIM + offs, mask=keep, other=0.0)
         acc += w[:, None] * part
     acc = acc / tl.where(total == 0.0, 1.0, total)[:, None]
-    tl.store(out + offs, acc.to(out.dtype.element_ty), mask=live[:, None])
+    tl.store(out + offs, acc.to(out.dtype.element_ty), mask=keep)
     if STORE_LSE:
         # log of a stand-in where total is 0: both sides of the where are evaluated.
         lse = tl.where(
