@@ -146,19 +146,14 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261202T142138Z-sweep-policy-chunked-sm90-sm90-5981c9c54e07
-# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/triton/merge.py
-# 48 cells, geomean 3.562,
-# noise 0.982-1.019 (A/A floor 0.996-1.004
-# times replicate band 0.985-1.015): faster;
+# run 20261202T172315Z-sweep-policy-chunked-sm90-sm90-d845fbc8108f
+# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# 48 cells, geomean 3.575,
+# noise 0.977-1.024 (A/A floor 0.995-1.005
+# times replicate band 0.981-1.019): faster;
 # cells 48 faster, 0 slower, 0 level;
 # worst cell dtype=bf16 head_dim=64 hq/hkv=32/32 kv_len=32768 qo_len=1024
-# at 1.698.
+# at 1.693.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -185,18 +180,14 @@ _SM90_CHUNKED = Threshold(
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048).
-# run 20261202T142211Z-sweep-policy-square-sm90-sm90-7edc2dc4d784
-# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 12 cells, geomean 1.173,
-# noise 0.992-1.008 (A/A floor 0.997-1.003
-# times replicate band 0.995-1.005): faster;
+# run 20261202T172429Z-sweep-policy-square-sm90-sm90-3546533498ae
+# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# 12 cells, geomean 1.166,
+# noise 0.991-1.009 (A/A floor 0.998-1.002
+# times replicate band 0.993-1.007): faster;
 # cells 12 faster, 0 slower, 0 level;
-# worst cell dtype=f16 hq/hkv=8/1 seqlen=2048
-# at 1.079.
+# worst cell dtype=f16 hq/hkv=32/8 seqlen=4096
+# at 1.075.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -222,17 +213,14 @@ _SM90 = Threshold(
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261202T142229Z-sweep-policy-square-short-sm90-sm90-63402fb1a7b6
-# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 18 cells, geomean 1.308,
-# noise 0.974-1.027 (A/A floor 0.989-1.011
-# times replicate band 0.985-1.016): faster;
+# run 20261202T172447Z-sweep-policy-square-short-sm90-sm90-769ba630f81d
+# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# 18 cells, geomean 1.338,
+# noise 0.953-1.049 (A/A floor 0.978-1.022
+# times replicate band 0.975-1.026): faster;
 # cells 18 faster, 0 slower, 0 level;
 # worst cell dtype=bf16 hq/hkv=32/32 seqlen=512
-# at 1.126.
+# at 1.101.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -260,19 +248,14 @@ _SM90_SQUARE_SHORT = Threshold(
 #   qo_len >= 128
 # sweep policy-wide-sm90, population policy-wide-sm90-region
 # (reachable from single_prefill, qo_len >= 128).
-# run 20261202T142248Z-sweep-policy-wide-sm90-sm90-7b3ec67a4611
-# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/triton/merge.py
-# 24 cells, geomean 5.057,
-# noise 0.988-1.012 (A/A floor 0.997-1.003
-# times replicate band 0.991-1.009): faster;
-# cells 24 faster, 0 slower, 0 level;
-# worst cell dtype=f16 hq/hkv=8/1 kv_len=2048 qo_len=2048
-# at 3.351.
+# run 20261202T173410Z-sweep-policy-wide-sm90-sm90-518d22a90613
+# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# 48 cells, geomean 3.166,
+# noise 0.980-1.021 (A/A floor 0.998-1.002
+# times replicate band 0.982-1.019): faster;
+# cells 48 faster, 0 slower, 0 level;
+# worst cell dtype=bf16 head_dim=96 hq/hkv=8/1 kv_len=2048 qo_len=2048
+# at 1.244.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-wide
@@ -292,18 +275,14 @@ _SM90_WIDE = Threshold(
 #   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
 # (reachable from batch_prefill).
-# run 20261202T142539Z-sweep-policy-batch-sm90-sm90-665a34a7c4fd
-# (2026-12-02, git f5ed21338b50, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 8 cells, geomean 0.893,
-# noise 0.996-1.004 (A/A floor 0.999-1.001
-# times replicate band 0.997-1.003): slower;
+# run 20261202T173700Z-sweep-policy-batch-sm90-sm90-24789d8fa693
+# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 0.894,
+# noise 0.991-1.009 (A/A floor 0.999-1.001
+# times replicate band 0.992-1.008): slower;
 # cells 0 faster, 7 slower, 1 level;
 # worst cell batch=16 seqlen=1024
-# at 0.758.
+# at 0.751.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
