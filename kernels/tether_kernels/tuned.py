@@ -20,7 +20,7 @@ TUNED: tuple[TunedChoice, ...] = (
         # (kernels/tether_kernels_plugin/sweeps.py; kernels/NOTES.md renders the whole run).
         sweep="tune-gluon-sm90",
         chosen=DEFAULT_VARIANT,
-        run="20261202T142016Z-tune-tune-gluon-sm90-sm90-1fec547ea079",
+        run="20261202T180704Z-tune-tune-gluon-sm90-sm90-ed5d1ef1789e",
         region="tuned-gluon-sm90-variant",
     ),
 )
