@@ -77,6 +77,10 @@ API_SWEEPS=${SWEEPS:-"policy-chunked-sm90 policy-square-sm90 policy-square-short
   api-chunked-fa3 api-square-fa3 api-breadth-fa3 api-chunked-sdpa api-batch-sdpa policy-batch-sm90
   api-eager-fa3 api-host-fa3"}
 [ "${SWEEPS-}" = none ] && API_SWEEPS=""
+# A sweep step's limit: a sweep that first launches a Gluon variant on a fresh host compiles it
+# inside its step (policy-wide-sm90 at 6d1b213, head_dim 96 and 256, ran past the old limit on
+# one machine and barely inside it on the next; the logs' tables hold both).
+SWEEP_S=${SWEEP_S:-180}
 # The second runs, one list for every plan: ROUND2's sweeps; none for "none"; unset, every
 # first-run sweep in "sweeps" and none in "verify".
 case "${ROUND2-}" in
@@ -105,7 +109,7 @@ lane0() {  # the public API as routed (the suite, recorded; the issue's wider gr
     fi
     if [ -n "$SECOND" ]; then
       for name in $SECOND; do
-        step lane0 "$name.2" 120 $s "$name"
+        step lane0 "$name.2" "$SWEEP_S" $s "$name"
       done
     fi
     # The suite, with the rest of the session: at ff35828 a 420 s step cut it off before
@@ -136,10 +140,10 @@ lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run b
   fi
   if [ "$PLAN" = sweeps ]; then
     for name in $API_SWEEPS; do
-      step lane1 "$name.1" 120 $s "$name"
+      step lane1 "$name.1" "$SWEEP_S" $s "$name"
     done
     for name in $SECOND; do
-      step lane1 "$name.2" 120 $s "$name"
+      step lane1 "$name.2" "$SWEEP_S" $s "$name"
     done
     if [ "${GATE:-1}" = 1 ]; then
       step lane1 gate 100 $T gate --no-progress --wait 30
@@ -210,7 +214,8 @@ source validate/peer_env.sh 2>>"$LOGS/peer_env.log"
 # FlashInfer's modules, built before the hold (PREBUILD=0: not): a guarded step that JIT-builds
 # one spends most of its time limit compiling (as at 690a884; an archive carried in .peers/
 # spares it). What is built comes back as $OUT/fi-jit-sm90.tar.xz
-# (or its parts): copy it into .peers/ for the next session.
+# (or its parts): copy it into .peers/ for the next session. validate/tools/peer_build_cpu.sh
+# builds the same archive on a CPU host with the device's nvcc, at no device time.
 if [ "${PREBUILD:-1}" = 1 ] && python3 -c 'import flashinfer' 2>/dev/null; then
   # Its limit leaves room for a cold build with the head_dim 256 modules, which on 2026-12-02
   # came close to the 360 s limit before it.
