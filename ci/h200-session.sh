@@ -4,6 +4,8 @@
 # the guard; every tether verb inside it holds it nested, so each run records the hold.
 #
 #   OUT=... TETHER_GIT_SHA=$(git rev-parse HEAD) TETHER_GIT_DIRTY=0 bash ci/h200-session.sh PLAN
+# (on a lent host through .library/device, ci/h200-call.sh wraps it: tests first, the peer
+# modules checked, the runs signed with the carried key).
 #
 # Two lanes run side by side when the host has two GPUs (one after the other on one GPU):
 #   lane 0 (GPU 0): the public API as routed: `tether verify` (the suite, whose run records the

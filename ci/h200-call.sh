@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One lent-H200 call (.library/device `run`), around ci/h200-session.sh: install, GPU tests that
+# must pass before anything is measured, a check that FlashInfer's modules all load from the
+# carried archive, then the session, its runs signed with the carried key.
+#
+#   SHA=<full sha of the commit copied> [TESTS=...] [PEERCHECK=1] [PLAN=...] [END_S=...] \
+#     [SWEEPS=... ROUND2=... TUNE=1 PREBUILD=0 GATE=0] bash ci/h200-call.sh
+#
+# SHA: typed as it is where the commit is (the copy's .git may name another commit).
+# TESTS: pytest paths run first (TEST_N workers, TEST_S seconds); a failure stops the call, so
+#   no run measures code the tests refute.
+# PEERCHECK=1: refuse to start when a module of peer_session.session_specs would be built
+#   rather than restored from .peers/ (a JIT build inside a timed step runs it past its limit;
+#   validate/tools/peer_build_cpu.sh makes the archive with no device time).
+# The signing key travels packed as scratch/hostkey.tar.xz (.hostkey/: the key, ssh-keygen and
+#   the libraries it needs, which the device image lacks); carry ["scratch"] (and ".peers").
+# END_S: seconds after the call's start by which every session step has ended (keep it under
+#   the call's limit: packing and signing follow).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+T0=$(date +%s)
+export PYTHONUNBUFFERED=1
+OUT=${OUT:?set OUT to the folder that comes back}
+: "${SHA:?set SHA to the full sha of the commit copied}"
+if [ -f scratch/hostkey.tar.xz ]; then
+  tar xJf scratch/hostkey.tar.xz
+  export PATH=$PWD/.hostkey/bin:$PATH
+fi
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/pip.log 2>&1 ||
+  { tail /tmp/pip.log; exit 1; }
+if [ -n "${TESTS-}" ]; then
+  # shellcheck disable=SC2086  # TESTS is a list of paths, split on purpose
+  timeout -s INT -k 10 "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider \
+    -n "${TEST_N:-8}" $TESTS >"$OUT/tests.log" 2>&1
+  rc=$?
+  tail -25 "$OUT/tests.log"
+  echo "tests rc=$rc after $(($(date +%s) - T0)) s"
+  [ "$rc" = 0 ] || { echo "h200-call: tests failed; nothing measured"; exit 1; }
+fi
+if [ -n "${PEERCHECK-}" ]; then
+  (
+    source validate/peer_env.sh && python3 -c '
+import sys
+sys.path.insert(0, "validate/tools")
+from peer_session import session_specs
+specs = session_specs()
+missing = [s.name for s in specs if not s.is_aot]
+print(f"peer modules restored: {len(specs) - len(missing)} of {len(specs)}", missing)
+sys.exit(1 if missing else 0)'
+  ) || { echo "h200-call: FlashInfer modules would be built on the host; nothing measured"; exit 1; }
+fi
+DEADLINE=$((T0 + ${END_S:-570})) OUT=$OUT TETHER_GIT_SHA=$SHA TETHER_GIT_DIRTY=0 \
+  GATE=${GATE:-0} bash ci/h200-session.sh "${PLAN:-sweeps}"
+echo "h200-call: done after $(($(date +%s) - T0)) s"
