@@ -10,8 +10,9 @@
 # TESTS: pytest paths run first (TEST_N workers, TEST_S seconds); a failure stops the call, so
 #   no run measures code the tests refute.
 # PEERCHECK=1: refuse to start when a module of peer_session.session_specs would be built
-#   rather than restored from .peers/ (a JIT build inside a timed step runs it past its limit;
-#   validate/tools/peer_build_cpu.sh makes the archive with no device time).
+#   rather than restored from .peers/ (validate/tools/peer_session.py --check-restored): a JIT
+#   build inside a timed step runs it past its limit; validate/tools/peer_build_cpu.sh makes
+#   the archive with no device time.
 # The signing key travels packed as scratch/hostkey.tar.xz (.hostkey/: the key, ssh-keygen and
 #   the libraries it needs, which the device image lacks); carry ["scratch"] (and ".peers").
 # END_S: seconds after the call's start by which every session step has ended (keep it under
@@ -38,16 +39,8 @@ if [ -n "${TESTS-}" ]; then
   [ "$rc" = 0 ] || { echo "h200-call: tests failed; nothing measured"; exit 1; }
 fi
 if [ -n "${PEERCHECK-}" ]; then
-  (
-    source validate/peer_env.sh && python3 -c '
-import sys
-sys.path.insert(0, "validate/tools")
-from peer_session import session_specs
-specs = session_specs()
-missing = [s.name for s in specs if not s.is_aot]
-print(f"peer modules restored: {len(specs) - len(missing)} of {len(specs)}", missing)
-sys.exit(1 if missing else 0)'
-  ) || { echo "h200-call: FlashInfer modules would be built on the host; nothing measured"; exit 1; }
+  (source validate/peer_env.sh && python3 validate/tools/peer_session.py --check-restored) ||
+    { echo "h200-call: FlashInfer modules would be built on the host; nothing measured"; exit 1; }
 fi
 DEADLINE=$((T0 + ${END_S:-570})) OUT=$OUT TETHER_GIT_SHA=$SHA TETHER_GIT_DIRTY=0 \
   GATE=${GATE:-0} bash ci/h200-session.sh "${PLAN:-sweeps}"

@@ -80,8 +80,8 @@ API_SWEEPS=${SWEEPS:-"policy-chunked-sm90 policy-square-sm90 policy-square-short
   api-eager-fa3 api-host-fa3"}
 [ "${SWEEPS-}" = none ] && API_SWEEPS=""
 # A sweep step's limit: a sweep that first launches a Gluon variant on a fresh host compiles it
-# inside its step (policy-wide-sm90 at 6d1b213, head_dim 96 and 256, ran past the old limit on
-# one machine and barely inside it on the next; the logs' tables hold both).
+# inside its step (at 6d1b213 the first policy-wide-sm90 run, head_dim 96 and 256, was cut off
+# at the old limit: results/ keeps it, rejected).
 SWEEP_S=${SWEEP_S:-180}
 # The second runs, one list for every plan: ROUND2's sweeps; none for "none"; unset, every
 # first-run sweep in "sweeps" and none in "verify".

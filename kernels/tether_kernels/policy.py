@@ -121,8 +121,9 @@ _SM90_SQUARE_SHORT_SCOPE = (
     # Below the Gluon threshold's region: the two never both take a call.
     ("qo_len", "<", 2048),
 )
-# Causal calls at head_dim 96 and 256, chunked and square: cuDNN does not serve them here
-# (arms._GPU_SDPA_DIMS), so the arm they otherwise take is the Triton kernel.
+# Causal calls at head_dim 96 and 256, chunked and square: cuDNN is declared here only for the
+# head_dims run on the H200 (arms._GPU_SDPA_DIMS), so the arm they otherwise take is the Triton
+# kernel.
 _SM90_WIDE_SCOPE = (
     ("causal", "==", True),
     *_SM90_HALF,

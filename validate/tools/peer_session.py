@@ -210,7 +210,20 @@ def main(argv: list[str] | None = None) -> int:
         help="build (or restore) every module an evidence session calls (session_specs), "
         "pack them into $OUT, and stop: no check, no pytest",
     )
+    ap.add_argument(
+        "--check-restored",
+        action="store_true",
+        help="exit 1, building nothing, unless every module of session_specs loads from the "
+        "archive carried in .peers/ (validate/peer_env.sh restores it): a JIT build inside a "
+        "timed step runs it past its limit",
+    )
     args = ap.parse_args(argv)
+    if args.check_restored:
+        specs = session_specs()
+        missing = sorted(s.name for s in specs if not s.is_aot)
+        print(f"peer_session: {len(specs) - len(missing)} of {len(specs)} modules restored"
+              + (f"; not restored: {', '.join(missing)}" if missing else ""))  # fmt: skip
+        return 1 if missing else 0
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     report: dict[str, Any] = {}

@@ -1,6 +1,7 @@
 """Flash-attention forward for Hopper (sm90) in Gluon: the FlashAttention-3 schedule, spelled out.
 
-Layout BSHD, contiguous: q [batch, qo_len, hq, d], k/v [batch, kv_len, hkv, d]; d is 64, 128 or 256;
+Layout BSHD, contiguous: q [batch, qo_len, hq, d], k/v [batch, kv_len, hkv, d]; d is 64, 96, 128 or
+256 (96 as two power-of-two parts, see ``_consumer``);
 f16 or bf16. One program owns 128 query rows of one query head and runs three partitions
 (``gl.warp_specialize``):
 
