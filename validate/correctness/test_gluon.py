@@ -82,7 +82,6 @@ def test_gluon_arm_refuses_a_device_that_is_not_sm90() -> None:
         pytest.param({"block_n": 96}, "block_n", id="block-n-96"),
         pytest.param({"stages": 5}, "stages", id="stages-5"),
         pytest.param({"consumer_regs": 256}, "register", id="regs-over"),
-        pytest.param({"persistent": True}, "ping-pong", id="persistent-pingpong"),
     ],
 )
 def test_gluon_config_rejects_what_cannot_launch(changes: dict, why: str) -> None:
@@ -200,38 +199,6 @@ def test_gluon_variant_matches_reference(variant: str, base: Shape) -> None:
     res = prepare_gluon(VARIANTS[variant])(q, k, v, base, out, None, "sm90")()
     assert res is out
     assert_within_baseline(f"gluon:{variant}", res, base, q, k, v, seed)
-
-
-# A persistent variant's program takes every grid-th work item: shapes with more items than
-# the H200's SMs, so each program runs several, with tails on both sides, and (qo_len - kv_len
-# >= 128, causal) whole tiles that see no key, whose items load Q and no K/V block.
-PERSISTENT_SHAPES = [
-    pytest.param(Shape(2, 1300, 1000, 16, 4, 128, "f16", True), id="b2-q1300-kv1000-keyless-tiles"),
-    pytest.param(Shape(1, 2100, 2100, 32, 8, 128, "bf16", True), id="sq2100-gqa"),
-    pytest.param(Shape(1, 1500, 4000, 16, 16, 96, "bf16", True), id="q1500-kv4000-d96-mha"),
-    pytest.param(Shape(1, 1100, 1100, 16, 2, 256, "f16", False), id="sq1100-d256-full"),
-]
-
-
-@pytest.mark.gpu(reason="the Gluon kernel runs on an sm90 GPU")
-@pytest.mark.parametrize("base", PERSISTENT_SHAPES)
-def test_gluon_persistent_runs_several_tiles_per_program(base: Shape) -> None:
-    if current_arch() != "sm90":
-        pytest.skip(f"the Gluon kernel is declared for sm90; this is {current_arch()}")
-    from dataclasses import replace
-
-    from tether_kernels.gluon.arm import prepare_gluon
-
-    config = replace(default_config(base.head_dim), pingpong=False, persistent=True)
-    seed = fresh_seed()
-    q, k, v = make_qkv(base, seed)
-    out = torch.full_like(q, float("nan"))
-    lse = torch.full((base.batch, base.hq, base.qo_len), float("nan"), device=q.device)
-    launch = prepare_gluon(config)(q, k, v, base, out, lse, "sm90")
-    for _ in range(2):  # the JIT launch, then the direct one
-        assert launch() is out
-        assert_within_baseline(f"gluon persistent d{base.head_dim}", out, base, q, k, v, seed)
-    _assert_lse_matches(lse, q, k, v, base.causal, seed)
 
 
 # Split-KV: each tile's key blocks shared among n_split programs, merged by merge_splits.

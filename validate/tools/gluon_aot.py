@@ -65,7 +65,6 @@ def compile_variant(
         "qo_len": "i32",
         "kv_len": "i32",
         "n_split": "i32",
-        "n_items": "i32",
         "stride_ob": "i32",
         "stride_om": "i32",
         "stride_oh": "i32",
@@ -80,7 +79,6 @@ def compile_variant(
         CAUSAL=causal,
         PINGPONG=cfg.pingpong,
         STORE_LSE=True,
-        PERSISTENT=cfg.persistent,
         PRODUCER_REGS=cfg.producer_regs,
         CONSUMER_REGS=cfg.consumer_regs,
     )

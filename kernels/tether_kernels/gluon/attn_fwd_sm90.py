@@ -55,19 +55,17 @@ LN2 = 0.6931471805599453
 
 
 @gluon.jit
-def _tile_coords(pid, total, qo_len, kv_len, n_split, HQ: gl.constexpr, GROUP: gl.constexpr,
+def _tile_coords(qo_len, kv_len, n_split, HQ: gl.constexpr, GROUP: gl.constexpr,
                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
     """(batch, output batch row, query head, kv head, first query row, one past the program's
     last key block, key blocks it visits, masked ones among them).
 
     The program's tile sees key blocks [0, n_total); the last n_total - n_full need the
     per-element mask. A split-KV launch (n_split > 1) gives each of n_split programs of a tile
-    an equal run of those blocks; every program visits its run from its last block down.
-    ``pid`` is the work item (one tile of one head, one split of it) of ``total``: the
-    program's own index in a grid of one item per program, else (``PERSISTENT``) each item
-    the program takes in turn."""
+    an equal run of those blocks; every program visits its run from its last block down."""
     n_m = gl.cdiv(qo_len, 128)
-    bh_count = total // (n_m * n_split)
+    bh_count = gl.num_programs(0) // (n_m * n_split)
+    pid = gl.program_id(0)
     per_tile = bh_count * n_split
     tile = pid // per_tile
     rest = pid % per_tile
@@ -99,18 +97,15 @@ def _tile_coords(pid, total, qo_len, kv_len, n_split, HQ: gl.constexpr, GROUP: g
 
 
 @gluon.jit
-def _produce(pid, total, it, q_phase, q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc,
-             q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split,
-             HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
-             BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-             PERSISTENT: gl.constexpr):  # fmt: skip
-    """One work item's TMA loads: Q once, then its K/V blocks into the ring at positions
-    ``it``, ``it + 1``, ... (the ring's slot and phase run on across a persistent program's
-    items); returns the position after them. A head split in two parts (``D0 < HEAD_DIM``)
+def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem, v_smem,
+              q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, HQ: gl.constexpr,
+              GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+    """TMA loads of Q once and the K/V ring; a head split in two parts (``D0 < HEAD_DIM``)
     loads each tile as its two parts onto one barrier (columns [0, D0) and [D0, HEAD_DIM))."""
-    q_bar, k_ready, k_empty, v_ready, v_empty, _turn, q_empty = bars
-    b, _sb, h, hk, m0, hi, count, _n_masked = _tile_coords(pid, total, qo_len, kv_len, n_split,
-                                                           HQ, GROUP, BLOCK_N, CAUSAL)  # fmt: skip
+    q_bar, k_ready, k_empty, v_ready, v_empty, _turn = bars
+    b, _sb, h, hk, m0, hi, count, _n_masked = _tile_coords(qo_len, kv_len, n_split, HQ, GROUP,
+                                                           BLOCK_N, CAUSAL)  # fmt: skip
     SPLIT: gl.constexpr = D0 < HEAD_DIM
     q_row = b * qo_len + m0
     # Bytes each barrier expects, constants (a name assigned at run time would be a tensor).
@@ -119,10 +114,6 @@ def _produce(pid, total, it, q_phase, q_desc, k_desc, v_desc, q1_desc, k1_desc, 
     )
     k_bytes: gl.constexpr = k_desc.block_type.nbytes + (k1_desc.block_type.nbytes if SPLIT else 0)
     v_bytes: gl.constexpr = v_desc.block_type.nbytes + (v1_desc.block_type.nbytes if SPLIT else 0)
-    if PERSISTENT:
-        # Q's buffer is free once both consumers' last score MMA of the item before has read
-        # it (the first item's wait passes: a fresh barrier's phase before 0 counts as done).
-        mbarrier.wait(q_empty, q_phase ^ 1)
     mbarrier.expect(q_bar, q_bytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, h * HEAD_DIM], q_bar, q_smem.index(0))
     tma.async_copy_global_to_shared(q_desc, [q_row + 64, h * HEAD_DIM], q_bar, q_smem.index(1))
@@ -134,8 +125,8 @@ def _produce(pid, total, it, q_phase, q_desc, k_desc, v_desc, q1_desc, k1_desc, 
     kv_row = b * kv_len
     for j in range(count):
         n = hi - 1 - j
-        s = (it + j) % STAGES
-        phase = ((it + j) // STAGES) & 1
+        s = j % STAGES
+        phase = (j // STAGES) & 1
         # A fresh mbarrier counts as having completed the phase before 0: the first
         # STAGES waits on an empty slot pass at once.
         mbarrier.wait(k_empty.index(s), phase ^ 1)
@@ -154,32 +145,6 @@ def _produce(pid, total, it, q_phase, q_desc, k_desc, v_desc, q1_desc, k1_desc, 
         if SPLIT:
             tma.async_copy_global_to_shared(v1_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM + D0],
                                             v_ready.index(s), v1_smem.index(s))  # fmt: skip
-    return it + count
-
-
-@gluon.jit
-def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem, v_smem,
-              q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, n_items,
-              HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
-              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-              PERSISTENT: gl.constexpr):  # fmt: skip
-    """The loads of the program's work item, or (``PERSISTENT``) of items program_id,
-    program_id + grid, ... of ``n_items``, in that order (the longest first, as the grid
-    orders them)."""
-    if PERSISTENT:
-        it = 0
-        q_phase = 0
-        for t in range(gl.program_id(0), n_items, gl.num_programs(0)):
-            it = _produce(t, n_items, it, q_phase, q_desc, k_desc, v_desc, q1_desc, k1_desc,
-                          v1_desc, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-                          qo_len, kv_len, n_split, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES,
-                          CAUSAL, PERSISTENT)  # fmt: skip
-            q_phase = q_phase ^ 1
-    else:
-        _produce(gl.program_id(0), gl.num_programs(0), 0, 0, q_desc, k_desc, v_desc, q1_desc,
-                 k1_desc, v1_desc, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-                 qo_len, kv_len, n_split, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL,
-                 PERSISTENT)  # fmt: skip
 
 
 @gluon.jit
@@ -203,18 +168,16 @@ def _softmax(s, m_i, l_i, qk_scale, rows, n, kv_len, shift, BLOCK_N: gl.constexp
 
 
 @gluon.jit
-def _consume(WG: gl.constexpr, pid, total, it, q_phase, o_ptr, lse_ptr, qk_scale, qo_len,
-             kv_len, n_split, stride_ob, stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem,
-             k1_smem, v1_smem, bars, HQ: gl.constexpr, GROUP: gl.constexpr,
-             HEAD_DIM: gl.constexpr, D0: gl.constexpr, BLOCK_N: gl.constexpr,
-             STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
-             STORE_LSE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob,
+              stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
+              HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+              PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
     """A head split in two parts (``D0 < HEAD_DIM``: 96 as 64 + 32, each part a power of two
     as register tiles must be) sums S over both parts' products and keeps O as two
     accumulators from one P; unsplit, the second part's names alias the first's and no code
-    is generated for them. One work item (see ``_produce``: its ring positions start at
-    ``it``); returns the position after them."""
-    q_bar, k_ready, k_empty, v_ready, v_empty, turn, q_empty = bars
+    is generated for them."""
+    q_bar, k_ready, k_empty, v_ready, v_empty, turn = bars
     dtype: gl.constexpr = q_smem.dtype
     SPLIT: gl.constexpr = D0 < HEAD_DIM
     D1: gl.constexpr = HEAD_DIM - D0 if D0 < HEAD_DIM else D0
@@ -234,8 +197,8 @@ def _consume(WG: gl.constexpr, pid, total, it, q_phase, o_ptr, lse_ptr, qk_scale
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     row_o1: gl.constexpr = gl.SliceLayout(1, o1_layout)
 
-    _b, sb, h, _hk, m0, hi, count, n_masked = _tile_coords(pid, total, qo_len, kv_len, n_split,
-                                                           HQ, GROUP, BLOCK_N, CAUSAL)  # fmt: skip
+    _b, sb, h, _hk, m0, hi, count, n_masked = _tile_coords(qo_len, kv_len, n_split, HQ, GROUP,
+                                                           BLOCK_N, CAUSAL)  # fmt: skip
     shift = kv_len - qo_len
     rows = m0 + WG * 64 + gl.arange(0, 64, layout=row_s)
     q_tile = q_smem.index(WG)
@@ -248,7 +211,7 @@ def _consume(WG: gl.constexpr, pid, total, it, q_phase, o_ptr, lse_ptr, qk_scale
     acc = gl.zeros([64, D0], gl.float32, layout=o_layout)
     acc1 = gl.zeros([64, D1], gl.float32, layout=o1_layout) if SPLIT else acc
     s_zero = gl.zeros([64, BLOCK_N], gl.float32, layout=s_layout)
-    mbarrier.wait(q_bar, q_phase)
+    mbarrier.wait(q_bar, 0)
 
     if count > 0:
         # Iteration 0, peeled: block hi - 1, always masked (it holds the diagonal or the key
@@ -256,16 +219,15 @@ def _consume(WG: gl.constexpr, pid, total, it, q_phase, o_ptr, lse_ptr, qk_scale
         # masked step computes the same); only its score MMA is issued.
         if PINGPONG:
             mbarrier.wait(my_turn, 1 - WG)  # consumer 0 goes first
-        s0 = it % STAGES
-        mbarrier.wait(k_ready.index(s0), (it // STAGES) & 1)
-        s_tok = warpgroup_mma(q_tile, k_smem.index(s0).permute((1, 0)), s_zero, use_acc=False,
+        mbarrier.wait(k_ready.index(0), 0)
+        s_tok = warpgroup_mma(q_tile, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
                               is_async=True)  # fmt: skip
         if SPLIT:
-            s_tok = warpgroup_mma(q1_tile, k1_smem.index(s0).permute((1, 0)), s_tok, is_async=True)
+            s_tok = warpgroup_mma(q1_tile, k1_smem.index(0).permute((1, 0)), s_tok, is_async=True)
         if PINGPONG:
             mbarrier.arrive(other_turn)
         s = warpgroup_mma_wait(0, deps=(s_tok,))
-        mbarrier.arrive(k_empty.index(s0))
+        mbarrier.arrive(k_empty.index(0))
         p, _alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1, kv_len, shift,
                                       BLOCK_N, s_layout, True, CAUSAL)  # fmt: skip
         p_op = gl.convert_layout(p.to(dtype), p_layout)
@@ -276,21 +238,19 @@ def _consume(WG: gl.constexpr, pid, total, it, q_phase, o_ptr, lse_ptr, qk_scale
         # j's score MMA and block j-1's P V MMA, then runs block j's softmax.
         for j in range(1, gl.maximum(n_masked, 1)):
             acc, acc1, p_op, p1_op, m_i, l_i = _step(
-                j, it, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
+                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
                 q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
                 my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
                 p_layout, p1_layout, True, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
         for j in range(gl.maximum(n_masked, 1), count):
             acc, acc1, p_op, p1_op, m_i, l_i = _step(
-                j, it, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
+                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
                 q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
                 my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
                 p_layout, p1_layout, False, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
 
-        if PERSISTENT:
-            mbarrier.arrive(q_empty)  # every score MMA of the item is done: Q is free
         # The last block's P V.
-        last = it + count - 1
+        last = count - 1
         ls = last % STAGES
         mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
         o_tok = warpgroup_mma(p_op, v_smem.index(ls), acc, is_async=True)
@@ -300,9 +260,6 @@ def _consume(WG: gl.constexpr, pid, total, it, q_phase, o_ptr, lse_ptr, qk_scale
         if SPLIT:
             acc1 = warpgroup_mma_wait(0, deps=(o1_tok,))
         mbarrier.arrive(v_empty.index(ls))
-    else:
-        if PERSISTENT:
-            mbarrier.arrive(q_empty)  # an item with no key block reads no Q
 
     # Epilogue: normalise, store the rows that exist; rows that saw no key give 0, lse -inf.
     l_o = gl.convert_layout(l_i, row_o)
@@ -325,11 +282,10 @@ def _consume(WG: gl.constexpr, pid, total, it, q_phase, o_ptr, lse_ptr, qk_scale
         lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_i)) * 0.6931471805599453, -float("inf"))
         lse_base = lse_ptr + (sb * HQ + h) * qo_len
         gl.store(lse_base + rows, lse, mask=rows < qo_len)
-    return it + count
 
 
 @gluon.jit
-def _step(j, it, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
+def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
           q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
           my_turn, other_turn, s_zero, WG: gl.constexpr, BLOCK_N: gl.constexpr,
           STAGES: gl.constexpr, s_layout: gl.constexpr, row_o: gl.constexpr,
@@ -338,13 +294,11 @@ def _step(j, it, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, s
           SPLIT: gl.constexpr):  # fmt: skip
     """Iteration j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} on the tensor cores, then
     block j's softmax on the CUDA cores while the P V MMA finishes (a split head: both
-    parts' products, S summed over them, O in its two accumulators). The ring positions
-    count from ``it``, the item's first."""
-    g = it + j
-    s_idx = g % STAGES
-    prev = (g - 1) % STAGES
-    mbarrier.wait(k_ready.index(s_idx), (g // STAGES) & 1)
-    mbarrier.wait(v_ready.index(prev), ((g - 1) // STAGES) & 1)
+    parts' products, S summed over them, O in its two accumulators)."""
+    s_idx = j % STAGES
+    prev = (j - 1) % STAGES
+    mbarrier.wait(k_ready.index(s_idx), (j // STAGES) & 1)
+    mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
     if PINGPONG:
         mbarrier.wait(my_turn, (j & 1) ^ (1 - WG))
     s_tok = warpgroup_mma(q_tile, k_smem.index(s_idx).permute((1, 0)), s_zero, use_acc=False,
@@ -374,68 +328,36 @@ def _step(j, it, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, s
 
 
 @gluon.jit
-def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, n_items,
-              stride_ob, stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem,
-              bars, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-              D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
-              PERSISTENT: gl.constexpr):  # fmt: skip
-    """The program's work item, or (``PERSISTENT``) the items ``_producer`` loads, in its
-    order: the next item's loads then run while this one's last P V and epilogue do."""
-    if PERSISTENT:
-        it = 0
-        q_phase = 0
-        for t in range(gl.program_id(0), n_items, gl.num_programs(0)):
-            it = _consume(WG, t, n_items, it, q_phase, o_ptr, lse_ptr, qk_scale, qo_len, kv_len,
-                          n_split, stride_ob, stride_om, stride_oh, q_smem, k_smem, v_smem,
-                          q1_smem, k1_smem, v1_smem, bars, HQ, GROUP, HEAD_DIM, D0, BLOCK_N,
-                          STAGES, CAUSAL, PINGPONG, STORE_LSE, PERSISTENT)  # fmt: skip
-            q_phase = q_phase ^ 1
-    else:
-        _consume(WG, gl.program_id(0), gl.num_programs(0), 0, 0, o_ptr, lse_ptr, qk_scale,
-                 qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh, q_smem, k_smem,
-                 v_smem, q1_smem, k1_smem, v1_smem, bars, HQ, GROUP, HEAD_DIM, D0, BLOCK_N,
-                 STAGES, CAUSAL, PINGPONG, STORE_LSE, PERSISTENT)  # fmt: skip
+def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
+               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ: gl.constexpr,
+               GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+    _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
+              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ, GROUP,
+              HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)  # fmt: skip
 
 
 @gluon.jit
-def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, n_items, stride_ob,
-               stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-               HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
+               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ: gl.constexpr,
+               GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
                BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
-               PERSISTENT: gl.constexpr):  # fmt: skip
-    _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, n_items, stride_ob,
-              stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ,
-              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE,
-              PERSISTENT)  # fmt: skip
-
-
-@gluon.jit
-def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, n_items, stride_ob,
-               stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-               HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
-               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
-               PERSISTENT: gl.constexpr):  # fmt: skip
-    _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, n_items, stride_ob,
-              stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ,
-              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE,
-              PERSISTENT)  # fmt: skip
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+    _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
+              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ, GROUP,
+              HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)  # fmt: skip
 
 
 @gluon.jit
 def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_ptr, qk_scale,
-                  qo_len, kv_len, n_split, n_items, stride_ob, stride_om, stride_oh,
-                  HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                  D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                  qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh, HQ: gl.constexpr,
+                  GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
-                  PERSISTENT: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                  CONSUMER_REGS: gl.constexpr):  # fmt: skip
-    """Grid: one program per work item, n_items = cdiv(qo_len, 128) * n_split * batch * HQ;
-    or (``PERSISTENT``) fewer programs, each taking items program_id, program_id + grid, ...
-    (a program's next item's loads then overlap its current item's end); num_warps=4
-    (consumer 0); see the module doc.
+                  PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
+    """Grid: (cdiv(qo_len, 128) * n_split * batch * HQ,); num_warps=4 (consumer 0); see the
+    module doc.
 
     n_split 1: o_ptr is the output (the inputs' dtype, strides as given) and lse_ptr, when
     STORE_LSE, the f32 [batch, HQ, qo_len] LSE. n_split > 1 (split-KV, STORE_LSE on): each
@@ -472,8 +394,6 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], bar_layout)
-    # Q's buffer free again (both consumers' arrivals): a persistent program's next item.
-    q_empty = gl.allocate_shared_memory(gl.int64, [1], bar_layout)
     mbarrier.init(q_bar, count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
@@ -483,25 +403,21 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
         mbarrier.init(v_empty.index(i), count=2)
     mbarrier.init(turn.index(0), count=1)
     mbarrier.init(turn.index(1), count=1)
-    mbarrier.init(q_empty, count=2)
     fence_async_shared()
-    bars = (q_bar, k_ready, k_empty, v_ready, v_empty, turn, q_empty)
+    bars = (q_bar, k_ready, k_empty, v_ready, v_empty, turn)
     # The argument tuples are written inline: a tuple assigned to a name first would turn
     # its constexpr members into tensors.
     gl.warp_specialize(
         [
-            (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, n_items, stride_ob,
-                          stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem,
-                          v1_smem, bars, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL,
-                          PINGPONG, STORE_LSE, PERSISTENT)),
-            (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, n_items, stride_ob,
-                          stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem,
-                          v1_smem, bars, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL,
-                          PINGPONG, STORE_LSE, PERSISTENT)),
+            (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
+                          stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ,
+                          GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)),
+            (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
+                          stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ,
+                          GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)),
             (_producer, (q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
-                         v_smem, q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split,
-                         n_items, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL,
-                         PERSISTENT)),
+                         v_smem, q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, HQ,
+                         GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL)),
         ],
         [4, 1],
         [CONSUMER_REGS, PRODUCER_REGS],

@@ -41,17 +41,13 @@ def head_part(head_dim: int) -> int:
 
 @dataclass(frozen=True)
 class GluonConfig:
-    """One variant: key tile, K/V ring depth, warpgroup ping-pong, register split, and
-    whether a program takes one work item (a grid of one program per tile) or several in
-    turn (``persistent``: a grid of at most one program per SM, whose next tile's loads run
-    while its current tile's last P V and stores do)."""
+    """One variant: key tile, K/V ring depth, warpgroup ping-pong, register split."""
 
     block_n: int = 128
     stages: int = 2
     pingpong: bool = True
     consumer_regs: int = 240
     producer_regs: int = 24
-    persistent: bool = False
 
     def __post_init__(self) -> None:
         if self.block_n not in (64, 128):
@@ -60,10 +56,6 @@ class GluonConfig:
             raise ValueError(f"GluonConfig.stages: 2 to 4, got {self.stages}")
         if 2 * self.consumer_regs + self.producer_regs > 3 * MAXNREG:
             raise ValueError("GluonConfig: the register split exceeds the CTA's register file")
-        if self.persistent and self.pingpong:
-            # The consumers' turn barriers count one tile's blocks; across tiles they would
-            # need the running block count the ring keeps (not written).
-            raise ValueError("GluonConfig: a persistent variant runs without ping-pong")
 
     def smem_bytes(self, head_dim: int, item: int = 2) -> int:
         """Shared memory of Q (128 rows) and the K and V rings, without the barriers."""
@@ -84,7 +76,6 @@ VARIANTS: dict[str, GluonConfig] = {
     "n128s3pp": GluonConfig(stages=3),
     "n64s3pp": GluonConfig(block_n=64, stages=3),
     "n64s4pp": GluonConfig(block_n=64, stages=4),
-    "n128s2ps": GluonConfig(pingpong=False, persistent=True),
 }
 # The arm's variant: the pick of the tuning grid tune-gluon-sm90 (every variant against the
 # fastest peer, under the guard) by the rule tether_kernels/tuned.py declares, which tether
@@ -249,18 +240,13 @@ class GluonPlan:
         self.kv_strides = [self.kv_dims[1], 1]
         tiles = -(-qo_len // 128)
         programs = tiles * batch * hq
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
         if n_split is None:
             # The longest tile sees every key (the last tile, when causal: masks align
             # bottom-right).
+            sms = torch.cuda.get_device_properties(device).multi_processor_count
             n_split = split_count(programs, -(-kv_len // config.block_n), sms)
         self.n_split = n_split
-        items = programs * n_split
-        # A persistent variant: one program per SM (a program's 384 threads at MAXNREG take
-        # the SM's whole register file, so no second one fits beside it), each taking every
-        # grid-th item, longest first.
-        grid = min(items, sms) if config.persistent else items
-        self.consts = (scale * LOG2E, qo_len, kv_len, n_split, items)
+        self.consts = (scale * LOG2E, qo_len, kv_len, n_split)
         # The output's strides, contiguous BSHD: ``launch`` takes it dense, batched or not
         # (single_prefill's [len, heads, d] output has the same layout with batch 1).
         self.out_strides = (qo_len * hq * d, hq * d, d)
@@ -274,13 +260,12 @@ class GluonPlan:
             CAUSAL=causal,
             PINGPONG=config.pingpong,
             STORE_LSE=want_lse or n_split > 1,  # a split's LSE weighs it in the merge
-            PERSISTENT=config.persistent,
             PRODUCER_REGS=config.producer_regs,
             CONSUMER_REGS=config.consumer_regs,
             num_warps=4,
             maxnreg=MAXNREG,
         )
-        self.kernel = DirectKernel(attn_fwd_sm90, (grid,), meta)
+        self.kernel = DirectKernel(attn_fwd_sm90, (programs * n_split,), meta)
         self.merge: DirectKernel | None = None
         if n_split > 1:
             rows = batch * qo_len * hq
