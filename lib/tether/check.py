@@ -52,8 +52,8 @@ from tether.freshness import (
 )
 from tether.policy import TunedChoice, field_value
 from tether.render import embedded_digest, render_parts
+from tether.render.context import kernel_staleness, tuned_doc
 from tether.render.context import policy as checkout_policy
-from tether.render.context import tuned_doc
 from tether.render.env import rate
 from tether.render.policy_file import tuned_choices
 from tether.render.targets import missing_tune_regions
@@ -399,14 +399,16 @@ def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
 def check_tuned_choices(
     root: Path, tuned: Iterable[TunedChoice], runs: list[Run], current: str | CurrentHarness
 ) -> list[Finding]:
-    """Each tuned choice cites an ok tuning run of its sweep on its arch, the newest one, and
-    its chosen candidate holds by the rule (``TunedChoice.judge``) on that run. Whether the
-    run describes the current kernels is ``check_timing_freshness``'s (``evidence_runs``)."""
+    """Each tuned choice cites an ok tuning run of its sweep on its arch, the newest one of the
+    checkout's kernels, and its chosen candidate holds by the rule (``TunedChoice.judge``) on
+    that run. Whether the cited run describes the current kernels is
+    ``check_timing_freshness``'s (``evidence_runs``)."""
 
     findings = []
+    stale = kernel_staleness(root, runs)
     for choice in tuned:
         where = _region_place(root, choice.region) if choice.region else ("pyproject.toml", 1)
-        doc = tuned_doc(runs, choice, current)
+        doc = tuned_doc(runs, choice, current, stale)
         what = f"tuned choice {choice.id} ({choice.axis} {choice.chosen!r})"
         if doc.tune is None:
             findings.append(
@@ -428,7 +430,8 @@ def check_tuned_choices(
                 Finding(
                     *where,
                     f"{what} cites {choice.run}, but {doc.newest} is the newest ok tuning run of "
-                    f"{choice.sweep} on {choice.arch}: cite it (a choice rests on the newest run)",
+                    f"{choice.sweep} on {choice.arch} of this checkout's kernels: cite it (a choice "
+                    "rests on the newest run that measured the kernels it chooses among)",
                 )
             )
         if not doc.holds:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tether import project
@@ -91,3 +92,31 @@ def test_a_run_that_is_not_a_tuning_run_is_refused(store_runs: list) -> None:
     for run in (sweep, "20990101T000000Z-tune-nothing"):
         (msg,) = _findings(store_runs, dataclasses.replace(choice, run=run))
         assert "not an ok tuning run of the store" in msg
+
+
+def _newer_copy(runs: list, run_id: str, *, other: bool) -> Any:
+    """The cited tuning run again, made later: of other kernels (another fingerprint, from a
+    dirty tree, so tether cannot place the change) or of this checkout's kernels."""
+    run = next(r for r in runs if r.id == run_id)
+    later = "2099" + run.id[4:]
+    prov = dataclasses.replace(run.provenance, started="2099" + run.provenance.started[4:])
+    if other:
+        prov = dataclasses.replace(prov, git_dirty=True, kernels_fingerprint="sha256:" + "0" * 64)
+    return dataclasses.replace(run, id=later, provenance=prov, path=None)
+
+
+def test_a_newer_tuning_run_of_other_kernels_does_not_overrule_the_choice(
+    store_runs: list,
+) -> None:
+    # A variant tried and reverted leaves its tuning run in the store (append-only); the
+    # choice rests on the newest run that measured the kernels it chooses among.
+    choice = _own()
+    other = _newer_copy(store_runs, choice.run, other=True)
+    assert _findings([*store_runs, other], choice) == []
+
+
+def test_a_newer_tuning_run_of_these_kernels_must_be_cited(store_runs: list) -> None:
+    choice = _own()
+    newer = _newer_copy(store_runs, choice.run, other=False)
+    msgs = _findings([*store_runs, newer], choice)
+    assert any(f"but {newer.id} is the newest" in m for m in msgs), msgs

@@ -37,7 +37,7 @@ since it was measured (``SweepDoc.stale``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -473,7 +473,9 @@ class TuneDoc:
 @dataclass(frozen=True)
 class TunedDoc:
     """A tuned choice judged on the tuning run it cites: ``tune`` None when the store lacks
-    it; ``newest`` the id of the newest ok tuning run of its sweep on its arch."""
+    it; ``newest`` the id of the newest ok tuning run of its sweep on its arch that describes
+    the checkout's kernels (a newer run of other kernels, a variant tried and reverted, is
+    history: it cannot overrule a choice it did not measure)."""
 
     choice: TunedChoice
     tune: TuneDoc | None
@@ -486,10 +488,17 @@ class TunedDoc:
         return next((r for r in rows if r.config == config), None)
 
 
-def tuned_doc(runs: list[Run], choice: TunedChoice, current: str | CurrentHarness) -> TunedDoc:
-    """``choice`` judged by its rule (``TunedChoice.judge``) on the run it cites."""
+def tuned_doc(
+    runs: list[Run],
+    choice: TunedChoice,
+    current: str | CurrentHarness,
+    stale: Callable[[Run | None], tuple[str, ...]],
+) -> TunedDoc:
+    """``choice`` judged by its rule (``TunedChoice.judge``) on the run it cites; ``stale``
+    (``kernel_staleness``) says which tuning runs measured other kernels than the checkout's."""
     run = by_id(runs, choice.run)
-    newest = latest_ok(runs, "tune", choice.sweep, choice.arch)
+    fresh = [r for r in runs if not stale(r)]
+    newest = latest_ok(fresh, "tune", choice.sweep, choice.arch)
     newest_id = newest.id if newest is not None else None
     if run is None or run.kind != "tune" or not run.ok:
         return TunedDoc(choice, None, newest_id, None, False)
@@ -612,7 +621,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     arches = list(proj.doc_arches)
     arches += sorted({r.arch for r in runs} - set(arches))
     trends = {(t["arch"], t["sweep"]): t for t in trend_context(runs)["trends"] if not t["sharded"]}
-    stale = _staleness(root, runs)
+    stale = kernel_staleness(root, runs)
     docs = []
     for arch in arches:
         ths = tuple(t for t in thresholds if t.arch == arch)
@@ -658,7 +667,9 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
         },
         "gates": {g.region: gate_doc(runs, g, current) for g in gates},
         "tunes": tunes,
-        "tuned": {c.region: tuned_doc(runs, c, current) for c in tuned_choices(root) if c.region},
+        "tuned": {
+            c.region: tuned_doc(runs, c, current, stale) for c in tuned_choices(root) if c.region
+        },
         "verdict_word": verdict_word,
         "overall": overall,
         "split": split,
@@ -667,7 +678,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     }
 
 
-def _staleness(root: Path, runs: list[Run]) -> Any:
+def kernel_staleness(root: Path, runs: list[Run]) -> Callable[[Run | None], tuple[str, ...]]:
     """A function from a cited run (or None) to the kernel files its arms use that changed
     since it was measured (tether.freshness); ("unknown: why",) when git cannot tell."""
 
