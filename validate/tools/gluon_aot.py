@@ -30,9 +30,12 @@ def compile_variant(
     dtype: str = "bf16",
     head_dim: int = 128,
     split: bool = False,
+    ragged: bool = False,
 ) -> Any:
     """The compiled kernel (triton's CompiledKernel) of one variant (a name in VARIANTS, or a
-    config) for sm90; ``split``: the split-KV launch's, which writes f32 partial results."""
+    config) for sm90; ``split``: the split-KV launch's, which writes f32 partial results;
+    ``ragged``: the ragged batch's launch (``RAGGED``: packed requests, offsets read per
+    program)."""
     import triton
     from tether_kernels.gluon.attn_fwd_sm90 import attn_fwd_sm90
     from tether_kernels.gluon.launch import MAXNREG, VARIANTS, head_part
@@ -68,6 +71,9 @@ def compile_variant(
         "stride_ob": "i32",
         "stride_om": "i32",
         "stride_oh": "i32",
+        "qo_indptr": "*i32" if ragged else "constexpr",
+        "kv_indptr": "*i32" if ragged else "constexpr",
+        "work": "*i32" if ragged else "constexpr",
     }
     constexprs: dict[str, Any] = dict(
         HQ=32,
@@ -81,7 +87,10 @@ def compile_variant(
         STORE_LSE=True,
         PRODUCER_REGS=cfg.producer_regs,
         CONSUMER_REGS=cfg.consumer_regs,
+        RAGGED=ragged,
     )
+    if not ragged:
+        constexprs.update(qo_indptr=None, kv_indptr=None, work=None)
     if second:
         constexprs.update(q1_desc=None, k1_desc=None, v1_desc=None)
     sig.update({k: "constexpr" for k in constexprs})

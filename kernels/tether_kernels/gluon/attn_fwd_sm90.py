@@ -29,6 +29,11 @@ scores (the scale must be positive, which the launcher checks).
 The grid launches the query tiles with the most keys first (causal) and varies the query head
 fastest, so the query heads that share a kv head run side by side on the same K/V in L2.
 
+Ragged batches (``RAGGED``): requests of their own lengths, packed one after another, in one
+launch. The launcher lists every (request, query tile) once, sorted by key blocks, most first,
+and each program reads its request's offsets; a request's tiles are masked at its own ends
+exactly as a batch's tiles are at the batch's.
+
 Split-KV (``n_split`` > 1): a short chunked call has too few query tiles to fill the GPU (128
 queries over 32 heads make 32 programs for 132 SMs), so each tile's key blocks are shared among
 ``n_split`` programs, each visiting its own run of blocks last to first as above. Each writes
@@ -55,59 +60,84 @@ LN2 = 0.6931471805599453
 
 
 @gluon.jit
-def _tile_coords(qo_len, kv_len, n_split, HQ: gl.constexpr, GROUP: gl.constexpr,
-                 BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+def _tile_coords(qo_len, kv_len, n_split, qo_indptr, kv_indptr, work, HQ: gl.constexpr,
+                 GROUP: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                 RAGGED: gl.constexpr):  # fmt: skip
     """(batch, output batch row, query head, kv head, first query row, one past the program's
-    last key block, key blocks it visits, masked ones among them).
+    last key block, key blocks it visits, masked ones among them, the first row of its
+    request's queries and of its keys in the 2-D views, and the request's qo_len and kv_len).
 
     The program's tile sees key blocks [0, n_total); the last n_total - n_full need the
     per-element mask. A split-KV launch (n_split > 1) gives each of n_split programs of a tile
-    an equal run of those blocks; every program visits its run from its last block down."""
-    n_m = gl.cdiv(qo_len, 128)
-    bh_count = gl.num_programs(0) // (n_m * n_split)
-    pid = gl.program_id(0)
-    per_tile = bh_count * n_split
-    tile = pid // per_tile
-    rest = pid % per_tile
-    split = rest // bh_count
-    bh = rest % bh_count
-    if CAUSAL:
-        tile = n_m - 1 - tile  # most keys first: the grid's tail holds the short tiles
-    b = bh // HQ
-    h = bh % HQ
+    an equal run of those blocks; every program visits its run from its last block down.
+
+    RAGGED: program ``pid`` is work item ``pid // HQ`` of query head ``pid % HQ``; ``work``
+    holds each item's (request, query tile), in the order the launcher sorted them (most key
+    blocks first), and ``qo_indptr`` / ``kv_indptr`` each request's first row of the packed
+    queries and keys (int32, batch + 1 of them). Never split."""
+    if RAGGED:
+        pid = gl.program_id(0)
+        item = pid // HQ
+        h = pid % HQ
+        b = gl.load(work + 2 * item)
+        tile = gl.load(work + 2 * item + 1)
+        q_start = gl.load(qo_indptr + b)
+        r_qo = gl.load(qo_indptr + b + 1) - q_start
+        kv_start = gl.load(kv_indptr + b)
+        r_kv = gl.load(kv_indptr + b + 1) - kv_start
+        split = 0
+        sb = 0
+    else:
+        n_m = gl.cdiv(qo_len, 128)
+        bh_count = gl.num_programs(0) // (n_m * n_split)
+        pid = gl.program_id(0)
+        per_tile = bh_count * n_split
+        tile = pid // per_tile
+        rest = pid % per_tile
+        split = rest // bh_count
+        bh = rest % bh_count
+        if CAUSAL:
+            tile = n_m - 1 - tile  # most keys first: the grid's tail holds the short tiles
+        b = bh // HQ
+        h = bh % HQ
+        r_qo = qo_len
+        r_kv = kv_len
+        q_start = b * qo_len
+        kv_start = b * kv_len
+        # The output row block this program writes: its batch's, in its split's slice of the
+        # partial results ([n_split, batch, ...]) when the launch is split.
+        sb = split * (bh_count // HQ) + b
     hk = h // GROUP
     m0 = tile * 128
     if CAUSAL:
-        shift = kv_len - qo_len
-        end = gl.minimum(kv_len, m0 + 128 + shift)  # one past the last key row m0+127 sees
+        shift = r_kv - r_qo
+        end = gl.minimum(r_kv, m0 + 128 + shift)  # one past the last key row m0+127 sees
         n_total = gl.cdiv(gl.maximum(end, 0), BLOCK_N)
-        n_full = gl.minimum(gl.maximum(m0 + shift + 1, 0), kv_len) // BLOCK_N
+        n_full = gl.minimum(gl.maximum(m0 + shift + 1, 0), r_kv) // BLOCK_N
     else:
-        n_total = gl.cdiv(kv_len, BLOCK_N)
-        n_full = kv_len // BLOCK_N
+        n_total = gl.cdiv(r_kv, BLOCK_N)
+        n_full = r_kv // BLOCK_N
     per = gl.cdiv(n_total, n_split)
     lo = split * per
     hi = gl.minimum(lo + per, n_total)
     count = gl.maximum(hi - lo, 0)
     n_masked = gl.maximum(hi - gl.maximum(lo, n_full), 0)
-    # The output row block this program writes: its batch's, in its split's slice of the
-    # partial results ([n_split, batch, ...]) when the launch is split.
-    sb = split * (bh_count // HQ) + b
-    return b, sb, h, hk, m0, hi, count, n_masked
+    return b, sb, h, hk, m0, hi, count, n_masked, q_start, kv_start, r_qo, r_kv
 
 
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem, v_smem,
-              q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, HQ: gl.constexpr,
-              GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
-              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+              q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, qo_indptr, kv_indptr,
+              work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+              D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+              CAUSAL: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
     """TMA loads of Q once and the K/V ring; a head split in two parts (``D0 < HEAD_DIM``)
     loads each tile as its two parts onto one barrier (columns [0, D0) and [D0, HEAD_DIM))."""
     q_bar, k_ready, k_empty, v_ready, v_empty, _turn = bars
-    b, _sb, h, hk, m0, hi, count, _n_masked = _tile_coords(qo_len, kv_len, n_split, HQ, GROUP,
-                                                           BLOCK_N, CAUSAL)  # fmt: skip
+    _b, _sb, h, hk, m0, hi, count, _n_masked, q_start, kv_row, _r_qo, _r_kv = _tile_coords(
+        qo_len, kv_len, n_split, qo_indptr, kv_indptr, work, HQ, GROUP, BLOCK_N, CAUSAL, RAGGED)  # fmt: skip
     SPLIT: gl.constexpr = D0 < HEAD_DIM
-    q_row = b * qo_len + m0
+    q_row = q_start + m0
     # Bytes each barrier expects, constants (a name assigned at run time would be a tensor).
     q_bytes: gl.constexpr = 2 * (
         q_desc.block_type.nbytes + (q1_desc.block_type.nbytes if SPLIT else 0)
@@ -122,7 +152,6 @@ def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
                                         q1_smem.index(0))  # fmt: skip
         tma.async_copy_global_to_shared(q1_desc, [q_row + 64, h * HEAD_DIM + D0], q_bar,
                                         q1_smem.index(1))  # fmt: skip
-    kv_row = b * kv_len
     for j in range(count):
         n = hi - 1 - j
         s = j % STAGES
@@ -170,9 +199,10 @@ def _softmax(s, m_i, l_i, qk_scale, rows, n, kv_len, shift, BLOCK_N: gl.constexp
 @gluon.jit
 def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob,
               stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-              HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
-              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-              PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+              qo_indptr, kv_indptr, work, HQ: gl.constexpr, GROUP: gl.constexpr,
+              HEAD_DIM: gl.constexpr, D0: gl.constexpr, BLOCK_N: gl.constexpr,
+              STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
+              STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
     """A head split in two parts (``D0 < HEAD_DIM``: 96 as 64 + 32, each part a power of two
     as register tiles must be) sums S over both parts' products and keeps O as two
     accumulators from one P; unsplit, the second part's names alias the first's and no code
@@ -197,9 +227,9 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     row_o1: gl.constexpr = gl.SliceLayout(1, o1_layout)
 
-    _b, sb, h, _hk, m0, hi, count, n_masked = _tile_coords(qo_len, kv_len, n_split, HQ, GROUP,
-                                                           BLOCK_N, CAUSAL)  # fmt: skip
-    shift = kv_len - qo_len
+    _b, sb, h, _hk, m0, hi, count, n_masked, q_start, _kv_start, r_qo, r_kv = _tile_coords(
+        qo_len, kv_len, n_split, qo_indptr, kv_indptr, work, HQ, GROUP, BLOCK_N, CAUSAL, RAGGED)  # fmt: skip
+    shift = r_kv - r_qo
     rows = m0 + WG * 64 + gl.arange(0, 64, layout=row_s)
     q_tile = q_smem.index(WG)
     q1_tile = q1_smem.index(WG)
@@ -228,7 +258,7 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
             mbarrier.arrive(other_turn)
         s = warpgroup_mma_wait(0, deps=(s_tok,))
         mbarrier.arrive(k_empty.index(0))
-        p, _alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1, kv_len, shift,
+        p, _alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1, r_kv, shift,
                                       BLOCK_N, s_layout, True, CAUSAL)  # fmt: skip
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         p1_op = gl.convert_layout(p.to(dtype), p1_layout) if SPLIT else p_op
@@ -238,13 +268,13 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
         # j's score MMA and block j-1's P V MMA, then runs block j's softmax.
         for j in range(1, gl.maximum(n_masked, 1)):
             acc, acc1, p_op, p1_op, m_i, l_i = _step(
-                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
+                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift, q_tile,
                 q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
                 my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
                 p_layout, p1_layout, True, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
         for j in range(gl.maximum(n_masked, 1), count):
             acc, acc1, p_op, p1_op, m_i, l_i = _step(
-                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
+                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift, q_tile,
                 q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
                 my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
                 p_layout, p1_layout, False, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
@@ -267,9 +297,11 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
     rows_o = m0 + WG * 64 + gl.arange(0, 64, layout=row_o)
     cols_o = gl.arange(0, D0, layout=gl.SliceLayout(0, o_layout))
     o_base = o_ptr + sb * stride_ob + h * stride_oh
+    if RAGGED:
+        o_base += q_start * stride_om  # the request's rows of the packed output
     offs = gl.expand_dims(rows_o * stride_om, 1) + gl.expand_dims(cols_o, 0)
     # The inputs' dtype, or f32 into a split-KV launch's partial results.
-    gl.store(o_base + offs, acc.to(o_ptr.dtype.element_ty), mask=gl.expand_dims(rows_o < qo_len, 1))
+    gl.store(o_base + offs, acc.to(o_ptr.dtype.element_ty), mask=gl.expand_dims(rows_o < r_qo, 1))
     if SPLIT:
         l_o1 = gl.convert_layout(l_i, row_o1)
         acc1 = acc1 / gl.expand_dims(gl.where(l_o1 == 0.0, 1.0, l_o1), 1)
@@ -277,11 +309,12 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
         cols_o1 = D0 + gl.arange(0, D1, layout=gl.SliceLayout(0, o1_layout))
         offs1 = gl.expand_dims(rows_o1 * stride_om, 1) + gl.expand_dims(cols_o1, 0)
         gl.store(o_base + offs1, acc1.to(o_ptr.dtype.element_ty),
-                 mask=gl.expand_dims(rows_o1 < qo_len, 1))  # fmt: skip
+                 mask=gl.expand_dims(rows_o1 < r_qo, 1))  # fmt: skip
     if STORE_LSE:
         lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_i)) * 0.6931471805599453, -float("inf"))
-        lse_base = lse_ptr + (sb * HQ + h) * qo_len
-        gl.store(lse_base + rows, lse, mask=rows < qo_len)
+        # Ragged: [HQ, total queries] (the kernel's qo_len is the packed total there).
+        lse_base = lse_ptr + (h * qo_len + q_start if RAGGED else (sb * HQ + h) * qo_len)
+        gl.store(lse_base + rows, lse, mask=rows < r_qo)
 
 
 @gluon.jit
@@ -329,33 +362,38 @@ def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift
 
 @gluon.jit
 def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
-               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ: gl.constexpr,
-               GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
-               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, qo_indptr, kv_indptr,
+               work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+               D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
+               RAGGED: gl.constexpr):  # fmt: skip
     _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ, GROUP,
-              HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)  # fmt: skip
+              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, qo_indptr,
+              kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
+              STORE_LSE, RAGGED)  # fmt: skip
 
 
 @gluon.jit
 def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
-               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ: gl.constexpr,
-               GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
-               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, qo_indptr, kv_indptr,
+               work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+               D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
+               RAGGED: gl.constexpr):  # fmt: skip
     _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ, GROUP,
-              HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)  # fmt: skip
+              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, qo_indptr,
+              kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
+              STORE_LSE, RAGGED)  # fmt: skip
 
 
 @gluon.jit
 def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_ptr, qk_scale,
-                  qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh, HQ: gl.constexpr,
-                  GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
-                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                  qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh, qo_indptr, kv_indptr,
+                  work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                  D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
-                  PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
+                  PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                  RAGGED: gl.constexpr = False):  # fmt: skip
     """Grid: (cdiv(qo_len, 128) * n_split * batch * HQ,); num_warps=4 (consumer 0); see the
     module doc.
 
@@ -373,6 +411,14 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
     that is not a power of two (96: 64, then 32): q1_desc, k1_desc and v1_desc then describe
     the same tensors in blocks of the second part's width, read at column offset D0; unsplit
     they are None (constexprs: the launcher neither builds nor passes them).
+
+    RAGGED (``ragged_prefill``: requests of their own lengths, packed): the grid is (work
+    items * HQ,), qo_len and kv_len are the packed totals, q_desc and k_desc/v_desc describe
+    [total queries, HQ * HEAD_DIM] and [total keys, hkv * HEAD_DIM], o_ptr is [total queries,
+    HQ, HEAD_DIM] and lse_ptr [HQ, total queries]; ``work`` (int32 pairs: request, query tile)
+    and the int32 offsets ``qo_indptr`` / ``kv_indptr`` place each program (``_tile_coords``).
+    A tile's rows past its request's end are the next request's (or zeros), masked as a
+    batch's are. Otherwise the three are None (constexprs, never passed).
     """
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [2, 64, D0], q_desc.layout)
@@ -410,14 +456,17 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
     gl.warp_specialize(
         [
             (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-                          stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ,
-                          GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)),
+                          stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
+                          qo_indptr, kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES,
+                          CAUSAL, PINGPONG, STORE_LSE, RAGGED)),
             (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-                          stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, HQ,
-                          GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE)),
+                          stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
+                          qo_indptr, kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES,
+                          CAUSAL, PINGPONG, STORE_LSE, RAGGED)),
             (_producer, (q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
-                         v_smem, q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, HQ,
-                         GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL)),
+                         v_smem, q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split,
+                         qo_indptr, kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES,
+                         CAUSAL, RAGGED)),
         ],
         [4, 1],
         [CONSUMER_REGS, PRODUCER_REGS],

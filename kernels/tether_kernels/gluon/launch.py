@@ -7,6 +7,7 @@ launcher does, when called.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 from importlib import metadata
@@ -132,6 +133,25 @@ def split_count(programs: int, key_blocks: int, sms: int) -> int:
     return max(1, min(sms // programs, key_blocks // MIN_SPLIT_BLOCKS, MAX_SPLIT))
 
 
+def ragged_work(
+    qo_lens: tuple[int, ...], kv_lens: tuple[int, ...], block_n: int, causal: bool
+) -> list[tuple[int, int]]:
+    """A ragged launch's work items, (request, query tile of 128 rows), each once, the tiles
+    with the most key blocks first (ties in request and tile order): the longest-first order
+    of a batch's grid, over requests of their own lengths. A tile whose rows see no key is
+    kept: it writes their zeros."""
+    items = []
+    for b, (qo, kv) in enumerate(zip(qo_lens, kv_lens, strict=True)):
+        for t in range(-(-qo // 128)):
+            if causal:
+                end = min(kv, t * 128 + 128 + kv - qo)  # one past the last key the tile sees
+                blocks = -(-max(end, 0) // block_n)
+            else:
+                blocks = -(-kv // block_n)
+            items.append((-blocks, b, t))
+    return [(b, t) for _, b, t in sorted(items)]
+
+
 # The Triton release whose Gluon API the kernel is written against (the H200's).
 GLUON_TRITON = "3.6."
 
@@ -181,6 +201,11 @@ class GluonPlan:
     (``split_count``); a number forces it (1: never split). A split launch writes f32
     partial results into fresh workspace and launches ``merge_splits`` after the kernel.
 
+    ``lens`` (qo_lens, kv_lens): a ragged batch, packed (``RAGGED``): q [total queries, hq, d],
+    k/v [total keys, hkv, d], lse [hq, total queries]; ``shape`` then gives batch 1 and the
+    totals as qo_len and kv_len. Its work list and offsets go to the device once, here; it
+    never splits.
+
     The first launch goes through the JIT with Triton's checked ``TensorDescriptor``s; later
     ones launch the compiled kernel directly with bare descriptors (``direct.py``)."""
 
@@ -194,6 +219,7 @@ class GluonPlan:
         sm_scale: float | None = None,
         want_lse: bool = False,
         n_split: int | None = None,
+        lens: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
     ) -> None:
         import torch
         from triton.experimental.gluon import language as gl
@@ -216,6 +242,11 @@ class GluonPlan:
             raise ValueError(f"gluon attn_fwd: {config} needs more shared memory than a block has")
         if n_split is not None and not 1 <= n_split <= MAX_SPLIT:
             raise ValueError(f"gluon attn_fwd: n_split {n_split} not in 1..{MAX_SPLIT}")
+        if lens is not None and (batch != 1 or sum(lens[0]) != qo_len or sum(lens[1]) != kv_len):
+            raise ValueError(
+                f"gluon attn_fwd: a ragged plan takes batch 1 and the totals of its lengths, "
+                f"got {shape} for {len(lens[0])} requests"
+            )
         scale = d**-0.5 if sm_scale is None else sm_scale
         if not (scale > 0 and math.isfinite(scale)):
             # The kernel takes the row max of the unscaled scores (see the kernel's docstring).
@@ -240,6 +271,17 @@ class GluonPlan:
         self.kv_strides = [self.kv_dims[1], 1]
         tiles = -(-qo_len // 128)
         programs = tiles * batch * hq
+        # A ragged batch's work list and offsets (int32), on the device once per plan.
+        self.ragged_args: tuple[Any, Any, Any] = (None, None, None)
+        if lens is not None:
+            work = ragged_work(lens[0], lens[1], config.block_n, causal)
+            programs = len(work) * hq
+            n_split = 1
+            qo_indptr, kv_indptr = ([0, *itertools.accumulate(ns)] for ns in lens)
+            self.ragged_args = tuple(
+                torch.tensor(x, dtype=torch.int32, device=device)
+                for x in (qo_indptr, kv_indptr, work)
+            )  # type: ignore[assignment]
         if n_split is None:
             # The longest tile sees every key (the last tile, when causal: masks align
             # bottom-right).
@@ -262,6 +304,7 @@ class GluonPlan:
             STORE_LSE=want_lse or n_split > 1,  # a split's LSE weighs it in the merge
             PRODUCER_REGS=config.producer_regs,
             CONSUMER_REGS=config.consumer_regs,
+            RAGGED=lens is not None,
             num_warps=4,
             maxnreg=MAXNREG,
         )
@@ -300,7 +343,7 @@ class GluonPlan:
         return out
 
     def _launch(self, q: Any, k: Any, v: Any, out: Any, lse_arg: Any) -> Any:
-        rest = (out, lse_arg, *self.consts, *self.out_strides)
+        rest = (out, lse_arg, *self.consts, *self.out_strides, *self.ragged_args)
         stream = self.kernel.stream()
         if stream is not None:
             # A descriptor's base is read for its address only: q itself, not a 2-D view; the
@@ -374,5 +417,6 @@ __all__ = [
     "default_config",
     "gluon_unavailable",
     "head_part",
+    "ragged_work",
     "split_count",
 ]
