@@ -29,6 +29,7 @@ __all__ = [
     "ARCH_TABLE",
     "GPU_ARCHES",
     "OWN_ARM",
+    "PER_REQUEST",
     "ROUTE_ORDER",
     "Arch",
     "ArchLimits",
@@ -289,6 +290,9 @@ GPU_ARCHES: tuple[str, ...] = tuple(a.name for a in ARCH_TABLE if a.vendor != "c
 # Arms each arch can run at all; an arm's own ``supports`` narrows this per shape.
 ARCH_ARMS: dict[str, tuple[str, ...]] = {a.name: a.arms for a in ARCH_TABLE}
 ROUTE_ORDER: dict[str, tuple[str, ...]] = {a.name: a.route_order for a in ARCH_TABLE}
+# What a ragged batch (ragged_prefill) takes on every arch after the route order's arms that
+# take one in one launch: each request routed and run as single_prefill would (routing.py).
+PER_REQUEST = "per_request"
 # tether's own kernel where it is not the Triton kernel (the policy's ``OWN_ARM.get(arch,
 # "triton")``).
 OWN_ARM: dict[str, str] = {a.name: a.own_arm for a in ARCH_TABLE if a.own_arm != "triton"}

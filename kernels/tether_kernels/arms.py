@@ -29,7 +29,7 @@ from tether_kernels.serves import (
     INT32_ELEMENTS,
     Serves,
 )
-from tether_kernels.shapes import TORCH_DTYPES, Shape
+from tether_kernels.shapes import TORCH_DTYPES, Call, Ragged, Shape
 
 if TYPE_CHECKING:
     import torch
@@ -139,21 +139,27 @@ class Arm:
         family = ARCH[arch].kernel_names
         return self.kernels_by_arch.get(family, self.kernels_by_arch.get("gpu", ()))
 
-    def supports(self, shape: Shape, arch: str, *, need_lse: bool = False) -> str | None:
+    def supports(self, shape: Call, arch: str, *, need_lse: bool = False) -> str | None:
         """None when this arm serves ``shape`` on ``arch`` (with the LSE if ``need_lse``)
-        under the contract in kernels/API.md, else the constraint it fails."""
+        under the contract in kernels/API.md, else the constraint it fails. A ``Ragged``
+        batch is served by the arms that take one in one launch (``Serves.ragged``)."""
+        reason = self.declared_refusal(shape, arch, need_lse=need_lse)
+        return reason if reason is not None else self._available(arch)
+
+    def declared_refusal(self, shape: Call, arch: str, *, need_lse: bool = False) -> str | None:
+        """``supports`` by the declaration alone: whether this process can run the arm (an
+        optional backend installed) left out, as a host that does not run it can judge."""
         check_arch(arch)
         if arch not in self.serves or self.name not in ARCH_ARMS[arch]:
             return f"{self.name} does not run on {arch}"
-        reason = self.serves[arch].refusal(shape, need_lse=need_lse)
-        return reason if reason is not None else self._available(arch)
+        return self.serves[arch].refusal(shape, need_lse=need_lse)
 
     def prepare(
         self,
         q: torch.Tensor,
         k: torch.Tensor,
         v: torch.Tensor,
-        shape: Shape,
+        shape: Call,
         out: torch.Tensor | None = None,
         lse: torch.Tensor | None = None,
         arch: str | None = None,
@@ -166,7 +172,8 @@ class Arm:
 
         q [batch, qo_len, hq, d], k/v [batch, kv_len, hkv, d] (BSHD, contiguous); ``lse``
         (f32 [batch, hq, qo_len]) is filled only by arms with ``returns_lse``; ``sm_scale``
-        defaults to 1/sqrt(head_dim).
+        defaults to 1/sqrt(head_dim). A ``Ragged`` batch's are packed: q [total queries, hq,
+        d], k/v [total keys, hkv, d], lse [hq, total queries].
         """
         import torch
 
@@ -177,8 +184,12 @@ class Arm:
             raise ArmUnavailableError(f"arm {self.name}: {reason}")
         if lse is not None and not self.returns_lse:
             raise ArmUnavailableError(f"arm {self.name}: does not return the log-sum-exp")
-        want_q = (shape.batch, shape.qo_len, shape.hq, shape.head_dim)
-        want_kv = (shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
+        if isinstance(shape, Ragged):
+            want_q: tuple[int, ...] = (shape.total_qo, shape.hq, shape.head_dim)
+            want_kv: tuple[int, ...] = (shape.total_kv, shape.hkv, shape.head_dim)
+        else:
+            want_q = (shape.batch, shape.qo_len, shape.hq, shape.head_dim)
+            want_kv = (shape.batch, shape.kv_len, shape.hkv, shape.head_dim)
         dtype = torch_dtype(shape.dtype)
         for name, t, want in (("q", q, want_q), ("k", k, want_kv), ("v", v, want_kv)):
             if tuple(t.shape) != want:
@@ -194,7 +205,7 @@ class Arm:
         assert self._prepare is not None
         return self._prepare(q, k, v, shape, out, lse, arch, sm_scale)
 
-    def plan(self, shape: Shape, arch: str, sm_scale: float | None, want_lse: bool) -> PerCall:
+    def plan(self, shape: Call, arch: str, sm_scale: float | None, want_lse: bool) -> PerCall:
         """A launcher for every call of this key: ``(q, k, v, out, lse) -> output``.
 
         Whatever depends only on the key (the launch config, a mask, the backend's keyword

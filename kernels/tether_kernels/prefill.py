@@ -1,6 +1,7 @@
-"""Public entry points: single_prefill (one request, batch pinned to 1) and batch_prefill.
+"""Public entry points: single_prefill (one request, batch pinned to 1), batch_prefill (a batch
+of one length) and ragged_prefill (requests of their own lengths, packed).
 
-Both check their arguments (a clear UsageError naming the argument, before anything runs),
+Each checks its arguments (a clear UsageError naming the argument, before anything runs),
 ask ``route`` which arm to take, then run that arm; neither falls back when the arm refuses.
 
 The per-call path only launches. What a call's checks, route and launch config depend on is
@@ -11,23 +12,29 @@ of the key builds the key, finds the plan and launches: it allocates its output,
 input only where the routed kernel needs it contiguous, and runs no probe, mask or route. A
 call whose tensors differ in any of those from a cached key is a new key, checked in full.
 ``_run_plan`` is the one place a call runs, so tests can record which arm each call took.
+
+ragged_prefill's key also holds its offsets (host integers, as FlashInfer's ``plan`` takes
+them): a serving step's batch is planned once, and every layer's call of it only launches.
+Routed to ``per_request``, its plan is each request's single_prefill plan, run one after
+another into the packed output.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from tether.errors import UsageError
+from tether.errors import ArmUnavailableError, UsageError
 
-from tether_kernels.archs import check_arch, detect_arch
+from tether_kernels.archs import PER_REQUEST, check_arch, detect_arch
 from tether_kernels.arms import get_arm
-from tether_kernels.routing import route
-from tether_kernels.shapes import TORCH_DTYPES, Shape
+from tether_kernels.routing import per_request_refusal, route
+from tether_kernels.shapes import TORCH_DTYPES, Call, Ragged, Shape
 
 if TYPE_CHECKING:
     import torch
@@ -139,7 +146,7 @@ class _Plan:
     allocates the output (and LSE), makes a copy the kernel needs, and launches."""
 
     arm: str
-    shape: Shape
+    shape: Call
     arch: str
     return_lse: bool
     writes_out: bool
@@ -148,6 +155,15 @@ class _Plan:
     # single_prefill's own [len, heads, d] tensors go to the launcher as they are (no batch
     # view in, no [0] out): the arm reads dense tensors by address only (Arm.unbatched).
     unbatched: bool = False
+
+    @property
+    def lse_dims(self) -> tuple[int, ...]:
+        """The LSE's shape: [hq, qo_len] unbatched, [hq, total queries] for a ragged batch,
+        else [batch, hq, qo_len]."""
+        s = self.shape
+        if isinstance(s, Ragged):
+            return (s.hq, s.total_qo)
+        return (s.hq, s.qo_len) if self.unbatched else (s.batch, s.hq, s.qo_len)
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
         import torch
@@ -158,9 +174,7 @@ class _Plan:
         out = torch.empty_like(q) if self.writes_out else None
         lse = None
         if self.return_lse:
-            s = self.shape
-            dims = (s.hq, s.qo_len) if self.unbatched else (s.batch, s.hq, s.qo_len)
-            lse = torch.empty(dims, dtype=torch.float32, device=q.device)
+            lse = torch.empty(self.lse_dims, dtype=torch.float32, device=q.device)
         res = self.launch(q, k, v, out, lse)
         return (res, lse) if self.return_lse else res
 
@@ -169,7 +183,7 @@ def _dense(t: torch.Tensor) -> bool:
     return t.is_contiguous() and t.data_ptr() % 16 == 0
 
 
-_PLANS: OrderedDict[tuple[Any, ...], _Plan] = OrderedDict()
+_PLANS: OrderedDict[tuple[Any, ...], _Plan | _PerRequestPlan] = OrderedDict()
 
 
 def _tensor_key(t: Any) -> tuple[Any, ...]:
@@ -195,7 +209,7 @@ def _key(
 def _plan_for(
     entry: str,
     arm_name: str,
-    shape: Shape,
+    shape: Call,
     arch: str,
     return_lse: bool,
     scale: float | None,
@@ -240,6 +254,7 @@ def _checked_plan(
 _LAYOUTS = {
     "single_prefill": "[len, heads, head_dim] (batch is 1)",
     "batch_prefill": "[batch, len, heads, head_dim]",
+    "ragged_prefill": "[total len, heads, head_dim] (requests packed)",
 }
 
 
@@ -255,6 +270,7 @@ def _call(
             _PLANS[key] = plan
             if len(_PLANS) > PLAN_CACHE_SIZE:
                 _PLANS.popitem(last=False)
+    assert isinstance(plan, _Plan)  # the key names this entry point: never a ragged plan
     if entry == "single_prefill" and not plan.unbatched:
         res = _run_plan(plan, q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0))
         if return_lse:
@@ -263,7 +279,180 @@ def _call(
     return _run_plan(plan, q, k, v)  # batch_prefill, or single_prefill's unbatched plan
 
 
-def _run_plan(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+# --- ragged_prefill: requests of their own lengths, packed ------------------------------------
+
+
+def _offsets_key(offsets: Any) -> tuple[int, ...] | None:
+    """The offsets as a key: a tuple of Python ints, or None where they are not plainly that
+    (then the full check names what is wrong). A host integer tensor gives its values."""
+    try:
+        import torch
+
+        if isinstance(offsets, torch.Tensor):
+            if offsets.device.type != "cpu" or offsets.is_floating_point() or offsets.dim() != 1:
+                return None
+            offsets = offsets.tolist()
+        values = tuple(offsets)
+    except Exception:  # not a sequence: the full check names it
+        return None
+    return values if all(type(x) is int for x in values) else None
+
+
+def _check_offsets(name: str, offsets: Any, total: int, of: str) -> tuple[int, ...]:
+    """``offsets`` (host integers: a list, tuple or CPU integer tensor) checked: batch + 1 of
+    them from 0, each request at least one row, the last ``total`` (``of``'s rows)."""
+    import torch
+
+    entry = "ragged_prefill"
+    if isinstance(offsets, torch.Tensor) and offsets.device.type != "cpu":
+        raise UsageError(
+            f"{entry}: {name} is on {offsets.device}; pass the offsets on the host (a list or "
+            "a CPU tensor): they key the call's plan, which a device tensor would make "
+            "every call read back"
+        )
+    if isinstance(offsets, torch.Tensor) and (offsets.is_floating_point() or offsets.dim() != 1):
+        raise UsageError(
+            f"{entry}: {name} must be a 1-D integer tensor, got {offsets.dtype} of shape "
+            f"{tuple(offsets.shape)}"
+        )
+    values = _offsets_key(offsets)
+    if values is None:
+        raise UsageError(
+            f"{entry}: {name} must be a sequence of ints (or a CPU integer tensor), got "
+            f"{type(offsets).__name__}"
+            + (f" {list(offsets)[:8]!r}" if isinstance(offsets, (list, tuple)) else "")
+        )
+    if len(values) < 2 or values[0] != 0:
+        raise UsageError(
+            f"{entry}: {name} must start at 0 and hold batch + 1 offsets, got {values[:8]!r}"
+        )
+    for i, (a, b) in enumerate(itertools.pairwise(values)):
+        if b <= a:
+            raise UsageError(
+                f"{entry}: {name} gives request {i} {b - a} rows ({a} to {b}); every request "
+                "needs at least one"
+            )
+    if values[-1] != total:
+        raise UsageError(f"{entry}: {name} ends at {values[-1]}, but {of} has {total} rows")
+    return values
+
+
+def _ragged_key(
+    q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, causal: object,
+    sm_scale: object, return_lse: object, arch: object,
+) -> tuple[Any, ...] | None:  # fmt: skip
+    """The call's key: ``_key``'s, with both offsets' values; None where it cannot be formed."""
+    base = _key("ragged_prefill", q, k, v, causal, sm_scale, return_lse, arch)
+    qo, kv = _offsets_key(qo_indptr), _offsets_key(kv_indptr)
+    if base is None or qo is None or kv is None:
+        return None
+    return (*base, qo, kv)
+
+
+def _checked_ragged_plan(
+    q: Any, k: Any, v: Any, qo_indptr: Any, kv_indptr: Any, causal: object, sm_scale: object,
+    return_lse: object, arch: str | None,
+) -> _Plan | _PerRequestPlan:  # fmt: skip
+    """The full check of a ragged call, its route and its plan (the first call of a key)."""
+    entry = "ragged_prefill"
+    _check_tensors(entry, (q, k, v), _LAYOUTS[entry])
+    causal, scale, return_lse = _check_flags(entry, causal, sm_scale, return_lse)
+    # The checks a batch of one makes of q, k, v (heads, head_dim, dtypes) apply as they are.
+    one = _shape_of(q[None], k[None], v[None], causal, entry)
+    found = _check_device(entry, q, k, v, arch)
+    qo = _check_offsets("qo_indptr", qo_indptr, q.shape[0], "q")
+    kv = _check_offsets("kv_indptr", kv_indptr, k.shape[0], "k")
+    if len(qo) != len(kv):
+        raise UsageError(
+            f"{entry}: qo_indptr holds {len(qo) - 1} requests, kv_indptr {len(kv) - 1}"
+        )
+    ragged = Ragged(
+        tuple(b - a for a, b in itertools.pairwise(qo)),
+        tuple(b - a for a, b in itertools.pairwise(kv)),
+        one.hq, one.hkv, one.head_dim, one.dtype, causal,
+    )  # fmt: skip
+    arm = route(entry, ragged, found, return_lse=return_lse)
+    if arm == PER_REQUEST:
+        return _PerRequestPlan.build(ragged, found, return_lse, scale, q, k, v)
+    return _plan_for(entry, arm, ragged, found, return_lse, scale, q, k, v)
+
+
+@dataclass(frozen=True)
+class _PerRequestPlan:
+    """A ragged batch run one request at a time, each by its own single_prefill plan, into the
+    packed output (and LSE): where no arm takes the batch in one launch. ``arm`` is
+    ``per_request``; ``plans`` the requests' (their arms are each plan's)."""
+
+    shape: Ragged
+    return_lse: bool
+    plans: tuple[_Plan, ...]
+    rows: tuple[tuple[int, int, int, int], ...]  # per request: q rows [a, b), k rows [c, d)
+    arm: str = PER_REQUEST
+
+    @classmethod
+    def build(
+        cls, shape: Ragged, arch: str, return_lse: bool, scale: float | None,
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    ) -> _PerRequestPlan:  # fmt: skip
+        qo = [0, *itertools.accumulate(shape.qo_lens)]
+        kv = [0, *itertools.accumulate(shape.kv_lens)]
+        rows = tuple((qo[i], qo[i + 1], kv[i], kv[i + 1]) for i in range(shape.batch))
+        made: dict[Shape, _Plan] = {}
+        plans = []
+        for request, (a, b, c, d) in zip(shape.requests(), rows, strict=True):
+            if request not in made:
+                qs, ks, vs = q[a:b], k[c:d], v[c:d]
+                arm = route("single_prefill", request, arch, return_lse=return_lse)
+                made[request] = _plan_for(
+                    "single_prefill", arm, request, arch, return_lse, scale, qs, ks, vs
+                )
+            plans.append(made[request])
+        return cls(shape, return_lse, tuple(plans), rows)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+        import torch
+
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        lse = None
+        if self.return_lse:
+            lse = torch.empty((self.shape.hq, self.shape.total_qo), dtype=torch.float32,
+                              device=q.device)  # fmt: skip
+        for plan, (a, b, c, d) in zip(self.plans, self.rows, strict=True):
+            qs, ks, vs = q[a:b], k[c:d], v[c:d]
+            if not plan.unbatched:
+                qs, ks, vs = qs[None], ks[None], vs[None]
+            res = plan(qs, ks, vs)
+            # Each request's output (and LSE) into its rows: a copy the request's own plan
+            # does not make (its kernel writes a fresh tensor of its own length).
+            part = res[0] if lse is not None else res
+            out[a:b].copy_(part if plan.unbatched else part[0])
+            if lse is not None:
+                lse[:, a:b].copy_(res[1] if plan.unbatched else res[1][0])
+        return (out, lse) if self.return_lse else out
+
+
+def plan_per_request(
+    shape: Ragged,
+    arch: str,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    sm_scale: float | None = None,
+) -> Callable[[], torch.Tensor]:
+    """ragged_prefill's ``per_request`` route for ``shape`` on ``arch``, planned now for these
+    packed tensors: a call that runs each request's single_prefill plan into a fresh packed
+    output, as ragged_prefill does when it routes there (what a policy sweep compares the
+    one-launch arms against). ArmUnavailableError where a request has no route."""
+    reason = per_request_refusal(shape, arch)
+    if reason is not None:
+        raise ArmUnavailableError(f"per_request: {reason}")
+    plan = _PerRequestPlan.build(shape, arch, False, sm_scale, q, k, v)
+    return lambda: plan(q, k, v)
+
+
+def _run_plan(
+    plan: _Plan | _PerRequestPlan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> Any:
     """The one place a call runs its plan (``plan.arm`` names the arm), so tests can record it."""
     return plan(q, k, v)
 
@@ -350,4 +539,63 @@ def batch_prefill(
     """
     res: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
     res = _call("batch_prefill", q, k, v, causal, sm_scale, return_lse, arch)
+    return res
+
+
+@overload
+def ragged_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    qo_indptr: Sequence[int] | torch.Tensor,
+    kv_indptr: Sequence[int] | torch.Tensor,
+    causal: bool = ...,
+    sm_scale: float | None = ...,
+    return_lse: Literal[False] = ...,
+    arch: str | None = ...,
+) -> torch.Tensor: ...
+@overload
+def ragged_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    qo_indptr: Sequence[int] | torch.Tensor,
+    kv_indptr: Sequence[int] | torch.Tensor,
+    causal: bool = ...,
+    sm_scale: float | None = ...,
+    *,
+    return_lse: Literal[True],
+    arch: str | None = ...,
+) -> tuple[torch.Tensor, torch.Tensor]: ...
+def ragged_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    qo_indptr: Sequence[int] | torch.Tensor,
+    kv_indptr: Sequence[int] | torch.Tensor,
+    causal: bool = True,
+    sm_scale: float | None = None,
+    return_lse: bool = False,
+    arch: str | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Attention for a batch of requests of their own lengths, packed: q [total_qo, hq, d],
+    k/v [total_kv, hkv, d] -> [total_qo, hq, d].
+
+    Request i's queries are rows ``qo_indptr[i]:qo_indptr[i + 1]`` of q, its keys and values
+    rows ``kv_indptr[i]:kv_indptr[i + 1]`` of k and v: offsets on the host (a list or a CPU
+    integer tensor), batch + 1 of them from 0, each request at least one row. Causal is
+    bottom-right aligned per request (chunked prefill). With ``return_lse`` also returns the
+    natural-log LSE [hq, total_qo] in f32. See kernels/API.md for the full contract.
+    """
+    key = _ragged_key(q, k, v, qo_indptr, kv_indptr, causal, sm_scale, return_lse, arch)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan = _checked_ragged_plan(
+            q, k, v, qo_indptr, kv_indptr, causal, sm_scale, return_lse, arch
+        )
+        if key is not None:
+            _PLANS[key] = plan
+            if len(_PLANS) > PLAN_CACHE_SIZE:
+                _PLANS.popitem(last=False)
+    res: torch.Tensor | tuple[torch.Tensor, torch.Tensor] = _run_plan(plan, q, k, v)
     return res

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tether_kernels.shapes import DTYPES, Shape
+from tether_kernels.shapes import DTYPES, Call, Ragged, Shape
 
 # How an arm applies the bottom-right causal mask when qo_len != kv_len (every routable arm
 # applies it; the value says where the work happens, for the reader and the fidelity check).
@@ -85,6 +85,9 @@ class Serves:
     max_elements: int | None = None
     keyless_rows: str | None = None
     lse: bool = False
+    # Takes a ragged batch (``Ragged``: packed requests of their own lengths) in one launch;
+    # False: ragged_prefill reaches this arm only one request at a time (routing's per_request).
+    ragged: bool = False
     why: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -101,9 +104,13 @@ class Serves:
     def _because(self, name: str) -> str:
         return f" ({self.why[name]})" if name in self.why else ""
 
-    def refusal(self, shape: Shape, *, need_lse: bool = False) -> str | None:
+    def refusal(self, shape: Call, *, need_lse: bool = False) -> str | None:
         """None when this declaration covers ``shape`` (and the LSE if asked), else the first
-        constraint it fails, named with the value that fails it."""
+        constraint it fails, named with the value that fails it. A ``Ragged`` batch is covered
+        when the arm takes ragged batches, every request is covered as a call of its own, and
+        the packed tensors fit ``max_elements``."""
+        if isinstance(shape, Ragged):
+            return self._ragged_refusal(shape, need_lse)
         if shape.dtype not in self.dtypes:
             return f"dtype {shape.dtype} is not one of {', '.join(self.dtypes)}" + self._because(
                 "dtypes"
@@ -140,6 +147,22 @@ class Serves:
             )
         if need_lse and not self.lse:
             return "does not return the log-sum-exp (return_lse)"
+        return None
+
+    def _ragged_refusal(self, call: Ragged, need_lse: bool) -> str | None:
+        if not self.ragged:
+            return "takes no ragged batch in one launch" + self._because("ragged")
+        for i, request in call.distinct():
+            reason = self.refusal(request, need_lse=need_lse)
+            if reason is not None:
+                return f"request {i} ({request.qo_len} x {request.kv_len}): {reason}"
+        if self.max_elements is not None:
+            largest = max(call.total_qo * call.hq, call.total_kv * call.hkv) * call.head_dim
+            if largest > self.max_elements:
+                return (
+                    f"a packed tensor of {largest} elements is above {self.max_elements}"
+                    + self._because("max_elements")
+                )
         return None
 
 

@@ -11,13 +11,14 @@ probabilities to the input dtype alone can cause, and a correct kernel failed.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
 import pytest
 import torch
 from tether.pytest_plugin import current_arch, device
-from tether_kernels import Shape
+from tether_kernels import Ragged, Shape
 from tether_kernels.arms import attention_ref, get_arm, torch_dtype
 
 # Outputs are O(1); in f32 the baseline's own error is a few ulps, so a ratio alone is noise.
@@ -167,3 +168,50 @@ def assert_within_baseline(
         f"{name} {shape.key()}: err {err:.3e} > tol {tol:.3e} "
         f"(math {math_err:.3e}, rounding bound {round_err:.3e}, seed {seed})"
     )
+
+
+# --- ragged batches (ragged_prefill): packed requests, judged one request at a time ---------
+
+
+def packed(
+    call: Ragged, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int], list[int]]:
+    """Random packed q [total_qo, hq, d], k/v [total_kv, hkv, d] on the test device, and the
+    offsets as a caller holds them (host lists)."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    dtype = torch_dtype(call.dtype)
+
+    def rnd(*dims: int) -> torch.Tensor:
+        return torch.randn(*dims, generator=gen).to(device=device(), dtype=dtype)
+
+    q = rnd(call.total_qo, call.hq, call.head_dim)
+    k = rnd(call.total_kv, call.hkv, call.head_dim)
+    v = rnd(call.total_kv, call.hkv, call.head_dim)
+    qo = [0, *itertools.accumulate(call.qo_lens)]
+    kv = [0, *itertools.accumulate(call.kv_lens)]
+    return q, k, v, qo, kv
+
+
+def assert_matches_per_request(
+    name: str, call: Ragged, q, k, v, qo, kv, out, lse, seed: int
+) -> None:
+    """Each request's rows of ``out`` within the suite's tolerance of its own reference, and
+    its LSE -inf exactly where a row sees no key, else within f32 rounding."""
+    assert out.shape == q.shape and out.dtype == q.dtype
+    for i, request in enumerate(call.requests()):
+        qs, ks, vs = (
+            q[qo[i] : qo[i + 1]][None],
+            k[kv[i] : kv[i + 1]][None],
+            v[kv[i] : kv[i + 1]][None],
+        )
+        part = out[qo[i] : qo[i + 1]][None]
+        assert_within_baseline(f"{name} request {i}", part, request, qs, ks, vs, seed)
+        if lse is None:
+            continue
+        _, ref = attention_ref(qs, ks, vs, call.causal, return_lse=True)
+        got = lse[:, qo[i] : qo[i + 1]]
+        seen = torch.isfinite(ref[0])
+        assert torch.equal(torch.isfinite(got), seen), (
+            f"{name} request {i}: -inf rows (seed {seed})"
+        )
+        assert max_err(got[seen], ref[0][seen]) <= 1e-4 * ref[0][seen].abs().max().item() + 1e-5

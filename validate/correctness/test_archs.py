@@ -97,12 +97,15 @@ def test_policy_is_conservative_and_complete() -> None:
         # tether's own kernels on the arch: the Triton kernel, and the arch's own where it has one.
         assert th.arm in ("triton", archs.OWN_ARM.get(th.arch, "triton"))
         assert th.arm in archs.ARCH_ARMS[th.arch]
-        assert th.entry in ("single_prefill", "batch_prefill")
+        assert th.entry in ("single_prefill", "batch_prefill", "ragged_prefill")
         if th.arch not in measured:
             # tether check evaluates set thresholds against the store; an arch with no runs
             # there can only hold the conservative default.
             assert th.takes is None, f"{th.region}: set without evidence in the store"
-        assert th.otherwise in archs.ARCH_ARMS[th.arch]
+        # A ragged batch's otherwise is per_request: its requests one at a time, each routed.
+        assert th.otherwise in archs.ARCH_ARMS[th.arch] or (
+            th.entry == "ragged_prefill" and th.otherwise == archs.PER_REQUEST
+        )
         assert th.evidence.predicates == ("geomean_win", "no_loss_outside_floor")
 
 
@@ -227,6 +230,11 @@ def test_the_derived_names_match_the_rows() -> None:
     for th in POLICY:
         assert th.arm in (archs.ARCH[th.arch].own_arm, "triton")
         order = archs.ROUTE_ORDER[th.arch]
+        if th.entry == "ragged_prefill":
+            # No arm of the route order takes a ragged batch in one launch: per_request does.
+            assert th.otherwise == archs.PER_REQUEST, th.region
+            assert not any(get_arm(a).serves[th.arch].ragged for a in order), th.region
+            continue
         assert th.otherwise in order, th.region
         dims = {d for f, op, v in th.scope if f == "head_dim" for d in (v if op == "in" else (v,))}
         for ahead in order[: order.index(th.otherwise)]:

@@ -10,6 +10,7 @@ from tether.pytest_plugin import current_arch, interpreter_on
 from tether_kernels import (
     ARCHES,
     ENTRY_POINTS,
+    Ragged,
     Shape,
     archs,
     batch_prefill,
@@ -98,8 +99,10 @@ def test_route_rejects_unknown_arch_and_batched_single_prefill() -> None:
 
 
 def test_reachable_entry_points() -> None:
-    assert reachable_entry_points(Shape(1, 8, 8, 2, 2, 64)) == ENTRY_POINTS
+    assert reachable_entry_points(Shape(1, 8, 8, 2, 2, 64)) == ("single_prefill", "batch_prefill")
     assert reachable_entry_points(Shape(4, 8, 8, 2, 2, 64)) == ("batch_prefill",)
+    assert reachable_entry_points(Ragged((8, 3), (8, 3), 2, 2, 64)) == ("ragged_prefill",)
+    assert set(ENTRY_POINTS) == {"single_prefill", "batch_prefill", "ragged_prefill"}
 
 
 ROUTE_SHAPES = [

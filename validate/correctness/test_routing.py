@@ -11,11 +11,19 @@ import os
 
 import pytest
 from tether.errors import TetherError, UsageError
-from tether_kernels import ARCHES, ENTRY_POINTS, Shape, reachable_entry_points, route, routing
-from tether_kernels.archs import ARCH_ARMS, ROUTE_ORDER
+from tether_kernels import (
+    ARCHES,
+    ENTRY_POINTS,
+    Ragged,
+    Shape,
+    reachable_entry_points,
+    route,
+    routing,
+)
+from tether_kernels.archs import ARCH_ARMS, PER_REQUEST, ROUTE_ORDER
 from tether_kernels.arms import ARMS, get_arm
 from tether_kernels.policy import thresholds_for
-from tether_kernels.routing import candidates, policy_choice
+from tether_kernels.routing import candidates, per_request_refusal, policy_choice
 from tether_kernels.serves import (
     HEAD_DIMS_POW2,
     HEAD_DIMS_SDPA,
@@ -91,7 +99,7 @@ def test_route_follows_the_declarations(
 ) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", interpret)
     if entry not in reachable_entry_points(shape):
-        with pytest.raises(UsageError, match="batch 1 only"):
+        with pytest.raises(UsageError, match=r"batch 1 only|ragged_prefill takes a Ragged call"):
             route(entry, shape, arch, return_lse=return_lse)
         return
     tried = candidates(entry, shape, arch)
@@ -137,6 +145,84 @@ def test_every_ordinary_call_gets_an_arm(
     assert get_arm(arm).supports(shape, arch, need_lse=return_lse) is None
 
 
+# --- Ragged batches (ragged_prefill): one launch where an arm takes it, else per_request -----
+
+
+@st.composite
+def raggeds(draw: st.DrawFn) -> Ragged:
+    shape = draw(shapes())
+    batch = draw(st.integers(1, 6))
+    qo = tuple(draw(lengths) for _ in range(batch))
+    kv = tuple(draw(st.sampled_from((*qo, *NAMED_LENGTHS))) for _ in range(batch))
+    return Ragged(qo, kv, shape.hq, shape.hkv, shape.head_dim, shape.dtype, shape.causal)
+
+
+@pytest.mark.parametrize("interpret", INTERPRETER)
+@PROPERTY
+@given(
+    call=raggeds(), arch=st.sampled_from(ARCHES), entry=st.sampled_from(ENTRY_POINTS),
+    return_lse=st.booleans(),
+)  # fmt: skip
+def test_ragged_routes_follow_the_declarations(
+    call: Ragged, arch: str, entry: str, return_lse: bool, interpret: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    if entry != "ragged_prefill":
+        with pytest.raises(UsageError, match="ragged_prefill's"):
+            route(entry, call, arch, return_lse=return_lse)
+        return
+    tried = candidates(entry, call, arch)
+    assert tried[-1] == PER_REQUEST
+    reasons = {name: routing.refusal(name, call, arch, need_lse=return_lse) for name in tried}
+    try:
+        arm = route(entry, call, arch, return_lse=return_lse)
+    except UsageError as exc:
+        assert all(r is not None for r in reasons.values()), (call, arch, reasons)
+        for name, reason in reasons.items():
+            assert f"{name}: {reason}" in str(exc)
+        return
+    assert arm == next(name for name, r in reasons.items() if r is None)
+    if arm == PER_REQUEST:
+        # Every request has a single_prefill route of its own.
+        for request in call.requests():
+            route("single_prefill", request, arch, return_lse=return_lse)
+        return
+    # One launch: an arm that takes a ragged batch and serves every request of it.
+    serves = get_arm(arm).serves[arch]
+    assert serves.ragged
+    for request in call.requests():
+        assert serves.refusal(request, need_lse=return_lse) is None
+
+
+def test_sm90_sends_ragged_batches_in_the_policys_scope_to_the_gluon_kernel() -> None:
+    lens = (256, 512, 768, 1024)
+    call = Ragged(lens, lens, 32, 8, 128, "bf16", True)
+    assert route("ragged_prefill", call, "sm90") == "gluon"
+    assert route("ragged_prefill", call, "sm90", return_lse=True) == "gluon"
+    # Outside the scope or below its bounds: each request as single_prefill routes it.
+    for other in (
+        dataclasses.replace(call, qo_lens=(100,), kv_lens=(100,)),  # batch 1
+        dataclasses.replace(call, qo_lens=(64, 200), kv_lens=(64, 200)),  # longest below 256
+        dataclasses.replace(call, kv_lens=(300, 600, 900, 1100)),  # chunked requests
+        dataclasses.replace(call, dtype="f32"),
+    ):
+        assert route("ragged_prefill", other, "sm90") == PER_REQUEST, other
+    for arch in ("gfx942", "gfx950", "gfx1151", "cpu"):
+        assert route("ragged_prefill", call.__class__(lens, lens, 8, 2, 64, "f16"), arch) == (
+            PER_REQUEST
+        )
+
+
+def test_a_ragged_batch_no_arm_serves_names_the_request() -> None:
+    call = Ragged((64, 64), (64, 64), 8, 2, 20, "f16", True)
+    with pytest.raises(UsageError, match="no arm on sm90 serves") as exc:
+        route("ragged_prefill", call, "sm90")
+    assert "per_request: request 0 (64 x 64): single_prefill: no arm on sm90" in str(exc.value)
+    assert per_request_refusal(call.__class__((64,), (64,), 8, 2, 64, "f16"), "sm90") is None
+    with pytest.raises(UsageError, match="takes a Ragged call"):
+        route("ragged_prefill", Shape(1, 64, 64, 8, 2, 64, "f16"), "sm90")
+
+
 # --- What issue 11 found on the H200 (each failed on the router before it) --------------
 
 KEYLESS = [
@@ -162,7 +248,7 @@ def test_sm90_keeps_causal_calls_with_keyless_rows_off_cudnn(shape: Shape) -> No
     ],
 )
 def test_sm90_sends_kv_len_1_to_the_kernel_that_serves_it(shape: Shape) -> None:
-    for entry in ENTRY_POINTS:
+    for entry in reachable_entry_points(shape):
         assert route(entry, shape, "sm90") == "triton"
     assert "kv_len 1 is below 2" in get_arm("sdpa_cudnn").supports(shape, "sm90")
 

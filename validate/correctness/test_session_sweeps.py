@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from tether import registry
-from tether_kernels.archs import ARCH_ARMS
+from tether_kernels.archs import PER_REQUEST
 from tether_kernels.arms import get_arm
-from tether_kernels.routing import reachable_entry_points, route
+from tether_kernels.routing import per_request_refusal, reachable_entry_points, route
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION = ROOT / "ci" / "h200-session.sh"
@@ -34,27 +34,21 @@ def session_sweeps() -> list[str]:
     return found.group(1).split() + list(EXTRA)
 
 
-def declared_refusal(name: str, shape: Any, arch: str) -> str | None:
-    """Why the kernel-library arm ``name`` does not serve ``shape`` on ``arch`` by its
-    declaration (None: it does); whether a peer is importable on this host is left out."""
-    arm = get_arm(name)
-    if arch not in arm.serves or name not in ARCH_ARMS[arch]:
-        return f"{name} does not run on {arch}"
-    return arm.serves[arch].refusal(shape)
-
-
 def role_refusal(reg: Any, arm_name: str, case: Any, arch: str) -> str | None:
+    """Why the arm ``arm_name`` (an entry point: the arm it routes the cell to) does not serve
+    the cell on ``arch`` by its declaration; whether a peer is importable here is left out."""
     adapter = reg.get_arm(arm_name)
     if getattr(adapter, "kind", None) == "entry":
         entry = adapter.name
         if entry not in reachable_entry_points(case.shape):
-            return f"{entry} cannot make batch {case.shape.batch}"
+            return f"{entry} cannot make that call"
         try:
-            routed = route(entry, case.shape, arch)
+            arm_name = route(entry, case.shape, arch)
         except Exception as exc:  # no arm serves it: the message names each one's constraint
             return str(exc)
-        return declared_refusal(routed, case.shape, arch)
-    return declared_refusal(arm_name, case.shape, arch)
+    if arm_name == PER_REQUEST:
+        return per_request_refusal(case.shape, arch)
+    return get_arm(arm_name).declared_refusal(case.shape, arch)
 
 
 @pytest.mark.parametrize("sweep_name", session_sweeps())
@@ -80,3 +74,4 @@ def test_every_role_has_an_arm_that_serves_every_cell(sweep_name: str) -> None:
 def test_the_session_list_is_read() -> None:
     names = session_sweeps()
     assert "api-breadth-fa3" in names and "policy-wide-sm90" in names
+    assert "api-ragged-fa3" in names and "policy-ragged-sm90" in names

@@ -21,7 +21,7 @@ from tether_kernels.gluon.launch import (
     gluon_triton_reason,
 )
 from tether_kernels.serves import INT32_ELEMENTS, Serves
-from tether_kernels.shapes import TORCH_DTYPES
+from tether_kernels.shapes import TORCH_DTYPES, Ragged
 
 
 @functools.lru_cache(maxsize=1)
@@ -37,13 +37,15 @@ def available(arch: str) -> str | None:
 
 # What the kernel serves on sm90 under the contract in kernels/API.md: it masks bottom-right
 # itself, gives a row with no key 0 and lse -inf (the kernel's docstring), serves GQA through
-# GROUP, and returns the LSE. The routed-API grid runs it wherever the policy routes it.
+# GROUP, and returns the LSE. The routed-API grid runs it wherever the policy routes it. A
+# ragged batch (ragged_prefill) runs in one launch: each program reads its request's offsets.
 SERVES_SM90 = Serves(
     ("f16", "bf16"),
     HEAD_DIMS,
     "kernel",
     max_elements=INT32_ELEMENTS,
     lse=True,
+    ragged=True,
     why={
         "dtypes": "wgmma takes f16 and bf16 operands here; f32 is not instantiated",
         "head_dims": "register tiles are powers of two: 64, 128 and 256 (a narrower key tile "
@@ -58,6 +60,11 @@ def prepare_gluon(config: GluonConfig | None) -> Callable[..., Callable[[], Any]
     the variant ``default_config`` picks for the call's head_dim."""
 
     def prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
+        if isinstance(shape, Ragged):
+            # The lengths are the plan's key, not the tensors' shapes: the entry points' plan,
+            # bound to these tensors.
+            run = plan_gluon(config)(shape, arch, sm_scale, lse is not None)
+            return lambda: run(q, k, v, out, lse)
         try:
             return attn_fwd_sm90_launcher(
                 q, k, v, out, config, causal=shape.causal, sm_scale=sm_scale, lse=lse
@@ -70,12 +77,18 @@ def prepare_gluon(config: GluonConfig | None) -> Callable[..., Callable[[], Any]
 
 def plan_gluon(config: GluonConfig | None) -> Callable[..., Callable[..., Any]]:
     """The entry points' launcher of one variant (None: ``default_config``'s for the head_dim):
-    a GluonPlan once per key, then launches."""
+    a GluonPlan once per key, then launches. A ``Ragged`` call's plan is the ragged launch
+    (its lengths are the key's)."""
 
     def plan(shape, arch, sm_scale, want_lse):
         import torch
 
-        dims = (shape.batch, shape.qo_len, shape.kv_len, shape.hq, shape.hkv, shape.head_dim)
+        lens = None
+        if isinstance(shape, Ragged):
+            lens = (shape.qo_lens, shape.kv_lens)
+            dims = (1, shape.total_qo, shape.total_kv, shape.hq, shape.hkv, shape.head_dim)
+        else:
+            dims = (shape.batch, shape.qo_len, shape.kv_len, shape.hq, shape.hkv, shape.head_dim)
         dtype = getattr(torch, TORCH_DTYPES[shape.dtype])
         built: dict[object, GluonPlan] = {}
 
@@ -84,8 +97,9 @@ def plan_gluon(config: GluonConfig | None) -> Callable[..., Callable[..., Any]]:
             if found is None:
                 try:
                     found = built[q.device] = GluonPlan(
-                        dims, dtype, q.device, config, shape.causal, sm_scale, want_lse
-                    )
+                        dims, dtype, q.device, config, shape.causal, sm_scale, want_lse,
+                        lens=lens,
+                    )  # fmt: skip
                 except ValueError as exc:
                     raise ArmUnavailableError(f"arm gluon: {exc}") from exc
             return found.launch(q, k, v, out, lse)
