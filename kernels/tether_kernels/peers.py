@@ -23,6 +23,12 @@ sources (the files below are inside its wheel, under ``flashinfer/data/include/f
   ln 2 into tether's [batch, hq, qo_len] natural-log layout.
 - ``sm_scale`` is the plain softmax scale, default 1/sqrt(head_dim), as tether's.
 
+A ragged batch (``Ragged``: packed requests of their own lengths, ``ragged_prefill``'s call)
+goes to FlashInfer's ``BatchPrefillWithRaggedKVCacheWrapper`` with the same backend forced,
+as a serving stack calls it: ``plan`` once with the offsets (outside any timed region, in its
+CUDA-graph mode with fixed offset buffers, so that ``run`` can be captured), then ``run``
+per call. Causal masks there are bottom-right per request, as tether's (the same mainloop).
+
 The first call of a (backend, dtype, head_dim) module in a process JIT-builds it (or loads a
 build from FlashInfer's cache); ``prepare`` makes that call outside any timed region and
 returns its wall time on the launch callable as ``build_s``.
@@ -31,6 +37,7 @@ returns its wall time on the launch callable as ``build_s``.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -39,10 +46,13 @@ from typing import Any
 from tether.errors import ArmUnavailableError
 
 from tether_kernels.serves import Serves
+from tether_kernels.shapes import Ragged
 
 # Profiler names of the kernels each backend runs (seen on an H200 with 0.7.2.post1, see
 # ../shared/anchors/): FA3 is one warp-specialised CUTLASS kernel; FA2 may split the keys
 # over CTAs for small grids and then merges the partial states with a second kernel.
+# A ragged batch runs the same kernel template (hopper/prefill_sm90.cuh instantiates
+# PrefillWithKVCacheKernel for single and batch calls alike).
 FA3_KERNELS = (r"flashinfer::PrefillWithKVCacheKernel<flashinfer::CollectiveMainloop",)
 FA2_KERNELS = (r"flashinfer::SinglePrefillWithKVCacheKernel<", r"flashinfer::MergeStates")
 
@@ -72,13 +82,17 @@ SERVES_SM90 = Serves(
     max_batch=1,
     keyless_rows="outside FlashInfer's contract: FA2 raises, FA3 assumes a key per tile",
     lse=True,
+    ragged=True,
     why={
         "dtypes": "FlashInfer instantiates f16 and bf16",
         "head_dims": "what both backends instantiate for equal QK and VO head dims",
-        "max_batch": "single_prefill_with_kv_cache serves one sequence; the batch path is "
-        "FlashInfer's plan/run wrapper, another kernel, not declared here",
+        "max_batch": "single_prefill_with_kv_cache serves one sequence; a batch of requests "
+        "goes to FlashInfer's ragged wrapper as a Ragged call (its uniform batch is not "
+        "declared)",
     },
 )
+# FlashInfer's recommended float workspace for the batch wrappers (their split-KV scratch).
+WORKSPACE_BYTES = 128 * 1024 * 1024
 
 
 def _import_flashinfer() -> Any:
@@ -89,11 +103,48 @@ def _import_flashinfer() -> Any:
     return flashinfer
 
 
+def _ragged_call(fi: Any, backend: str, q, k, v, shape: Ragged, scale: float, lse) -> Any:
+    """FlashInfer's ragged wrapper planned for ``shape`` (offsets copied into its fixed
+    buffers: its CUDA-graph mode) and a call that runs it, filling ``lse`` ([hq, total], natural
+    log: FlashInfer's own "HN" layout in base e) when given."""
+    import torch
+
+    dev = q.device
+    offsets = [
+        torch.tensor([0, *itertools.accumulate(ns)], dtype=torch.int32)
+        for ns in (shape.qo_lens, shape.kv_lens)
+    ]
+    wrapper = fi.prefill.BatchPrefillWithRaggedKVCacheWrapper(
+        torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=dev),
+        "NHD",
+        use_cuda_graph=True,
+        qo_indptr_buf=offsets[0].to(dev),
+        kv_indptr_buf=offsets[1].to(dev),
+        backend=backend,
+    )
+    wrapper.plan(
+        offsets[0],
+        offsets[1],
+        shape.hq,
+        shape.hkv,
+        shape.head_dim,
+        causal=shape.causal,
+        sm_scale=scale,
+        q_data_type=q.dtype,
+        kv_data_type=k.dtype,
+    )
+    if lse is None:
+        return lambda: wrapper.run(q, k, v)
+    return lambda: wrapper.run(q, k, v, lse=lse, return_lse=True, lse_base="ln", lse_layout="HN")
+
+
 def _prepare(backend: str) -> Callable[..., Callable[[], Any]]:
     def prepare(q, k, v, shape, out, lse, arch, sm_scale=None):
         import torch
 
         fi = _import_flashinfer()
+        if isinstance(shape, Ragged):
+            return _prepare_ragged(fi, backend, q, k, v, shape, lse, sm_scale)
         q3, k3, v3 = q[0], k[0], v[0]  # [len, heads, d] views of the batch-1 BSHD tensors
         scale = shape.head_dim**-0.5 if sm_scale is None else sm_scale
         want_lse = lse is not None
@@ -135,6 +186,32 @@ def _prepare(backend: str) -> Callable[..., Callable[[], Any]]:
         return launch
 
     return prepare
+
+
+def _prepare_ragged(fi: Any, backend: str, q, k, v, shape: Ragged, lse, sm_scale) -> Any:
+    """The ragged wrapper planned outside any timed region; its first run builds or loads
+    the module (timed, as ``build_s``); the launch returns [total queries, hq, d]."""
+    import torch
+
+    scale = shape.head_dim**-0.5 if sm_scale is None else sm_scale
+    t0 = time.perf_counter()
+    try:
+        call = _ragged_call(fi, backend, q, k, v, shape, scale, lse)
+        call()
+        torch.cuda.synchronize()
+    except (RuntimeError, ValueError) as exc:
+        raise ArmUnavailableError(
+            f"flashinfer {backend} (ragged) refused {shape.key()}: {exc}".strip()
+        ) from exc
+    build_s = time.perf_counter() - t0
+
+    def launch() -> torch.Tensor:
+        res = call()
+        return res[0] if lse is not None else res
+
+    launch.build_s = build_s  # type: ignore[attr-defined]
+    launch.backend = backend  # type: ignore[attr-defined]
+    return launch
 
 
 # The two backends as arms.py declares them: (arm name, FlashInfer backend, kernel names).

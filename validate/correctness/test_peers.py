@@ -7,10 +7,17 @@ import pytest
 import torch
 from tether.errors import ArmUnavailableError
 from tether.pytest_plugin import current_arch
-from tether_kernels import Shape, peers
+from tether_kernels import Ragged, Shape, peers
 from tether_kernels.arms import ARMS, attention_ref, get_arm
 
-from validate.correctness._helpers import assert_within_baseline, fresh_seed, make_qkv, run_arm
+from validate.correctness._helpers import (
+    assert_matches_per_request,
+    assert_within_baseline,
+    fresh_seed,
+    make_qkv,
+    packed,
+    run_arm,
+)
 
 PEERS = [pytest.param(name, id=name) for name in ("flashinfer_fa3", "flashinfer_fa2")]
 CHUNK = Shape(1, 256, 1024, 8, 2, 128, "bf16", True)
@@ -106,3 +113,32 @@ def test_peer_prepare_records_its_build_time() -> None:
     q, k, v = make_qkv(CHUNK, fresh_seed())
     launch = get_arm("flashinfer_fa3").prepare(q, k, v, CHUNK, arch="sm90")
     assert launch.build_s > 0  # type: ignore[attr-defined]
+
+
+RAGGED = Ragged((64, 300, 1000, 1), (64, 300, 1000, 700), 8, 2, 128, "bf16", True)
+
+
+def test_the_peers_take_a_ragged_batch_through_the_ragged_wrapper(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(peers, "flashinfer_missing", lambda: None)
+    fa3 = get_arm("flashinfer_fa3")
+    assert fa3.supports(RAGGED, "sm90") is None
+    assert "f32" in (fa3.supports(Ragged((64,), (64,), 8, 2, 128, "f32"), "sm90") or "")
+    # A request whose rows see no key is outside FlashInfer's contract: refused by name.
+    keyless = Ragged((64, 300), (64, 10), 8, 2, 128, "bf16", True)
+    assert "request 1 (300 x 10)" in (fa3.supports(keyless, "sm90") or "")
+
+
+@pytest.mark.gpu(reason="FlashInfer runs on an sm90 GPU only")
+def test_fa3_ragged_wrapper_matches_the_reference_per_request() -> None:
+    """As api-ragged-fa3 calls it: planned once in prepare, then run; the LSE in [hq, total]
+    natural log, as tether's."""
+    _skip_without_peer()
+    seed = fresh_seed()
+    q, k, v, qo, kv = packed(RAGGED, seed)
+    lse = torch.full((RAGGED.hq, RAGGED.total_qo), float("nan"), device=q.device)
+    launch = get_arm("flashinfer_fa3").prepare(q, k, v, RAGGED, lse=lse, arch="sm90")
+    out = launch()
+    assert launch.build_s > 0  # type: ignore[attr-defined]
+    assert_matches_per_request("fa3 ragged", RAGGED, q, k, v, qo, kv, out, lse, seed)

@@ -38,32 +38,50 @@ BUILD_DTYPES = ("bf16", "f16")
 BUILD_HEAD_DIMS = (128,)
 
 
-def module_specs(
-    dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS, backends=("fa3", "fa2")
-) -> list[Any]:
-    """FlashInfer's JIT specs of the single-prefill modules tether's arms call
-    (``single_prefill_with_kv_cache``): no RoPE, no window, no soft cap, f32 QK."""
+def _specs(kind: str, dtypes: Any, head_dims: Any, backends: Any) -> list[Any]:
+    """FlashInfer's JIT specs of one kind of module, as tether's arms call them: no RoPE, no
+    window, no soft cap, f32 QK. ``single``: what ``single_prefill_with_kv_cache`` asks for;
+    ``batch``: what the ragged wrapper (``BatchPrefillWithRaggedKVCacheWrapper``) asks for as
+    ``tether_kernels.peers`` plans it (int32 offsets)."""
     import torch
-    from flashinfer.jit import gen_single_prefill_module
+    from flashinfer.jit import gen_batch_prefill_module, gen_single_prefill_module
 
     specs = []
     for backend in backends:
         for name in dtypes:
             dt = {"bf16": torch.bfloat16, "f16": torch.float16}[name]
             for d in head_dims:
-                specs.append(
-                    gen_single_prefill_module(backend, dt, dt, dt, d, d, 0, False, False, False)
-                )
+                if kind == "batch":
+                    args = (backend, dt, dt, dt, torch.int32, d, d, 0, False, False, False)
+                    specs.append(gen_batch_prefill_module(*args))
+                else:
+                    specs.append(
+                        gen_single_prefill_module(backend, dt, dt, dt, d, d, 0, False, False, False)
+                    )
     return specs
+
+
+def module_specs(
+    dtypes=BUILD_DTYPES, head_dims=BUILD_HEAD_DIMS, backends=("fa3", "fa2")
+) -> list[Any]:
+    """The single-prefill modules the arms call (see ``_specs``)."""
+    return _specs("single", dtypes, head_dims, backends)
+
+
+def batch_module_specs(dtypes=("bf16",), head_dims=BUILD_HEAD_DIMS, backends=("fa3",)) -> list[Any]:
+    """The modules FlashInfer's ragged wrapper asks for (see ``_specs``): bf16 at head_dim
+    128, what api-ragged-fa3 calls."""
+    return _specs("batch", dtypes, head_dims, backends)
 
 
 def session_specs() -> list[Any]:
     """Every module an evidence session's sweeps call (ci/h200-session.sh builds them before
     the hold, so no guarded step spends its time limit in a JIT build): single prefill fa3 and
-    fa2 at head_dim 128, and fa3 at 64 and 256 (api-breadth-fa3). FlashInfer's fa3 instantiates
-    no head_dim 96 (a static_assert in its hopper/prefill_sm90.cuh: 64, 128 or 256). No sweep
-    on main calls FlashInfer's batch (ragged) wrapper, so none of its modules is built."""
-    return module_specs() + module_specs(head_dims=(64, 256), backends=("fa3",))
+    fa2 at head_dim 128, fa3 at 64 and 256 (api-breadth-fa3), and the ragged wrapper's fa3
+    module (api-ragged-fa3). FlashInfer's fa3 instantiates no head_dim 96 (a static_assert in
+    its hopper/prefill_sm90.cuh: 64, 128 or 256)."""
+    specs = module_specs() + module_specs(head_dims=(64, 256), backends=("fa3",))
+    return specs + batch_module_specs()
 
 
 # Files back from a lent host are 16 MiB at most: a larger archive comes back in parts
