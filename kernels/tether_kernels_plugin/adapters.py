@@ -18,13 +18,15 @@ from typing import Any
 
 from tether import registry
 from tether.errors import ArmUnavailableError
-from tether_kernels import batch_prefill, single_prefill
+from tether_kernels import batch_prefill, ragged_prefill, single_prefill
+from tether_kernels.archs import PER_REQUEST
 from tether_kernels.arms import ARMS, Arm, get_arm, prepare_triton_config
 from tether_kernels.gluon.arm import prepare_gluon
 from tether_kernels.launch_tables import LaunchConfig
-from tether_kernels.routing import ENTRY_POINTS, reachable_entry_points, route
+from tether_kernels.prefill import plan_per_request
+from tether_kernels.routing import ENTRY_POINTS, per_request_refusal, reachable_entry_points, route
 
-from tether_kernels_plugin.cases import AttentionCase
+from tether_kernels_plugin.cases import AttentionCase, RaggedCase
 
 
 @dataclass(frozen=True)
@@ -135,12 +137,107 @@ class EntryArm:
         return tuple(arm.expected_kernels_on(arch)) + tuple(arm.allowed_kernels)
 
 
+# What per_request launches besides its requests' kernels: each request's output (and LSE)
+# copied into its rows of the packed result; on the CPU, whose profiler lists operators, the
+# packed result's allocation too (on a GPU it launches nothing).
+_PER_REQUEST_COPIES = (r"copy", r"^aten::empty$")
+
+
+def _per_request_kernels(case: RaggedCase, arch: str) -> tuple[str, ...]:
+    """The kernels per_request runs for the cell: each request's routed arm's, and the copies
+    into the packed output."""
+    found: list[str] = []
+    for _, request in case.shape.distinct():
+        arm = get_arm(route("single_prefill", request, arch))
+        found += [
+            k for k in (*arm.expected_kernels_on(arch), *arm.allowed_kernels) if k not in found
+        ]
+    return (*found, *_PER_REQUEST_COPIES)
+
+
+@dataclass(frozen=True)
+class RaggedEntryArm:
+    """ragged_prefill as an arm: the cell's packed tensors and its offsets, held on the host as
+    a caller holds them, passed to the public function; as ``EntryArm``, everything the call
+    does happens inside the timed call. The kernels it should launch are those of its route:
+    the one-launch arm, or each request's under per_request."""
+
+    name: str = "ragged_prefill"
+
+    kind = "entry"
+    allowed_kernels: tuple[str, ...] = ()
+
+    def supports(self, case: Any, arch: str) -> str | None:
+        if not isinstance(case, RaggedCase):
+            return f"{self.name} takes a ragged batch (the ragged case)"
+        try:
+            arm = route(self.name, case.shape, arch)
+        except Exception as exc:  # route refuses with UsageError naming every candidate
+            return str(exc)
+        if arm == PER_REQUEST:
+            return per_request_refusal(case.shape, arch)
+        return get_arm(arm).supports(case.shape, arch)
+
+    def prepare(self, case: RaggedCase, inputs: Any, arch: str) -> Callable[[], Any]:
+        reason = self.supports(case, arch)
+        if reason is not None:
+            raise ArmUnavailableError(f"entry {self.name}: {reason}")
+        q, k, v, _ = inputs  # the entry allocates its own output
+        qo, kv = case.offsets()
+        causal = case.shape.causal
+
+        def call() -> Any:
+            return ragged_prefill(q, k, v, qo, kv, causal=causal)
+
+        return call
+
+    def kernels_on(self, arch: str) -> tuple[str, ...]:
+        return ()  # depends on the cell: see kernels_for
+
+    def kernels_for(self, case: RaggedCase, arch: str) -> tuple[str, ...]:
+        arm = route(self.name, case.shape, arch)
+        if arm == PER_REQUEST:
+            return _per_request_kernels(case, arch)
+        found = get_arm(arm)
+        return tuple(found.expected_kernels_on(arch)) + tuple(found.allowed_kernels)
+
+
+@dataclass(frozen=True)
+class PerRequestArm:
+    """``per_request`` as an arm: a ragged batch run one request at a time, each by the plan
+    single_prefill makes for it (tether_kernels.prefill.plan_per_request), planned outside the
+    timed call as every arm is. One launch per request is its design, so its cells carry
+    ``kernel_repeated`` wherever two requests take the same kernel."""
+
+    name: str = PER_REQUEST
+
+    kind = "arm"
+    allowed_kernels: tuple[str, ...] = ()
+
+    def supports(self, case: Any, arch: str) -> str | None:
+        if not isinstance(case, RaggedCase):
+            return f"{self.name} runs the requests of a ragged batch (the ragged case)"
+        return per_request_refusal(case.shape, arch)
+
+    def prepare(self, case: RaggedCase, inputs: Any, arch: str) -> Callable[[], Any]:
+        q, k, v, _ = inputs
+        return plan_per_request(case.shape, arch, q, k, v)
+
+    def kernels_on(self, arch: str) -> tuple[str, ...]:
+        return ()  # depends on the cell: see kernels_for
+
+    def kernels_for(self, case: RaggedCase, arch: str) -> tuple[str, ...]:
+        return _per_request_kernels(case, arch)
+
+
 def register() -> None:
-    """Register every kernel-library arm and both entry points with tether's bench."""
+    """Register every kernel-library arm, the entry points and per_request with tether's
+    bench."""
     for arm in ARMS.values():
         registry.arm(AttentionArm(arm))
     for entry in ENTRY_POINTS:
-        registry.arm(EntryArm(entry))
+        registry.arm(RaggedEntryArm() if entry == "ragged_prefill" else EntryArm(entry))
+    registry.arm(PerRequestArm())
 
 
 register()

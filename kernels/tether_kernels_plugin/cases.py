@@ -20,7 +20,7 @@ from tether.policy import PAIR, shape_fields
 from tether_kernels.gluon.launch import VARIANTS, GluonConfig
 from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.routing import reachable_entry_points, route
-from tether_kernels.shapes import TORCH_DTYPES, Shape, flops
+from tether_kernels.shapes import TORCH_DTYPES, Ragged, Shape, flops
 
 from tether_kernels_plugin.candidates import CANDIDATES
 
@@ -127,3 +127,85 @@ def candidate(name: str) -> Any:
         known = ", ".join([*CANDIDATES, *VARIANTS])
         raise UsageError(f"tuning candidate {name!r}: unknown (known: {known})")
     return found
+
+
+# --- ragged batches: requests of their own lengths, packed (ragged_prefill's call) -------------
+
+# How a ragged cell's requests share out its longest length. "spread": request i of b has
+# ceil(L * (i + 1) / b) queries and as many keys (square, causal), so a batch holds short and
+# long requests alike, the longest L (a serving step's mix of new prompts).
+MIXES = ("spread",)
+
+
+def spread(batch: int, longest: int) -> tuple[int, ...]:
+    """The "spread" mix's lengths: request i of ``batch`` has ceil(longest * (i + 1) / batch)."""
+    return tuple(-(-longest * (i + 1) // batch) for i in range(batch))
+
+
+@dataclass(frozen=True)
+class RaggedCase:
+    """One ragged batch as a cell: its ``Ragged`` call and the mix that made it. Its inputs
+    are packed: q [total queries, hq, d], k and v [total keys, hkv, d], an output like q."""
+
+    shape: Ragged
+    mix: str
+    config_name: str | None = None  # no tuning candidate runs a ragged batch
+    launch: None = None
+
+    @property
+    def work(self) -> float:
+        """FLOPs of one call: its requests' (tether_kernels.flops)."""
+        return flops(self.shape)
+
+    def fields(self) -> dict[str, Any]:
+        return {**self.shape.key(), "mix": self.mix}
+
+    def offsets(self) -> tuple[list[int], list[int]]:
+        """qo_indptr and kv_indptr, as a caller holds them on the host."""
+        qo, kv = [0], [0]
+        for a, b in zip(self.shape.qo_lens, self.shape.kv_lens, strict=True):
+            qo.append(qo[-1] + a)
+            kv.append(kv[-1] + b)
+        return qo, kv
+
+    def inputs(self, device: str, seed: int) -> tuple[Any, Any, Any, Any]:
+        """The packed tensors: a batch of one of the totals' lengths, laid out and filled as
+        ``make_inputs`` lays out and fills every case's, viewed without its batch dimension."""
+        r = self.shape
+        one = Shape(1, r.total_qo, r.total_kv, r.hq, r.hkv, r.head_dim, r.dtype, r.causal)
+        q, k, v, out = make_inputs(one, device, seed)
+        return q[0], k[0], v[0], out[0]
+
+    def reach(self, arch: str) -> dict[str, Any]:
+        """ragged_prefill produces this call; the arm its router picks."""
+        check_arch(arch)
+        try:
+            routed = route("ragged_prefill", self.shape, arch)
+        except Exception as exc:  # an arch the policy does not know routes nowhere
+            routed = f"none: {type(exc).__name__}"
+        return {"entry_points": ["ragged_prefill"], "routes": {"ragged_prefill": routed}}
+
+
+@registry.case("ragged")
+def ragged_case(fields: Mapping[str, Any]) -> RaggedCase:
+    """A cell's fields as a RaggedCase: ``batch`` requests mixed by ``mix`` (default "spread")
+    up to the longest ``seqlen`` (qo_len and kv_len alike: square requests), the shared fields
+    as an attention cell's (``hq/hkv`` pairs too)."""
+    full = shape_fields(fields, {}, SQUARE_ALIAS)
+    full.pop("seqlen", None)
+    for pair in [f for f in full if PAIR in f]:
+        full.pop(pair)
+    mix = str(full.pop("mix", "spread"))
+    unknown = sorted(set(full) - set(_SHAPE_FIELDS))
+    if unknown:
+        raise UsageError(f"ragged case: unknown fields {unknown} in {dict(fields)}")
+    if mix not in MIXES:
+        raise UsageError(f"ragged case: mix {mix!r} is not one of {MIXES}")
+    batch, qo_len, kv_len = (full.pop(n, None) for n in ("batch", "qo_len", "kv_len"))
+    if not isinstance(batch, int) or not isinstance(qo_len, int) or qo_len != kv_len:
+        raise UsageError(
+            f"ragged case: mix {mix!r} takes a batch and one longest length (seqlen), got "
+            f"batch={batch!r}, qo_len={qo_len!r}, kv_len={kv_len!r}"
+        )
+    lens = spread(batch, qo_len)
+    return RaggedCase(Ragged(lens, lens, **full), mix)

@@ -279,13 +279,14 @@ def _single_block(
     arms: dict[str, str],
     description: str,
     timing: TimingPolicy = _API_TIMING,
+    case: str = "attention",
 ) -> Sweep:
     """A sweep of one replicate block per run (two runs of a commit give the band), its
-    ``seqlen`` axis, where it has one, a square call's length."""
+    ``seqlen`` axis, where it has one, a square call's length (a ragged cell's longest)."""
     return registry.sweep(
         Sweep(
             name=name,
-            case="attention",
+            case=case,
             axes=axes,
             aliases=SQUARE_ALIAS if "seqlen" in axes else {},
             fixed=fixed,
@@ -410,6 +411,44 @@ _single_block(
     _API_BATCH,
     _VS_CUDNN,
     "sm90 batch_prefill, square: gluon against cuDNN, bf16",
+)
+_single_block(
+    "policy-batch-short-sm90",
+    {"batch": (2, 4, 8, 16), "seqlen": (512, 1024, 4096)},
+    _API_BATCH,
+    {"A": "sdpa_cudnn", "B": "triton"},
+    "sm90 batch_prefill, square: the Triton kernel against cuDNN, bf16",
+)
+# Ragged batches (ragged_prefill: requests of their own lengths, packed), each cell's requests
+# spread up to its longest length (tether_kernels_plugin.cases.spread): the entry point as
+# called against FlashInfer's fa3 ragged wrapper (planned once, outside the call, as a serving
+# stack plans a step), and the policy's evidence, the Gluon kernel's one launch against
+# per_request (each request as single_prefill runs it), over the scope's dtypes, head_dims
+# and heads.
+_RAGGED_FIXED = {"causal": True, "mix": "spread"}
+_single_block(
+    "api-ragged-fa3",
+    {"batch": (2, 4, 8, 16), "seqlen": (256, 1024, 4096)},
+    {**_RAGGED_FIXED, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "bf16"},
+    {"A": "flashinfer_fa3", "B": "ragged_prefill"},
+    "ragged_prefill as called (CUDA graph) against FlashInfer fa3's ragged wrapper: batches "
+    "of 2 to 16 requests spread up to the longest length",
+    case="ragged",
+)
+_single_block(
+    "policy-ragged-sm90",
+    {
+        "batch": (2, 4, 8, 16),
+        "seqlen": (256, 4096),
+        "hq/hkv": HEADS,
+        "head_dim": (64, 128),
+        "dtype": ("f16", "bf16"),
+    },
+    _RAGGED_FIXED,
+    {"A": "per_request", "B": "gluon"},
+    "sm90 ragged batches: the Gluon kernel's one launch against per_request (each request as "
+    "single_prefill runs it), head_dim 64 and 128, heads 32/8, 32/32 and 8/1, f16 and bf16",
+    case="ragged",
 )
 # The public API's gated calls: the arm the call took before the policy routed it to Gluon
 # (cuDNN, A) against single_prefill as called (B), in short bursts from rest.

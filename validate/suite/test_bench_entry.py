@@ -17,6 +17,7 @@ from tether.bench import engine
 from tether.bench.engine import TimingPolicy, measure
 from tether.bench.fidelity import check_launches, repeated
 from tether.bench.sweep import Bench, Target
+from tether.errors import UsageError
 from tether.registry import Sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,3 +151,51 @@ def test_an_entry_arm_refuses_what_its_entry_point_cannot_make() -> None:
 
 def test_the_engine_default_is_unchanged_for_the_old_sampler_names() -> None:
     assert set(engine.SAMPLERS) == {"auto", "graph", "events", "wall", "host"}
+
+
+def test_ragged_prefill_as_an_entry_arm_against_per_request_on_the_cpu(tmp_path: Path) -> None:
+    # A ragged batch on the CPU routes to per_request (each request to the CPU's flash SDPA):
+    # the entry point as called against the same route prepared outside the call.
+    reg = _reg()
+    sweep = Sweep(
+        name="fixture-ragged",
+        case="ragged",
+        axes={"batch": (2, 3), "seqlen": (16, 40)},
+        aliases={"seqlen": ("qo_len", "kv_len")},
+        fixed={"hq": 4, "hkv": 2, "head_dim": 64, "dtype": "f32", "causal": True, "mix": "spread"},
+        arms={"A": "per_request", "B": "ragged_prefill"},
+        entry_points=("single_prefill", "batch_prefill", "ragged_prefill"),
+        timing=QUICK,
+        needs_gpu=False,
+        replicates=1,
+    )
+    run = Bench(ROOT, tmp_path, reg, CPU, unguarded_reason="FIXTURE: unit test").sweep(sweep)
+    assert run.status == "ok", run.reason
+    for cell in run.cells:
+        assert set(cell.samples) == {"A", "A2", "B"}
+        assert cell.reach == {
+            "entry_points": ["ragged_prefill"],
+            "routes": {"ragged_prefill": "per_request"},
+        }
+        assert not cell.flags, cell.extra  # the copies into the packed output are declared
+        assert any("flash_attention" in k for k in cell.kernels["B"])
+    batch3 = next(c for c in run.cells if c.key == {"batch": 3, "seqlen": 40})
+    # The work is the requests' own: 14, 27 and 40 queries, each square and causal.
+    assert batch3.work == sum(4 * 4 * 64 * n * (n + 1) // 2 for n in (14, 27, 40))
+
+
+def test_a_ragged_case_names_what_it_cannot_make() -> None:
+    reg = _reg()
+    fields = {"batch": 2, "seqlen": 8, "hq": 2, "hkv": 2, "head_dim": 64, "dtype": "f32"}
+    with pytest.raises(UsageError, match="mix 'zipf' is not one of"):
+        reg.make_case("ragged", {**fields, "mix": "zipf"})
+    with pytest.raises(UsageError, match="one longest length"):
+        reg.make_case("ragged", {**fields, "seqlen": None, "qo_len": 8, "kv_len": 16})
+    case = reg.make_case("ragged", fields)
+    assert "cannot make" in (reg.get_arm("single_prefill").supports(case, "cpu") or "")
+    assert "takes a ragged batch" in (
+        reg.get_arm("ragged_prefill").supports(
+            reg.make_case("attention", {**fields, "batch": 1, "qo_len": 8, "kv_len": 8}), "cpu"
+        )
+        or ""
+    )
