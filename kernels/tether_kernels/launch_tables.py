@@ -160,11 +160,10 @@ def _cfg(
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
 # run 20261202T142702Z-compile-attn-fwd-gfx942-c64cae5200ea
 # (2026-12-02, git d05f9a87cd22, triton 3.6.0, target hip:gfx942:64).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx942`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
-# With triton 3.9.0, run 20261202T140239Z-compile-attn-fwd-gfx942-1275ac72bab9:
-# 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 106, 0, 16384, 4
@@ -210,11 +209,10 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
 # run 20261202T143022Z-compile-attn-fwd-gfx950-7dd367066567
 # (2026-12-02, git d05f9a87cd22, triton 3.6.0, target hip:gfx950:64).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx950`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
-# With triton 3.9.0, run 20261202T141038Z-compile-attn-fwd-gfx950-bb23be5409ad:
-# 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w4 s1 wpe2, 115, 0, 16384, 4
@@ -264,11 +262,10 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
 # run 20261202T143355Z-compile-attn-fwd-gfx1151-753b426405dd
 # (2026-12-02, git d05f9a87cd22, triton 3.6.0, target hip:gfx1151:32).
+# STALE: the kernel sources changed since this run; run `tether compile --arch gfx1151`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: passes.
-# With triton 3.9.0, run 20261202T141039Z-compile-attn-fwd-gfx1151-339dbcb5da90:
-# 0 registers spilled, 0 over the LDS. Gate compile-gfx1151: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
@@ -351,11 +348,10 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
 # run 20261202T142702Z-compile-attn-fwd-sm90-939c803c6aba
 # (2026-12-02, git d05f9a87cd22, triton 3.6.0, target cuda:90:32).
+# STALE: the kernel sources changed since this run; run `tether compile --arch sm90`.
 # 288 variants: 112 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
-# With triton 3.9.0, run 20261202T140239Z-compile-attn-fwd-sm90-4182d7cdfd5c:
-# 280 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 28 variants.
 # Per config, triton 3.6.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w4 s3, 146, 0, 16384, 3

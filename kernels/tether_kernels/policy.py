@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tether.policy import Evidence, Population, Threshold
 
-from tether_kernels.archs import OWN_ARM, check_arch
+from tether_kernels.archs import OWN_ARM, PER_REQUEST, check_arch
 
 _GATE_POPULATION = Population(
     name="single-prefill-gate",
@@ -130,6 +130,18 @@ _SM90_WIDE_SCOPE = (
     ("head_dim", "in", (96, 256)),
     ("hq/hkv", "in", _SM90_PAIRS),
 )
+# ragged_prefill (requests of their own lengths, packed): the Gluon kernel's ragged launch (one
+# launch for the batch) against per_request, which runs each request as single_prefill would
+# (one launch each, every request routed by the thresholds above). The thresholds read the
+# batch's envelope: its batch and its longest request; the evidence's batches are square
+# requests spread up to the longest (kv_len == qo_len), as the scope says.
+_SM90_RAGGED_SCOPE = (
+    ("causal", "==", True),
+    ("kv_len", "==", "qo_len"),
+    *_SM90_HALF,
+    ("head_dim", "in", (64, 128)),
+    ("hq/hkv", "in", _SM90_PAIRS),
+)
 _SM90_BATCH_SCOPE = (
     ("causal", "==", True),
     ("kv_len", "==", "qo_len"),
@@ -149,6 +161,18 @@ _SM90_BATCH_SCOPE = (
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
 # run 20261202T172315Z-sweep-policy-chunked-sm90-sm90-d845fbc8108f
 # (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/archs.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/peers.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# stale: changed since the run: kernels/tether_kernels/routing.py
+# stale: changed since the run: kernels/tether_kernels/serves.py
+# stale: changed since the run: kernels/tether_kernels/shapes.py
 # 48 cells, geomean 3.575,
 # noise 0.977-1.024 (A/A floor 0.995-1.005
 # times replicate band 0.981-1.019): faster;
@@ -183,6 +207,18 @@ _SM90_CHUNKED = Threshold(
 # (reachable from single_prefill, qo_len >= 2048).
 # run 20261202T172429Z-sweep-policy-square-sm90-sm90-3546533498ae
 # (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/archs.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/peers.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# stale: changed since the run: kernels/tether_kernels/routing.py
+# stale: changed since the run: kernels/tether_kernels/serves.py
+# stale: changed since the run: kernels/tether_kernels/shapes.py
 # 12 cells, geomean 1.166,
 # noise 0.991-1.009 (A/A floor 0.998-1.002
 # times replicate band 0.993-1.007): faster;
@@ -216,6 +252,17 @@ _SM90 = Threshold(
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
 # run 20261202T172447Z-sweep-policy-square-short-sm90-sm90-769ba630f81d
 # (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/archs.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/peers.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# stale: changed since the run: kernels/tether_kernels/routing.py
+# stale: changed since the run: kernels/tether_kernels/serves.py
+# stale: changed since the run: kernels/tether_kernels/shapes.py
 # 18 cells, geomean 1.338,
 # noise 0.953-1.049 (A/A floor 0.978-1.022
 # times replicate band 0.975-1.026): faster;
@@ -251,6 +298,18 @@ _SM90_SQUARE_SHORT = Threshold(
 # (reachable from single_prefill, qo_len >= 128).
 # run 20261202T173410Z-sweep-policy-wide-sm90-sm90-518d22a90613
 # (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/archs.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/peers.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# stale: changed since the run: kernels/tether_kernels/routing.py
+# stale: changed since the run: kernels/tether_kernels/serves.py
+# stale: changed since the run: kernels/tether_kernels/shapes.py
 # 48 cells, geomean 3.166,
 # noise 0.980-1.021 (A/A floor 0.998-1.002
 # times replicate band 0.982-1.019): faster;
@@ -278,6 +337,18 @@ _SM90_WIDE = Threshold(
 # (reachable from batch_prefill).
 # run 20261202T173700Z-sweep-policy-batch-sm90-sm90-24789d8fa693
 # (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/archs.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/peers.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# stale: changed since the run: kernels/tether_kernels/prefill.py
+# stale: changed since the run: kernels/tether_kernels/routing.py
+# stale: changed since the run: kernels/tether_kernels/serves.py
+# stale: changed since the run: kernels/tether_kernels/shapes.py
 # 8 cells, geomean 0.894,
 # noise 0.991-1.009 (A/A floor 0.999-1.001
 # times replicate band 0.992-1.008): slower;
@@ -298,6 +369,52 @@ _SM90_BATCH = Threshold(
     # renders them), so batch_prefill keeps the route order.
     takes=None,
     scope=_SM90_BATCH_SCOPE,
+)
+# BEGIN GENERATED: policy-sm90-ragged-prefill (tether render)
+# Evidence for sm90 ragged_prefill -> gluon (else per_request)
+# where:
+#   causal == True
+#   kv_len == qo_len
+#   dtype in (f16 or bf16)
+#   head_dim in (64 or 128)
+#   hq/hkv in (32/8 or 32/32 or 8/1)
+#   batch >= 2
+#   qo_len >= 256
+# sweep policy-ragged-sm90, population policy-ragged-sm90-region
+# (reachable from ragged_prefill, batch >= 2, qo_len >= 256).
+# not measured: the store has no guarded ok run of this sweep on sm90.
+# END GENERATED: policy-sm90-ragged-prefill
+# batch_prefill's short squares: the Triton kernel (64-row tiles for short calls) against
+# cuDNN, as for single_prefill's short squares.
+# BEGIN GENERATED: policy-sm90-batch-prefill-short (tether render)
+# Evidence for sm90 batch_prefill -> triton (else sdpa_cudnn)
+# where:
+#   not set
+# sweep policy-batch-short-sm90, population policy-batch-short-sm90-region
+# (reachable from batch_prefill).
+# not measured: the store has no guarded ok run of this sweep on sm90.
+# END GENERATED: policy-sm90-batch-prefill-short
+_SM90_BATCH_SHORT = Threshold(
+    region="policy-sm90-batch-prefill-short",
+    arch="sm90",
+    entry="batch_prefill",
+    arm="triton",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence("policy-batch-short-sm90", "batch_prefill", ()),
+    takes=None,
+    scope=_SM90_BATCH_SCOPE,
+)
+_SM90_RAGGED = Threshold(
+    region="policy-sm90-ragged-prefill",
+    arch="sm90",
+    entry="ragged_prefill",
+    arm="gluon",
+    otherwise=PER_REQUEST,
+    evidence=_sm90_evidence(
+        "policy-ragged-sm90", "ragged_prefill", (("batch", ">=", 2), ("qo_len", ">=", 256))
+    ),
+    takes=(("batch", ">=", 2), ("qo_len", ">=", 256)),
+    scope=_SM90_RAGGED_SCOPE,
 )
 # BEGIN GENERATED: policy-single-prefill-gfx942 (tether render)
 # Evidence for gfx942 single_prefill -> triton (else sdpa_flash)
@@ -361,6 +478,8 @@ POLICY: tuple[Threshold, ...] = (
     _SM90_CHUNKED,
     _SM90_WIDE,
     _SM90_BATCH,
+    _SM90_BATCH_SHORT,
+    _SM90_RAGGED,
     _GFX942,
     _GFX942_CHUNKED,
     _GFX950,
