@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One lent-H200 call (.library/device `run`), around ci/h200-session.sh: install, GPU tests that
-# must pass before anything is measured, a check that FlashInfer's modules all load from the
-# carried archive, then the session, its runs signed with the carried key.
+# One lent-H200 call (.library/device `run`), around ci/h200-session.sh: install, FlashInfer
+# restored from the carried archives (and, with PEERCHECK=1, checked to load every module a
+# session calls), GPU tests that must pass before anything is measured, then the session, its
+# runs signed with the carried key.
 #
 #   SHA=<full sha of the commit copied> [TESTS=...] [PEERCHECK=1] [PLAN=...] [END_S=...] \
 #     [SWEEPS=... ROUND2=... TUNE=1 PREBUILD=0 GATE=0] bash ci/h200-call.sh
@@ -14,7 +15,10 @@
 #   build inside a timed step runs it past its limit; validate/tools/peer_build_cpu.sh makes
 #   the archive with no device time.
 # The signing key travels packed as scratch/hostkey.tar.xz (.hostkey/: the key, ssh-keygen and
-#   the libraries it needs, which the device image lacks); carry ["scratch"] (and ".peers").
+#   the libraries it needs, which the device image lacks). Carry it with FlashInfer's runtime
+#   archive, its modules and the tvm-ffi wheel, by name (.peers/fi-run.tar.xz,
+#   .peers/fi-jit-sm90.tar.xz, .peers/apache_tvm_ffi-*.whl): the tracked tree and those must fit
+#   the 64 MiB a call carries, which the whole .peers/ with the store no longer does.
 # END_S: seconds after the call's start by which every session step has ended (keep it under
 #   the call's limit: packing and signing follow).
 set -uo pipefail
@@ -29,6 +33,12 @@ if [ -f scratch/hostkey.tar.xz ]; then
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/pip.log 2>&1 ||
   { tail /tmp/pip.log; exit 1; }
+# FlashInfer from .peers/ before the tests, so the peers' GPU tests run rather than skip.
+source validate/peer_env.sh
+if [ -n "${PEERCHECK-}" ]; then
+  python3 validate/tools/peer_session.py --check-restored ||
+    { echo "h200-call: FlashInfer modules would be built on the host; nothing measured"; exit 1; }
+fi
 if [ -n "${TESTS-}" ]; then
   # shellcheck disable=SC2086  # TESTS is a list of paths, split on purpose
   timeout -s INT -k 10 "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider \
@@ -37,10 +47,6 @@ if [ -n "${TESTS-}" ]; then
   tail -25 "$OUT/tests.log"
   echo "tests rc=$rc after $(($(date +%s) - T0)) s"
   [ "$rc" = 0 ] || { echo "h200-call: tests failed; nothing measured"; exit 1; }
-fi
-if [ -n "${PEERCHECK-}" ]; then
-  (source validate/peer_env.sh && python3 validate/tools/peer_session.py --check-restored) ||
-    { echo "h200-call: FlashInfer modules would be built on the host; nothing measured"; exit 1; }
 fi
 DEADLINE=$((T0 + ${END_S:-570})) OUT=$OUT TETHER_GIT_SHA=$SHA TETHER_GIT_DIRTY=0 \
   GATE=${GATE:-0} bash ci/h200-session.sh "${PLAN:-sweeps}"

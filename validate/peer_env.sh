@@ -3,10 +3,16 @@
 # tvm-ffi wheel) and, once a session has built FlashInfer's modules, the archive it left in
 # $OUT (fi-jit-sm90.tar.xz): copied into .peers/, it spares the next session the JIT build.
 # Nothing here is a dependency of tether: without .peers/ the peer arms refuse with the reason.
+# .peers/fi-run.tar.xz, where carried, is the same FlashInfer without the C++ headers it builds
+# modules from (validate/tools/peer_build_cpu.sh makes it beside the modules it builds): a host
+# that only loads the carried modules needs no headers, and the working tree that travels to a
+# lent host has room for the runtime archive where it has none for the whole one.
 peer_site=${PEER_SITE:-/tmp/site}
-if [ -f .peers/fi.tar.xz ] && [ ! -d "$peer_site/flashinfer" ]; then
+peer_fi=.peers/fi-run.tar.xz
+[ -f "$peer_fi" ] || peer_fi=.peers/fi.tar.xz
+if [ -f "$peer_fi" ] && [ ! -d "$peer_site/flashinfer" ]; then
   mkdir -p "$peer_site"
-  tar xJf .peers/fi.tar.xz -C "$peer_site"
+  tar xJf "$peer_fi" -C "$peer_site"
   python3 -m pip install -q --no-index --no-deps --target "$peer_site" .peers/apache_tvm_ffi-*.whl
 fi
 # FlashInfer loads a module found at data/aot/<name>/<name>.so without building it

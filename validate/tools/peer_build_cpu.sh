@@ -5,6 +5,9 @@
 #
 #   bash validate/tools/peer_build_cpu.sh        # after shared/tools/flashinfer-slim.sh .peers
 #
+# It leaves .peers/fi-jit-sm90.tar.xz (the modules) and .peers/fi-run.tar.xz (FlashInfer without
+# the headers only a build reads): carry those two and the tvm-ffi wheel to the lent host.
+#
 # Needs nvcc of the device's CUDA release (the modules link libcudart.so.<major>; the lent
 # H200's is 13.0, as this workplace's CPU host's is), pip access for four small wheels, and
 # patience: every module's CUDA sources compile on this host's cores (MAX_JOBS, default 2), so
@@ -41,4 +44,10 @@ CPATH=$inc${CPATH:+:$CPATH} \
   FLASHINFER_WORKSPACE_BASE="$work/ws" OUT="$work/out" \
   "$PY" validate/tools/peer_session.py --build-only
 cp "$work"/out/fi-jit-sm90.tar.xz* .peers/
-ls -la .peers/fi-jit-sm90.tar.xz*
+# The runtime archive: FlashInfer without the headers its JIT builds from (cutlass, cccl,
+# include, spdlog), for a host that loads the modules above and builds none
+# (validate/peer_env.sh takes it first; carry it with them instead of fi.tar.xz).
+tar -C "$work/site" -cf - --exclude=flashinfer/data/cutlass --exclude=flashinfer/data/cccl \
+  --exclude=flashinfer/data/include --exclude=flashinfer/data/spdlog flashinfer |
+  xz -T0 -6 >.peers/fi-run.tar.xz
+ls -la .peers/fi-jit-sm90.tar.xz* .peers/fi-run.tar.xz
