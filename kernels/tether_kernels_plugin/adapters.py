@@ -138,9 +138,10 @@ class EntryArm:
 
 
 # What per_request launches besides its requests' kernels: each request's output (and LSE)
-# copied into its rows of the packed result; on the CPU, whose profiler lists operators, the
+# copied into its rows of the packed result (on the H200 a "Memcpy DtoD" the profiler lists,
+# or a copy kernel for a strided source); on the CPU, whose profiler lists operators, the
 # packed result's allocation too (on a GPU it launches nothing).
-_PER_REQUEST_COPIES = (r"copy", r"^aten::empty$")
+_PER_REQUEST_COPIES = (r"(?i)memcpy|copy", r"^aten::empty$")
 
 
 def _per_request_kernels(case: RaggedCase, arch: str) -> tuple[str, ...]:

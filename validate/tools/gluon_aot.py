@@ -71,8 +71,6 @@ def compile_variant(
         "stride_ob": "i32",
         "stride_om": "i32",
         "stride_oh": "i32",
-        "qo_indptr": "*i32" if ragged else "constexpr",
-        "kv_indptr": "*i32" if ragged else "constexpr",
         "work": "*i32" if ragged else "constexpr",
     }
     constexprs: dict[str, Any] = dict(
@@ -90,7 +88,7 @@ def compile_variant(
         RAGGED=ragged,
     )
     if not ragged:
-        constexprs.update(qo_indptr=None, kv_indptr=None, work=None)
+        constexprs.update(work=None)
     if second:
         constexprs.update(q1_desc=None, k1_desc=None, v1_desc=None)
     sig.update({k: "constexpr" for k in constexprs})

@@ -55,14 +55,15 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 BLOCK_M = 128  # query rows per program: two consumer warpgroups of 64 rows
+# A ragged launch's work row: query tile, first query row, qo_len, first key row, kv_len.
+WORK_FIELDS: gl.constexpr = gl.constexpr(5)
 WG_M = 64  # query rows per consumer warpgroup (the wgmma M of one warpgroup)
 LN2 = 0.6931471805599453
 
 
 @gluon.jit
-def _tile_coords(qo_len, kv_len, n_split, qo_indptr, kv_indptr, work, HQ: gl.constexpr,
-                 GROUP: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-                 RAGGED: gl.constexpr):  # fmt: skip
+def _tile_coords(qo_len, kv_len, n_split, work, HQ: gl.constexpr, GROUP: gl.constexpr,
+                 BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
     """(batch, output batch row, query head, kv head, first query row, one past the program's
     last key block, key blocks it visits, masked ones among them, the first row of its
     request's queries and of its keys in the 2-D views, and the request's qo_len and kv_len).
@@ -72,19 +73,22 @@ def _tile_coords(qo_len, kv_len, n_split, qo_indptr, kv_indptr, work, HQ: gl.con
     an equal run of those blocks; every program visits its run from its last block down.
 
     RAGGED: program ``pid`` is work item ``pid // HQ`` of query head ``pid % HQ``; ``work``
-    holds each item's (request, query tile), in the order the launcher sorted them (most key
-    blocks first), and ``qo_indptr`` / ``kv_indptr`` each request's first row of the packed
-    queries and keys (int32, batch + 1 of them). Never split."""
+    holds each item's row (query tile, its request's first query row, its qo_len, its first
+    key row, its kv_len: int32, WORK_FIELDS of them), in the order the launcher sorted them
+    (most key blocks first). The five loads are independent: one memory latency before the
+    program's first TMA, where reading the request's offsets after its index took two.
+    Never split."""
     if RAGGED:
         pid = gl.program_id(0)
         item = pid // HQ
         h = pid % HQ
-        b = gl.load(work + 2 * item)
-        tile = gl.load(work + 2 * item + 1)
-        q_start = gl.load(qo_indptr + b)
-        r_qo = gl.load(qo_indptr + b + 1) - q_start
-        kv_start = gl.load(kv_indptr + b)
-        r_kv = gl.load(kv_indptr + b + 1) - kv_start
+        row = work + WORK_FIELDS * item
+        tile = gl.load(row)
+        q_start = gl.load(row + 1)
+        r_qo = gl.load(row + 2)
+        kv_start = gl.load(row + 3)
+        r_kv = gl.load(row + 4)
+        b = 0
         split = 0
         sb = 0
     else:
@@ -127,15 +131,15 @@ def _tile_coords(qo_len, kv_len, n_split, qo_indptr, kv_indptr, work, HQ: gl.con
 
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem, v_smem,
-              q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, qo_indptr, kv_indptr,
-              work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-              D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-              CAUSAL: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
+              q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, work, HQ: gl.constexpr,
+              GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+              RAGGED: gl.constexpr):  # fmt: skip
     """TMA loads of Q once and the K/V ring; a head split in two parts (``D0 < HEAD_DIM``)
     loads each tile as its two parts onto one barrier (columns [0, D0) and [D0, HEAD_DIM))."""
     q_bar, k_ready, k_empty, v_ready, v_empty, _turn = bars
     _b, _sb, h, hk, m0, hi, count, _n_masked, q_start, kv_row, _r_qo, _r_kv = _tile_coords(
-        qo_len, kv_len, n_split, qo_indptr, kv_indptr, work, HQ, GROUP, BLOCK_N, CAUSAL, RAGGED)  # fmt: skip
+        qo_len, kv_len, n_split, work, HQ, GROUP, BLOCK_N, CAUSAL, RAGGED)  # fmt: skip
     SPLIT: gl.constexpr = D0 < HEAD_DIM
     q_row = q_start + m0
     # Bytes each barrier expects, constants (a name assigned at run time would be a tensor).
@@ -199,10 +203,10 @@ def _softmax(s, m_i, l_i, qk_scale, rows, n, kv_len, shift, BLOCK_N: gl.constexp
 @gluon.jit
 def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob,
               stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-              qo_indptr, kv_indptr, work, HQ: gl.constexpr, GROUP: gl.constexpr,
-              HEAD_DIM: gl.constexpr, D0: gl.constexpr, BLOCK_N: gl.constexpr,
-              STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
-              STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
+              work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+              D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
+              RAGGED: gl.constexpr):  # fmt: skip
     """A head split in two parts (``D0 < HEAD_DIM``: 96 as 64 + 32, each part a power of two
     as register tiles must be) sums S over both parts' products and keeps O as two
     accumulators from one P; unsplit, the second part's names alias the first's and no code
@@ -228,7 +232,7 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
     row_o1: gl.constexpr = gl.SliceLayout(1, o1_layout)
 
     _b, sb, h, _hk, m0, hi, count, n_masked, q_start, _kv_start, r_qo, r_kv = _tile_coords(
-        qo_len, kv_len, n_split, qo_indptr, kv_indptr, work, HQ, GROUP, BLOCK_N, CAUSAL, RAGGED)  # fmt: skip
+        qo_len, kv_len, n_split, work, HQ, GROUP, BLOCK_N, CAUSAL, RAGGED)  # fmt: skip
     shift = r_kv - r_qo
     rows = m0 + WG * 64 + gl.arange(0, 64, layout=row_s)
     q_tile = q_smem.index(WG)
@@ -362,34 +366,30 @@ def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift
 
 @gluon.jit
 def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
-               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, qo_indptr, kv_indptr,
-               work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-               D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
-               RAGGED: gl.constexpr):  # fmt: skip
+               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ: gl.constexpr,
+               GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
     _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, qo_indptr,
-              kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
-              STORE_LSE, RAGGED)  # fmt: skip
+              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ,
+              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE, RAGGED)  # fmt: skip
 
 
 @gluon.jit
 def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh,
-               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, qo_indptr, kv_indptr,
-               work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-               D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
-               RAGGED: gl.constexpr):  # fmt: skip
+               q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ: gl.constexpr,
+               GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
+               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
     _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
-              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, qo_indptr,
-              kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
-              STORE_LSE, RAGGED)  # fmt: skip
+              stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ,
+              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE, RAGGED)  # fmt: skip
 
 
 @gluon.jit
 def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_ptr, qk_scale,
-                  qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh, qo_indptr, kv_indptr,
-                  work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                  qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh, work,
+                  HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
                   PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
@@ -415,10 +415,10 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
     RAGGED (``ragged_prefill``: requests of their own lengths, packed): the grid is (work
     items * HQ,), qo_len and kv_len are the packed totals, q_desc and k_desc/v_desc describe
     [total queries, HQ * HEAD_DIM] and [total keys, hkv * HEAD_DIM], o_ptr is [total queries,
-    HQ, HEAD_DIM] and lse_ptr [HQ, total queries]; ``work`` (int32 pairs: request, query tile)
-    and the int32 offsets ``qo_indptr`` / ``kv_indptr`` place each program (``_tile_coords``).
-    A tile's rows past its request's end are the next request's (or zeros), masked as a
-    batch's are. Otherwise the three are None (constexprs, never passed).
+    HQ, HEAD_DIM] and lse_ptr [HQ, total queries]; ``work`` (int32 rows of WORK_FIELDS: query
+    tile, the request's first query row, qo_len, first key row, kv_len) places each program
+    (``_tile_coords``). A tile's rows past its request's end are the next request's (or
+    zeros), masked as a batch's are. Otherwise ``work`` is None (a constexpr, never passed).
     """
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [2, 64, D0], q_desc.layout)
@@ -457,16 +457,15 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
         [
             (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
                           stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-                          qo_indptr, kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES,
-                          CAUSAL, PINGPONG, STORE_LSE, RAGGED)),
+                          work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
+                          STORE_LSE, RAGGED)),
             (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
                           stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-                          qo_indptr, kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES,
-                          CAUSAL, PINGPONG, STORE_LSE, RAGGED)),
+                          work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
+                          STORE_LSE, RAGGED)),
             (_producer, (q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
                          v_smem, q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split,
-                         qo_indptr, kv_indptr, work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES,
-                         CAUSAL, RAGGED)),
+                         work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, RAGGED)),
         ],
         [4, 1],
         [CONSUMER_REGS, PRODUCER_REGS],

@@ -203,8 +203,8 @@ class GluonPlan:
 
     ``lens`` (qo_lens, kv_lens): a ragged batch, packed (``RAGGED``): q [total queries, hq, d],
     k/v [total keys, hkv, d], lse [hq, total queries]; ``shape`` then gives batch 1 and the
-    totals as qo_len and kv_len. Its work list and offsets go to the device once, here; it
-    never splits.
+    totals as qo_len and kv_len. Its work rows (``ragged_work``'s order, each with its
+    request's offsets and lengths) go to the device once, here; it never splits.
 
     The first launch goes through the JIT with Triton's checked ``TensorDescriptor``s; later
     ones launch the compiled kernel directly with bare descriptors (``direct.py``)."""
@@ -271,17 +271,16 @@ class GluonPlan:
         self.kv_strides = [self.kv_dims[1], 1]
         tiles = -(-qo_len // 128)
         programs = tiles * batch * hq
-        # A ragged batch's work list and offsets (int32), on the device once per plan.
-        self.ragged_args: tuple[Any, Any, Any] = (None, None, None)
+        # A ragged batch's work rows (int32, the kernel's WORK_FIELDS each: query tile, the
+        # request's first query row, qo_len, first key row, kv_len), on the device once per plan.
+        self.work: Any = None
         if lens is not None:
-            work = ragged_work(lens[0], lens[1], config.block_n, causal)
-            programs = len(work) * hq
+            items = ragged_work(lens[0], lens[1], config.block_n, causal)
+            qo_at, kv_at = ([0, *itertools.accumulate(ns)] for ns in lens)
+            rows = [(t, qo_at[b], lens[0][b], kv_at[b], lens[1][b]) for b, t in items]
+            self.work = torch.tensor(rows, dtype=torch.int32, device=device)
+            programs = len(items) * hq
             n_split = 1
-            qo_indptr, kv_indptr = ([0, *itertools.accumulate(ns)] for ns in lens)
-            self.ragged_args = tuple(
-                torch.tensor(x, dtype=torch.int32, device=device)
-                for x in (qo_indptr, kv_indptr, work)
-            )  # type: ignore[assignment]
         if n_split is None:
             # The longest tile sees every key (the last tile, when causal: masks align
             # bottom-right).
@@ -343,7 +342,7 @@ class GluonPlan:
         return out
 
     def _launch(self, q: Any, k: Any, v: Any, out: Any, lse_arg: Any) -> Any:
-        rest = (out, lse_arg, *self.consts, *self.out_strides, *self.ragged_args)
+        rest = (out, lse_arg, *self.consts, *self.out_strides, self.work)
         stream = self.kernel.stream()
         if stream is not None:
             # A descriptor's base is read for its address only: q itself, not a 2-D view; the
