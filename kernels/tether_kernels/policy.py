@@ -159,26 +159,14 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261202T172315Z-sweep-policy-chunked-sm90-sm90-d845fbc8108f
-# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/archs.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/peers.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# stale: changed since the run: kernels/tether_kernels/routing.py
-# stale: changed since the run: kernels/tether_kernels/serves.py
-# stale: changed since the run: kernels/tether_kernels/shapes.py
-# 48 cells, geomean 3.575,
-# noise 0.977-1.024 (A/A floor 0.995-1.005
-# times replicate band 0.981-1.019): faster;
+# run 20261203T080318Z-sweep-policy-chunked-sm90-sm90-d9b1fa1be11c
+# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
+# 48 cells, geomean 3.635,
+# noise 0.985-1.015 (A/A floor 0.996-1.004
+# times replicate band 0.989-1.011): faster;
 # cells 48 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 head_dim=64 hq/hkv=32/32 kv_len=32768 qo_len=1024
-# at 1.693.
+# worst cell dtype=bf16 head_dim=64 hq/hkv=32/8 kv_len=32768 qo_len=1024
+# at 1.700.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -205,26 +193,14 @@ _SM90_CHUNKED = Threshold(
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048).
-# run 20261202T172429Z-sweep-policy-square-sm90-sm90-3546533498ae
-# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/archs.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/peers.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# stale: changed since the run: kernels/tether_kernels/routing.py
-# stale: changed since the run: kernels/tether_kernels/serves.py
-# stale: changed since the run: kernels/tether_kernels/shapes.py
-# 12 cells, geomean 1.166,
-# noise 0.991-1.009 (A/A floor 0.998-1.002
-# times replicate band 0.993-1.007): faster;
+# run 20261203T080347Z-sweep-policy-square-sm90-sm90-6f5ab7b64daa
+# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
+# 12 cells, geomean 1.175,
+# noise 0.989-1.011 (A/A floor 0.997-1.003
+# times replicate band 0.992-1.008): faster;
 # cells 12 faster, 0 slower, 0 level;
-# worst cell dtype=f16 hq/hkv=32/8 seqlen=4096
-# at 1.075.
+# worst cell dtype=bf16 hq/hkv=32/8 seqlen=16384
+# at 1.087.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -250,25 +226,14 @@ _SM90 = Threshold(
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261202T172447Z-sweep-policy-square-short-sm90-sm90-769ba630f81d
-# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/archs.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/peers.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# stale: changed since the run: kernels/tether_kernels/routing.py
-# stale: changed since the run: kernels/tether_kernels/serves.py
-# stale: changed since the run: kernels/tether_kernels/shapes.py
-# 18 cells, geomean 1.338,
-# noise 0.953-1.049 (A/A floor 0.978-1.022
-# times replicate band 0.975-1.026): faster;
+# run 20261203T080405Z-sweep-policy-square-short-sm90-sm90-5328fd72fe2b
+# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
+# 18 cells, geomean 1.316,
+# noise 0.969-1.032 (A/A floor 0.990-1.010
+# times replicate band 0.979-1.022): faster;
 # cells 18 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 hq/hkv=32/32 seqlen=512
-# at 1.101.
+# worst cell dtype=f16 hq/hkv=32/32 seqlen=512
+# at 1.091.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -296,26 +261,14 @@ _SM90_SQUARE_SHORT = Threshold(
 #   qo_len >= 128
 # sweep policy-wide-sm90, population policy-wide-sm90-region
 # (reachable from single_prefill, qo_len >= 128).
-# run 20261202T173410Z-sweep-policy-wide-sm90-sm90-518d22a90613
-# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/archs.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/peers.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# stale: changed since the run: kernels/tether_kernels/routing.py
-# stale: changed since the run: kernels/tether_kernels/serves.py
-# stale: changed since the run: kernels/tether_kernels/shapes.py
-# 48 cells, geomean 3.166,
-# noise 0.980-1.021 (A/A floor 0.998-1.002
-# times replicate band 0.982-1.019): faster;
+# run 20261203T080419Z-sweep-policy-wide-sm90-sm90-c80bcba03f9a
+# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
+# 48 cells, geomean 3.134,
+# noise 0.985-1.015 (A/A floor 0.998-1.002
+# times replicate band 0.987-1.013): faster;
 # cells 48 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 head_dim=96 hq/hkv=8/1 kv_len=2048 qo_len=2048
-# at 1.244.
+# worst cell dtype=f16 head_dim=96 hq/hkv=8/1 kv_len=2048 qo_len=2048
+# at 1.241.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-wide
@@ -382,7 +335,16 @@ _SM90_BATCH = Threshold(
 #   qo_len >= 256
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, qo_len >= 256).
-# not measured: the store has no guarded ok run of this sweep on sm90.
+# run 20261203T080447Z-sweep-policy-ragged-sm90-sm90-e75e3b1fbd83
+# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
+# 96 cells, geomean 2.094,
+# noise 0.970-1.030 (A/A floor 0.989-1.011
+# times replicate band 0.981-1.019): faster;
+# cells 96 faster, 0 slower, 0 level;
+# worst cell batch=2 dtype=f16 head_dim=128 hq/hkv=32/8 seqlen=4096
+# at 1.067.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-ragged-prefill
 # batch_prefill's short squares: the Triton kernel (64-row tiles for short calls) against
 # cuDNN, as for single_prefill's short squares.
@@ -392,7 +354,18 @@ _SM90_BATCH = Threshold(
 #   not set
 # sweep policy-batch-short-sm90, population policy-batch-short-sm90-region
 # (reachable from batch_prefill).
-# not measured: the store has no guarded ok run of this sweep on sm90.
+# run 20261203T074804Z-sweep-policy-batch-short-sm90-sm90-2bf11cd6feb0
+# (2026-12-03, git d8aedacbdfe6, 1 blocks, 0 replicate runs)
+# provisional: one run; a verdict backs a policy only with a replicate run.
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# 12 cells, geomean 0.841,
+# noise 0.998-1.002 (A/A floor 0.998-1.002
+# times replicate band 1.000-1.000): slower (provisional);
+# cells 1 faster, 10 slower, 1 level;
+# worst cell batch=16 seqlen=512
+# at 0.671.
+# geomean_win: does not hold
+# no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill-short
 _SM90_BATCH_SHORT = Threshold(
     region="policy-sm90-batch-prefill-short",

@@ -85,13 +85,13 @@ VARIANTS: dict[str, GluonConfig] = {
 # Tuned choice gluon-sm90-variant on sm90: config n128s2.
 # Rule (tether.policy.TunedChoice): the candidate with the highest geomean of B
 # over A; a lead inside the noise of the leader's cells changes no default.
-# run 20261202T180704Z-tune-tune-gluon-sm90-sm90-ed5d1ef1789e
-# (2026-12-02, git 2e626a5fee6a): gluon against flashinfer_fa3
-#   n128s2: geomean 1.005, noise up to 1.005
-#   n128s2pp: geomean 0.973, noise up to 1.007
-#   n128s3pp: geomean 0.958, noise up to 1.003
-#   n64s3pp: geomean 0.886, noise up to 1.004
-#   n64s4pp: geomean 0.879, noise up to 1.004
+# run 20261203T080821Z-tune-tune-gluon-sm90-sm90-4607c0d87a0d
+# (2026-12-03, git c1c950e2136a): gluon against flashinfer_fa3
+#   n128s2: geomean 1.006, noise up to 1.003
+#   n128s2pp: geomean 0.978, noise up to 1.001
+#   n128s3pp: geomean 0.960, noise up to 1.007
+#   n64s3pp: geomean 0.883, noise up to 1.004
+#   n64s4pp: geomean 0.878, noise up to 1.002
 # best n128s2; chosen n128s2: holds
 # END GENERATED: tuned-gluon-sm90-variant
 DEFAULT_VARIANT = "n128s2"
