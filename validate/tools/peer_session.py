@@ -75,12 +75,16 @@ def batch_module_specs(dtypes=("bf16",), head_dims=BUILD_HEAD_DIMS, backends=("f
 
 
 def session_specs() -> list[Any]:
-    """Every module an evidence session's sweeps call (ci/h200-session.sh builds them before
-    the hold, so no guarded step spends its time limit in a JIT build): single prefill fa3 and
-    fa2 at head_dim 128, fa3 at 64 and 256 (api-breadth-fa3), and the ragged wrapper's fa3
-    module (api-ragged-fa3). FlashInfer's fa3 instantiates no head_dim 96 (a static_assert in
-    its hopper/prefill_sm90.cuh: 64, 128 or 256)."""
+    """Every module an evidence session calls, its sweeps and its verify (ci/h200-session.sh
+    builds them before the hold, so no guarded step spends its time limit in a JIT build, and
+    a host given the runtime archive, which cannot build, finds them all): single prefill fa3
+    and fa2 at head_dim 128, fa3 at 64 and 256 (api-breadth-fa3), fa2 at 64 (the suite's
+    test_arms calls both peers at head_dim 64: on 2026-12-03 its fa2 cases failed on a host
+    that had no headers to build them), and the ragged wrapper's fa3 module (api-ragged-fa3).
+    FlashInfer's fa3 instantiates no head_dim 96 (a static_assert in its
+    hopper/prefill_sm90.cuh: 64, 128 or 256)."""
     specs = module_specs() + module_specs(head_dims=(64, 256), backends=("fa3",))
+    specs += module_specs(head_dims=(64,), backends=("fa2",))
     return specs + batch_module_specs()
 
 
