@@ -414,7 +414,9 @@ def write_conservative_policy(root: Path) -> Path:
     text, n_helpers = re.subn(
         r'(_(?:chunked_)?threshold\(\s*"\w+", "\w+", )(?:\d+|None)(?=[,)])', r"\1None", source
     )
-    text, n_takes = re.subn(r"\btakes=\(\([^\n]*?\),\),", "takes=None,", text)
+    # A takes tuple on one line, of one condition or several: takes=(("qo_len", ">=", 128),)
+    # or takes=(("batch", ">=", 2), ("qo_len", ">=", 256)).
+    text, n_takes = re.subn(r"\btakes=\((?:\([^()\n]*\),?\s*)+\),", "takes=None,", text)
     gates, n_gates = re.subn(
         r"\bthreshold=(?:[0-9.e]+|None),",
         "threshold=None,",
