@@ -38,9 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tether import project
-from tether.errors import UsageError
+from tether.errors import RunFileError, UsageError
+from tether.store import layout
 from tether.store.cite import latest_ok
 from tether.store.history import origin
+from tether.store.io import unpack
 from tether.store.model import Run
 from tether.store.provenance import (
     definition_digests,
@@ -372,10 +374,52 @@ def _literal_parts(parts: Iterable[str]) -> list[str]:
     return out
 
 
+def _git_bytes(root: Path, *args: str) -> bytes | None:
+    """git's output as bytes (a file's content at a revision), or None where git fails."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _json_of(path: str, raw: bytes | None) -> bytes | None:
+    """The JSON bytes a run file's content holds (unpacked for ``.json.gz``), or None."""
+    if raw is None or not layout.is_packed(path):
+        return raw
+    try:
+        return unpack(raw, Path(path))
+    except RunFileError:
+        return None
+
+
+def _packed_in_place(root: Path, base: str, path: str, staged: bool) -> bool:
+    """Whether the run file ``path``, gone since ``base``, is there in its other form (packed
+    or unpacked, in the index when ``staged``, else in the working tree) holding exactly the
+    JSON it held: ``tether store pack`` replaced it, and the run is the one it was."""
+    run_id = layout.run_id_of(path)
+    if run_id is None:
+        return False
+    suffix = layout.RUN_SUFFIX if layout.is_packed(path) else layout.PACKED_SUFFIX
+    twin = str(PurePosixPath(path).with_name(run_id + suffix))
+    before = _json_of(path, _git_bytes(root, "show", f"{base}:{path}"))
+    if staged:
+        now = _git_bytes(root, "show", f":{twin}")
+    else:
+        top = _git_bytes(root, "rev-parse", "--show-toplevel")
+        file = Path(top.decode().strip()) / twin if top else None
+        now = file.read_bytes() if file is not None and file.is_file() else None
+    after = _json_of(twin, now)
+    return before is not None and before == after
+
+
 def store_changes_since(root: Path, store: Path, rev: str) -> list[tuple[str, str]]:
     """Run files present in the store at the merge-base of ``rev`` and HEAD that are now
     modified or gone (in the index or the working tree), as (path, what); raises
-    GitUnavailable when git cannot tell."""
+    GitUnavailable when git cannot tell. A run file replaced by its other form holding the
+    same JSON (``tether store pack``) is neither: the run is the one it was."""
     base = _git(root, "merge-base", rev, "HEAD").strip()
     rel = store.resolve().relative_to(root.resolve()).as_posix()
     found: dict[str, str] = {}
@@ -383,7 +427,11 @@ def store_changes_since(root: Path, store: Path, rev: str) -> list[tuple[str, st
         listing = _git(root, "diff", *extra, "--no-renames", "--name-status", base, "--", rel)
         for line in listing.splitlines():
             status, _, path = line.partition("\t")
-            if not path.endswith(".json") or status[:1] not in ("M", "D", "T"):
+            if layout.run_id_of(PurePosixPath(path).name) is None:
+                continue
+            if status[:1] not in ("M", "D", "T"):
+                continue
+            if status[:1] == "D" and _packed_in_place(root, base, path, staged=bool(extra)):
                 continue
             what = "removed" if status[:1] == "D" else "modified"
             found.setdefault(path, f"{what} {where} since {base[:12]} (merge-base with {rev})")

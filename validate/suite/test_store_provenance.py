@@ -254,12 +254,13 @@ def test_new_run_records_the_environment_that_changes_a_sample(
 
 def test_runs_without_an_environment_keep_loading_with_their_digests() -> None:
     """Every run committed before provenance.environment existed loads, digest unchanged."""
+    from tether.store.io import read_run_data, store_files
     from tether.store.model import Run
 
-    older = sorted((REPO / "results").rglob("*.json"))[:25]
+    older = store_files(REPO / "results")[:25]  # either form: <id>.json or <id>.json.gz
     assert older, "FIXTURE: the repository's store has runs"
     for path in older:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_run_data(path)
         if "environment" in data["provenance"]:
             continue
         run = Run.load(path)

@@ -22,8 +22,10 @@ from tether.store import layout
 from tether.store.audit import ORPHAN_AGE_S, audit, load_store_checked, orphan_temps, store_root_for
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.io import ENV_MAX_BYTES, load_run, load_store, store_files
+from tether.store.layout import run_id_of
 from tether.store.merge import merge
 from tether.store.model import KINDS, Run
+from tether.store.pack import pack_store
 
 LS_COLUMNS = ("id", "kind", "name", "arch", "status", "started", "cells")
 SWEEP_ROLES = ("A", "A2", "B")
@@ -31,7 +33,8 @@ SWEEP_ROLES = ("A", "A2", "B")
 STORE_DESCRIPTION = """\
 Look at, check, combine and tidy results stores.
 
-A store holds one JSON file per run at <store>/<arch>/<id>.json and nothing else. Anything
+A store holds one JSON file per run at <store>/<arch>/<id>.json, or the same file gzipped as
+<id>.json.gz (`store pack`: every reader reads it as the JSON it holds), and nothing else. Anything
 else found there (a run at the store root or in a sub-folder, a .JSON or .bak name, a
 symlink, a FIFO) is reported by `store validate` and `tether check`, and refused by every
 verb that loads the store. Writers leave a temp file (.<name>.tmp) for a moment; one left by
@@ -101,6 +104,18 @@ def register(sub: Any) -> None:
         "--into", type=Path, metavar="DEST", help="destination store (default: --store)"
     )
     mg.set_defaults(handler=_merge)
+
+    pk = verbs.add_parser(
+        "pack",
+        help="gzip every run file in place (<id>.json -> <id>.json.gz), its JSON unchanged",
+        description=(
+            "Replace each <id>.json of the store by <id>.json.gz holding the same bytes: "
+            "written beside it, read back through the store's reader and compared, then the "
+            "JSON file is removed. Readers, signatures and tether check take a packed run for "
+            "the run it was; a packed run takes about a fifth of its room."
+        ),
+    )
+    pk.set_defaults(handler=_pack)
 
     clean = verbs.add_parser(
         "clean",
@@ -176,15 +191,15 @@ def _ls(args: argparse.Namespace, ctx: Context) -> int:
 def find_run(ref: str, store: Path) -> Run:
     """A run by file path, or by id (or unique id prefix) in ``store``."""
     path = Path(ref)
-    named = path.suffix.lower() == ".json" or os.sep in ref
+    named = path.name.lower().endswith((".json", ".json.gz")) or os.sep in ref
     if named and os.path.lexists(path) and not path.is_dir():
         return load_run(path)  # a file named on the command line: read safely, or named
-    files = store_files(store)
-    matches = [p for p in files if p.stem == ref] or [p for p in files if p.stem.startswith(ref)]
+    files = {str(run_id_of(p)): p for p in store_files(store)}
+    matches = [files[ref]] if ref in files else [p for i, p in files.items() if i.startswith(ref)]
     if not matches:
         raise UsageError(f"no run {ref!r} in {store} (and no such file)")
     if len(matches) > 1:
-        names = ", ".join(p.stem for p in matches[:5])
+        names = ", ".join(str(run_id_of(p)) for p in matches[:5])
         raise UsageError(f"{ref!r} matches {len(matches)} runs in {store}: {names}")
     return load_run(matches[0])
 
@@ -383,6 +398,16 @@ def _merge(args: argparse.Namespace, ctx: Context) -> int:
         print(f"copied {path}", file=ctx.out)
     print(
         f"{len(report.copied)} copied, {report.skipped} identical skipped into {dest}", file=ctx.err
+    )
+    return 0
+
+
+def _pack(args: argparse.Namespace, ctx: Context) -> int:
+    report = pack_store(ctx.store)
+    print(
+        f"packed {len(report.packed)} run file(s) in {report.store} "
+        f"({report.already} packed already)",
+        file=ctx.out,
     )
     return 0
 

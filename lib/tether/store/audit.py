@@ -71,9 +71,9 @@ def audit(store: Path, under: Path | None = None) -> Audit:
         except RunFileError as exc:
             found.malformed.add(path)
             found.problems.append(Problem(path, f"{exc.field}: {exc.problem}"))
-    loaded = {r.path for r in found.runs}
+    loaded = {layout.sig_path(r.path) for r in found.runs if r.path is not None}
     for sig in part.sigs:
-        if sig.with_suffix(layout.RUN_SUFFIX) not in loaded:
+        if sig not in loaded:
             continue  # no run beside it (a problem already) or a malformed run (named already)
         try:
             parse_signature(read_signature_text(sig), sig)
@@ -85,7 +85,9 @@ def audit(store: Path, under: Path | None = None) -> Audit:
     for first, second in duplicate_ids(everything.runs):
         if first in scope or second in scope:
             found.problems.append(
-                Problem(second, f"claims run id {second.stem}, which {first} claims too")
+                Problem(
+                    second, f"claims run id {layout.run_id_of(second)}, which {first} claims too"
+                )
             )
     return found
 

@@ -19,6 +19,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tether.store.layout import run_id_of
+
 GIT_TIMEOUT_S = 10.0
 # snapshot tree -> (the repository's top, the revision whose history counts, or None for HEAD)
 _ORIGINS: dict[Path, tuple[Path, str | None]] = {}
@@ -71,8 +73,9 @@ def _locate(store: Path) -> tuple[Path, str, str | None] | None:
 
 
 def added_order(store: Path) -> dict[str, int]:
-    """Run id -> position (0 = oldest) of the commit that first added ``<id>.json`` under
-    ``store``; runs in no commit are absent."""
+    """Run id -> position (0 = oldest) of the commit that first added ``<id>.json`` (or its
+    packed ``<id>.json.gz``) under ``store``; runs in no commit are absent. Packing a run later
+    adds its ``.json.gz`` in a later commit: the first addition is the one that counts."""
     where = _locate(Path(store))
     if where is None:
         return {}
@@ -94,7 +97,7 @@ def added_order(store: Path) -> dict[str, int]:
     order: dict[str, int] = {}
     for position, chunk in enumerate(log.split("\0")[1:]):
         for line in chunk.splitlines():
-            name = line.strip()
-            if name.endswith(".json"):
-                order.setdefault(Path(name).stem, position)
+            run_id = run_id_of(line.strip())
+            if run_id is not None:
+                order.setdefault(run_id, position)
     return order

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import os
 import stat
 import tempfile
+import zlib
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -101,8 +103,9 @@ def write_bytes_once(target: Path, payload: bytes) -> Path:
 
 
 def run_path(run: Run, store: Path) -> Path:
-    """Where ``run`` lives in ``store``: ``<store>/<arch>/<id>.json``."""
-    return Path(store) / run.arch / f"{run.id}.json"
+    """Where a new ``run`` is written in ``store``: ``<store>/<arch>/<id>.json`` (``tether
+    store pack`` packs it later)."""
+    return Path(store) / run.arch / f"{run.id}{layout.RUN_SUFFIX}"
 
 
 def write_run(run: Run, store: Path) -> Path:
@@ -150,7 +153,31 @@ def read_run_bytes(path: Path) -> bytes:
         os.close(fd)
     if size > limit:  # it grew while we read it
         raise RunFileError(path, "file", f"over the {limit}-byte limit for a run file")
-    return b"".join(chunks)
+    raw = b"".join(chunks)
+    return unpack(raw, path, limit) if layout.is_packed(path) else raw
+
+
+def unpack(raw: bytes, path: Path, limit: int | None = None) -> bytes:
+    """The JSON bytes a packed run file holds, never more than ``limit`` of them (a small
+    file can inflate to gigabytes); a file that is not whole gzip is a RunFileError."""
+    limit = max_run_bytes() if limit is None else limit
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(raw, limit + 1)
+        whole = inflate.eof and not inflate.unused_data
+    except zlib.error as exc:
+        raise RunFileError(path, "file", f"not gzip ({exc})") from None
+    if len(out) > limit:
+        raise RunFileError(path, "file", f"unpacks past the {limit}-byte limit for a run file")
+    if not whole:
+        raise RunFileError(path, "file", "a gzip stream that is cut off or has trailing bytes")
+    return out
+
+
+def pack_bytes(payload: bytes) -> bytes:
+    """A run file's bytes gzipped as ``tether store pack`` writes them: no name, no time in
+    the header, so the same run always packs to the same bytes."""
+    return gzip.compress(payload, compresslevel=9, mtime=0)
 
 
 def read_run_data(path: Path) -> dict[str, object]:
@@ -164,10 +191,12 @@ def read_run_data(path: Path) -> dict[str, object]:
 
 
 def load_run(path: Path) -> Run:
-    """Load and validate one run file; the id must be its stem and the arch its folder."""
+    """Load and validate one run file (either form); the id must be its name's and the arch
+    its folder."""
     path = Path(path)
     data = read_run_data(path)
-    return run_from_json(data, path, stem=path.stem, arch_dir=path.parent.name, path=path)
+    stem = layout.run_id_of(path) or path.stem
+    return run_from_json(data, path, stem=stem, arch_dir=path.parent.name, path=path)
 
 
 def store_files(store: Path) -> list[Path]:
@@ -180,20 +209,23 @@ def store_files(store: Path) -> list[Path]:
 
 
 def duplicate_ids(paths: Iterable[Path]) -> list[tuple[Path, Path]]:
-    """Pairs of run files that claim one id (a file stem) in different folders."""
+    """Pairs of run files that claim one id (their names') in different folders, or in one
+    folder as a packed and an unpacked file."""
     first: dict[str, Path] = {}
     pairs = []
     for path in paths:
-        if path.stem in first:
-            pairs.append((first[path.stem], path))
+        run_id = layout.run_id_of(path) or path.stem
+        if run_id in first:
+            pairs.append((first[run_id], path))
         else:
-            first[path.stem] = path
+            first[run_id] = path
     return pairs
 
 
 def duplicate_error(pair: tuple[Path, Path]) -> StoreError:
     a, b = pair
-    return StoreError(f"{a} and {b}: both claim run id {a.stem}; an id is unique in a store")
+    run_id = layout.run_id_of(a) or a.stem
+    return StoreError(f"{a} and {b}: both claim run id {run_id}; an id is unique in a store")
 
 
 def load_store(store: Path) -> list[Run]:

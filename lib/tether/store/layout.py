@@ -1,7 +1,11 @@
 """Where run files may be, and everything else found in a store, reported instead of ignored.
 
 A store is ``<store>/<arch>/<id>.json`` and nothing else: regular files, one level of arch
-folders named after known arches, ``.json`` in lower case. A run saved at the store root, in a
+folders named after known arches, ``.json`` in lower case, or ``.json.gz``: the same file
+gzipped (``tether store pack``), which every reader reads as the JSON it holds. A run packed
+takes about a fifth of its room, which is what keeps a store that grows by every session's
+runs small enough to travel with a working tree. One id has one file: both forms at once are
+a problem. A run saved at the store root, in a
 sub-folder, as ``.JSON`` or ``.bak``, a symlink (which could lead out of the store), a FIFO
 (which would hang a reader) or a device (``/dev/zero`` never ends) is a *problem* with a
 sentence saying what is wrong; it is never read and never silently skipped.
@@ -22,10 +26,33 @@ from tether.arch import ARCH_RE
 from tether.errors import StoreError
 
 RUN_SUFFIX = ".json"
+# A run file gzipped (``tether store pack``): the same JSON, read as it is by every reader.
+PACKED_SUFFIX = ".json.gz"
 TEMP_SUFFIX = ".tmp"
 # A run's signature: <store>/<arch>/<id>.sig beside <id>.json (see tether.store.signing).
 SIG_SUFFIX = ".sig"
-LAYOUT = "runs live in <store>/<arch>/<id>.json"
+LAYOUT = "runs live in <store>/<arch>/<id>.json (or <id>.json.gz)"
+
+
+def run_id_of(path: Path | str) -> str | None:
+    """The run id a run file's name gives (``<id>.json`` or ``<id>.json.gz``), else None."""
+    name = Path(path).name
+    for suffix in (PACKED_SUFFIX, RUN_SUFFIX):
+        if name.endswith(suffix) and len(name) > len(suffix) and not name.startswith("."):
+            return name[: -len(suffix)]
+    return None
+
+
+def is_packed(path: Path | str) -> bool:
+    """Whether a run file is the gzipped form."""
+    return Path(path).name.endswith(PACKED_SUFFIX)
+
+
+def sig_path(run_path: Path) -> Path:
+    """Where the signature of the run file ``run_path`` lives: ``<id>.sig`` beside it, in
+    either form."""
+    path = Path(run_path)
+    return path.with_name(f"{run_id_of(path) or path.stem}{SIG_SUFFIX}")
 
 
 @dataclass(frozen=True)
@@ -98,9 +125,12 @@ def _file(path: Path, depth: int, st: os.stat_result, scan: Scan) -> None:
         )
     elif not name.startswith(".") and name.endswith(SIG_SUFFIX) and name != SIG_SUFFIX:
         scan.sigs.append(path)
-    elif name.startswith(".") or not name.endswith(RUN_SUFFIX) or name == RUN_SUFFIX:
+    elif run_id_of(name) is None:
         scan.problems.append(
-            Problem(path, f"not a run file name (a run is <id>.json, lower case); {LAYOUT}")
+            Problem(
+                path,
+                f"not a run file name (a run is <id>.json or <id>.json.gz, lower case); {LAYOUT}",
+            )
         )
     else:
         scan.runs.append(path)
@@ -171,8 +201,19 @@ def scan(root: Path, under: Path | None = None) -> Scan:
     found.runs.sort()
     found.sigs.sort()
     runs = set(found.runs)
+    for path in found.runs:
+        if is_packed(path) and path.with_name(f"{run_id_of(path)}{RUN_SUFFIX}") in runs:
+            found.problems.append(
+                Problem(
+                    path,
+                    f"run {run_id_of(path)} is here twice, packed and not; one id has one "
+                    "file (tether store pack removes the JSON once its packed copy reads back "
+                    "the same)",
+                )
+            )
+    beside = {sig_path(p) for p in runs}
     for sig in found.sigs:
-        if sig.with_suffix(RUN_SUFFIX) not in runs:
+        if sig not in beside:
             found.problems.append(
                 Problem(
                     sig,

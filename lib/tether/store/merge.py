@@ -54,14 +54,19 @@ def _source_files(source: Path) -> list[Path]:
     raise UsageError(f"{source}: no such store folder or run file")
 
 
+def _id(path: Path) -> str:
+    return layout.run_id_of(path) or path.stem
+
+
 def _dest_of(
     dest: Path, path: Path, chosen: dict[str, tuple[Path, str, str]], present: dict[str, Path]
 ) -> Path | None:
     """Where the run file ``path`` lies in ``dest`` after the merge (copied or already there)."""
-    if path.stem in present:
-        return present[path.stem]
-    if path.stem in chosen:
-        return dest / chosen[path.stem][2] / f"{path.stem}.json"
+    run_id = _id(path)
+    if run_id in present:
+        return present[run_id]
+    if run_id in chosen:
+        return dest / chosen[run_id][2] / f"{run_id}{layout.RUN_SUFFIX}"
     return None
 
 
@@ -70,11 +75,13 @@ def merge(sources: list[Path], dest: Path) -> MergeReport:
 
     Every source file is validated first; identical files already present are skipped; a
     different file claiming an id already taken (in any arch folder: an id is unique in a
-    store) raises StoreError naming both files, and in that case nothing is written.
+    store) raises StoreError naming both files, and in that case nothing is written. Files
+    are compared by the JSON they hold: a packed run and its JSON are the same run. A copy is
+    written as JSON (``tether store pack`` packs it).
     """
     dest = Path(dest)
     chosen: dict[str, tuple[Path, str, str]] = {}  # id -> (file, canonical, arch)
-    present = {p.stem: p for p in store_files(dest)}
+    present = {_id(p): p for p in store_files(dest)}
     skipped = 0
     for source in map(Path, sources):
         for path in _source_files(source):
@@ -97,16 +104,17 @@ def merge(sources: list[Path], dest: Path) -> MergeReport:
             chosen[run.id] = (path, text, run.arch)
     copied = []
     for run_id, (path, _, arch) in sorted(chosen.items(), key=lambda kv: (kv[1][2], kv[0])):
-        copied.append(write_bytes_once(dest / arch / f"{run_id}.json", read_run_bytes(path)))
+        target = dest / arch / f"{run_id}{layout.RUN_SUFFIX}"
+        copied.append(write_bytes_once(target, read_run_bytes(path)))
     # Signatures travel with their runs; one made after a run was merged joins it later. A
     # run already signed in ``dest`` keeps its signature (sidecars are never overwritten).
     for source in map(Path, sources):
         for path in _source_files(source):
-            sig = path.with_suffix(layout.SIG_SUFFIX)
+            sig = layout.sig_path(path)
             target = _dest_of(dest, path, chosen, present)
             if target is None or not sig.is_file():
                 continue
-            target_sig = target.with_suffix(layout.SIG_SUFFIX)
+            target_sig = layout.sig_path(target)
             if not target_sig.exists():
                 copied.append(write_bytes_once(target_sig, sig.read_bytes()))
     return MergeReport(

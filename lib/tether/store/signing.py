@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tether.errors import SigningError
 from tether.store.io import write_bytes_once
-from tether.store.layout import SIG_SUFFIX
+from tether.store.layout import sig_path
 
 NAMESPACE = "tether-run"
 ARMOR_BEGIN = "-----BEGIN SSH SIGNATURE-----"
@@ -67,8 +67,9 @@ class SshSignature:
 
 
 def sidecar(run_path: Path) -> Path:
-    """Where the signature of the run file ``run_path`` lives: ``<id>.sig`` beside it."""
-    return Path(run_path).with_suffix(SIG_SUFFIX)
+    """Where the signature of the run file ``run_path`` lives: ``<id>.sig`` beside it (for a
+    packed run too: a signature signs the run's digest, whatever its file's form)."""
+    return sig_path(Path(run_path))
 
 
 def _strings(blob: bytes, count: int, source: object) -> tuple[list[bytes], bytes]:
