@@ -147,6 +147,8 @@ class KernelDiff:
         self._changed: dict[str, tuple[str, ...] | str] = {}
         # (sha, file) -> the arches a change confined to arch-scoped definitions serves.
         self._confined: dict[tuple[str, str], frozenset[str]] = {}
+        # file -> the kernels it defines in the checkout: read once, however many runs ask.
+        self._defined: dict[str, set[str]] = {}
 
     def changed(self, sha: str) -> tuple[str, ...] | str:
         """Kernel files whose code differs at ``sha`` from the checkout, or why git cannot
@@ -198,6 +200,14 @@ class KernelDiff:
             return Staleness((), (), "the declared kernel files differ from the run's")
         return changed
 
+    def _kernels_in(self, rel: str) -> set[str]:
+        """The jitted kernels the checkout's ``rel`` defines, parsed once per KernelDiff."""
+        if rel not in self._defined:
+            path = self.root / rel
+            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+            self._defined[rel] = jitted_kernels(text) if text else set()
+        return self._defined[rel]
+
     def _elsewhere(self, run: Run, rel: str) -> bool:
         """Whether the change to ``rel`` since ``run``'s commit is confined to definitions of
         other arches than the run's (arch_scoped)."""
@@ -213,8 +223,7 @@ class KernelDiff:
         used: list[str] = []
         unused: list[str] = []
         for rel in changed:
-            path = self.root / rel
-            defined = jitted_kernels(path.read_text(encoding="utf-8")) if path.is_file() else set()
+            defined = self._kernels_in(rel)
             # A change confined to other arches' definitions, or to kernels the run never ran
             # (a verify run ran them all).
             ran = not defined or run.kind == "verify" or any(_ran(k, recorded) for k in defined)

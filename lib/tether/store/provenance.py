@@ -12,6 +12,7 @@ any change to code does.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 import subprocess
@@ -110,8 +111,12 @@ def _canonical(node: object) -> str:
     return repr(node)
 
 
+@functools.lru_cache(maxsize=4096)
 def source_digest(text: str) -> str:
-    """A stable text for hashing: the canonical AST without docstrings, or the raw text."""
+    """A stable text for hashing: the canonical AST without docstrings, or the raw text.
+
+    Cached by the text itself: a check compares the checkout's kernel files with their
+    version at every commit a run names, the same few texts many times over."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
