@@ -18,7 +18,7 @@
 #   the libraries it needs, which the device image lacks). Carry it with FlashInfer's runtime
 #   archive, its modules and the tvm-ffi wheel, by name (.peers/fi-run.tar.xz,
 #   .peers/fi-jit-sm90.tar.xz, .peers/apache_tvm_ffi-*.whl): the tracked tree and those must fit
-#   the 64 MiB a call carries, which the whole .peers/ with the store no longer does.
+#   the 64 MiB a call carries (the store is packed: tether store pack after every merge).
 # END_S: seconds after the call's start by which every session step has ended (keep it under
 #   the call's limit: packing and signing follow).
 set -uo pipefail

@@ -42,7 +42,9 @@
 # with SESSION_S near the call's limit (the logs' tables give each step's seconds).
 # TETHER_GIT_SHA is the full sha of the commit copied, typed as it is where the commit is: a
 # copy's .git can name another commit. The working tree travels in 64 MiB at most, with the
-# store, .peers/ and .hostkey/ in it (an unpacked ssh-keygen with its libraries put it over).
+# store, .peers/ and .hostkey/ in it (an unpacked ssh-keygen with its libraries put it over):
+# the runs that come back are merged into results/ and packed (tether store pack) before they
+# are committed, or the store outgrows what a call carries.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?set OUT to the folder that comes back}
