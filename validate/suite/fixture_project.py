@@ -10,6 +10,7 @@ the folder as a project. Nothing here is a result; it only lays out folders for 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -91,3 +92,16 @@ def run_cli(root: Path, *argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     rc = main(["--root", str(root), *argv], out=out, err=err)
     return rc, out.getvalue(), err.getvalue()
+
+
+def git(root: Path, *args: str) -> str:
+    """FIXTURE: ``git *args`` in ``root`` as a fixture author (name and email set, so commits
+    work on a host with no git identity); its stdout, CalledProcessError on failure."""
+    return subprocess.run(
+        ["git", "-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout

@@ -14,22 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from validate.suite.fixture_project import fixture_project, run_cli
+from validate.suite.fixture_project import fixture_project, git, run_cli
 from validate.suite.runfactory import make_sweep_run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return done.stdout
 
 
 def _render(root: Path) -> None:
@@ -45,9 +33,9 @@ def repo(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "docs_src", root / "docs_src")
     make_sweep_run(started="2026-01-01T00:00:00Z", ratio=0.9, store=root / "results", root=root)
     _render(root)
-    _git(root, "init", "--quiet")
-    _git(root, "add", "-A")
-    _git(root, "commit", "--quiet", "-m", "FIXTURE: rendered")
+    git(root, "init", "--quiet")
+    git(root, "add", "-A")
+    git(root, "commit", "--quiet", "-m", "FIXTURE: rendered")
     rc, out, err = run_cli(root, "check")
     assert rc == 0, f"FIXTURE repository is not clean:\n{out}{err}"
     return root
@@ -65,13 +53,13 @@ def _new_run_rendered(root: Path) -> Path:
 
 def test_docs_citing_an_untracked_run_fail(repo: Path) -> None:
     run_file = _new_run_rendered(repo)
-    _git(repo, "add", "README.md", "docs")  # the docs, not the run they now cite
+    git(repo, "add", "README.md", "docs")  # the docs, not the run they now cite
     rc, out, _ = run_cli(repo, "check")
     assert rc == 1
     assert "README.md" in out
     # The files on disk agree with each other: only the commit is wrong.
     assert run_cli(repo, "check", "--worktree")[0] == 0
-    _git(repo, "add", str(run_file))
+    git(repo, "add", str(run_file))
     rc, out, err = run_cli(repo, "check")
     assert rc == 0, out + err
 
@@ -81,7 +69,7 @@ def test_unstaged_edit_is_not_what_is_judged(repo: Path) -> None:
     readme.write_text(readme.read_text(encoding="utf-8") + "\nhand edit\n", encoding="utf-8")
     assert run_cli(repo, "check")[0] == 0  # the index is unchanged
     assert run_cli(repo, "check", "--worktree")[0] == 1
-    _git(repo, "add", "README.md")
+    git(repo, "add", "README.md")
     rc, out, _ = run_cli(repo, "check")
     assert rc == 1
     assert "README.md" in out
@@ -89,8 +77,8 @@ def test_unstaged_edit_is_not_what_is_judged(repo: Path) -> None:
 
 def test_rev_judges_that_revision(repo: Path) -> None:
     _new_run_rendered(repo)
-    _git(repo, "add", "README.md", "docs")
-    _git(repo, "commit", "--quiet", "-m", "FIXTURE: docs without their run")
+    git(repo, "add", "README.md", "docs")
+    git(repo, "commit", "--quiet", "-m", "FIXTURE: docs without their run")
     assert run_cli(repo, "check", "--rev", "HEAD")[0] == 1
     assert run_cli(repo, "check", "--rev", "HEAD~1")[0] == 0
 
@@ -106,7 +94,7 @@ def test_rev_and_worktree_exclude_each_other(repo: Path) -> None:
 
 
 def test_untracked_config_is_named(repo: Path) -> None:
-    _git(repo, "rm", "--cached", "--quiet", "pyproject.toml")
+    git(repo, "rm", "--cached", "--quiet", "pyproject.toml")
     rc, _, err = run_cli(repo, "check")
     assert rc == 2
     assert "pyproject.toml" in err and "index" in err
@@ -144,14 +132,14 @@ def test_a_real_hook_refuses_docs_without_their_run(repo: Path) -> None:
     commit, and a commit of named paths (git builds a temporary index for it)."""
     _install_hook(repo)
     run_file = _new_run_rendered(repo)
-    _git(repo, "add", "README.md", "docs")
+    git(repo, "add", "README.md", "docs")
     refused = _commit(repo)
     assert refused.returncode != 0, refused.stdout + refused.stderr
     assert "README.md" in refused.stdout + refused.stderr
     # Naming the paths: the run is still left out of what is committed.
     refused = _commit(repo, "--", "README.md", "docs")
     assert refused.returncode != 0, refused.stdout + refused.stderr
-    _git(repo, "add", str(run_file))
+    git(repo, "add", str(run_file))
     done = _commit(repo)
     assert done.returncode == 0, done.stdout + done.stderr
 

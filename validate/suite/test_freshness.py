@@ -10,7 +10,6 @@ import dataclasses
 import io
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from tether.cli import main
 from tether.freshness import KernelDiff, jitted_kernels, store_changes_since
 from tether.store import kernels_fingerprint, write_run
 
-from validate.suite.fixture_project import fixture_project
+from validate.suite.fixture_project import fixture_project, git
 from validate.suite.runfactory import make_sweep_run, resealed
 
 USED = '''"""Kernels the FIXTURE run ran."""
@@ -42,16 +41,6 @@ ARMS = ("triton",)
 '''
 
 
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(root), "-c", "user.name=f", "-c", "user.email=f@example.invalid", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     if shutil.which("git") is None:
@@ -62,16 +51,16 @@ def repo(tmp_path: Path) -> Path:
     (root / "kernels" / "used.py").write_text(USED, encoding="utf-8")
     (root / "kernels" / "other.py").write_text(OTHER, encoding="utf-8")
     (root / "kernels" / "arms.py").write_text(ARMS, encoding="utf-8")
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "FIXTURE: kernels")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "FIXTURE: kernels")
     return root
 
 
 def _run_at_head(root: Path):
     run = make_sweep_run(root=root)
     cells = tuple(dataclasses.replace(c, kernels={"B": ("_attn_fwd",)}) for c in run.cells)
-    sha = _git(root, "rev-parse", "HEAD").strip()
+    sha = git(root, "rev-parse", "HEAD").strip()
     return resealed(run, cells=cells, provenance={"git_sha": sha, "git_dirty": False})
 
 
@@ -137,9 +126,9 @@ def test_the_store_is_append_only_since_a_revision(repo: Path) -> None:
     store = repo / "results"
     first = write_run(make_sweep_run(root=repo), store)
     second = write_run(make_sweep_run(root=repo, seed=1, started="2026-01-02T00:00:00Z"), store)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "FIXTURE: two runs")
-    _git(repo, "checkout", "-q", "-b", "topic")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "FIXTURE: two runs")
+    git(repo, "checkout", "-q", "-b", "topic")
     assert store_changes_since(repo, store, "main") == []
     # a new run is fine; removing or editing one that main holds is not
     write_run(make_sweep_run(root=repo, seed=2, started="2026-01-03T00:00:00Z"), store)
@@ -164,11 +153,11 @@ def test_a_run_naming_a_commit_whose_kernels_it_did_not_run_is_a_finding(repo: P
     the named commit's kernels fingerprint and refuses the run."""
     from tether.check import check_recorded_commits
 
-    old = _git(repo, "rev-parse", "HEAD").strip()
+    old = git(repo, "rev-parse", "HEAD").strip()
     honest = _run_at_head(repo)
     (repo / "kernels" / "used.py").write_text(USED.replace("return x", "return x + 1"))
-    _git(repo, "commit", "-qam", "FIXTURE: a kernel changes")
-    new = _git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "commit", "-qam", "FIXTURE: a kernel changes")
+    new = git(repo, "rev-parse", "HEAD").strip()
     measured_now = make_sweep_run(root=repo)  # the changed sources' fingerprint
     assert measured_now.provenance.kernels_fingerprint != honest.provenance.kernels_fingerprint
     stamped_old = resealed(measured_now, provenance={"git_sha": old, "git_dirty": False})
@@ -207,9 +196,9 @@ def tables_repo(tmp_path: Path) -> Path:
     (root / "kernels").mkdir()
     (root / "kernels" / "used.py").write_text(USED, encoding="utf-8")
     (root / "kernels" / "tables.py").write_text(TABLES, encoding="utf-8")
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "FIXTURE: kernels and tables")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "FIXTURE: kernels and tables")
     return root
 
 
@@ -346,9 +335,9 @@ def compile_repo(tmp_path: Path) -> Path:
     (root / "kernels").mkdir()
     for name, text in (("used", USED), ("other", OTHER), ("arms", ARMS), ("tables", TABLES)):
         (root / "kernels" / f"{name}.py").write_text(text, encoding="utf-8")
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "FIXTURE: kernels, tables, compiled inputs")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "FIXTURE: kernels, tables, compiled inputs")
     return root
 
 
@@ -383,7 +372,7 @@ def _compile_run_at_head(root: Path, arch: str = "sm90", version: str = "3.6.0")
         root=root,
         host="fixture-host",
     )
-    sha = _git(root, "rev-parse", "HEAD").strip()
+    sha = git(root, "rev-parse", "HEAD").strip()
     return resealed(run, provenance={"git_sha": sha, "git_dirty": False})
 
 

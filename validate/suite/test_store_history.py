@@ -7,7 +7,6 @@ FIXTURE repositories are made with ``git init`` in tmp_path; the runs come from 
 from __future__ import annotations
 
 import shutil
-import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -16,21 +15,11 @@ from tether.store import load_store
 from tether.store.cite import cited
 from tether.store.history import added_order
 
-from validate.suite.fixture_project import fixture_project, run_cli
+from validate.suite.fixture_project import fixture_project, git, run_cli
 from validate.suite.runfactory import make_sweep_run
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = "prefill-vs-sdpa"
-
-
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid", *args],
-        cwd=root,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
 
 
 def _stamp(delta: timedelta) -> str:
@@ -43,21 +32,21 @@ def repo(tmp_path: Path) -> Path:
         pytest.fail("git is needed: newest orders by git history")
     root = fixture_project(tmp_path / "repo")
     shutil.copytree(REPO / "docs_src", root / "docs_src")
-    _git(root, "init", "--quiet")
+    git(root, "init", "--quiet")
     return root
 
 
 def test_a_run_from_a_clock_a_year_ahead_does_not_win(repo: Path) -> None:
     store = repo / "results"
     ahead = make_sweep_run(started=_stamp(timedelta(days=365)), seed=1, store=store, root=repo)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "FIXTURE: a run from a host a year ahead")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "FIXTURE: a run from a host a year ahead")
     real = make_sweep_run(started=_stamp(-timedelta(hours=1)), seed=2, store=store, root=repo)
     runs = load_store(store)
     # Uncommitted: newer than every committed run.
     assert cited(runs, "sweep", SWEEP, "sm90").id == real.id
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "FIXTURE: a later real run")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "FIXTURE: a later real run")
     order = added_order(store)
     assert order[ahead.id] < order[real.id]
     assert cited(load_store(store), "sweep", SWEEP, "sm90").id == real.id
@@ -71,15 +60,15 @@ def test_a_run_from_a_clock_a_year_ahead_does_not_win(repo: Path) -> None:
 def test_the_index_check_orders_by_the_repository_history(repo: Path) -> None:
     store = repo / "results"
     make_sweep_run(started=_stamp(-timedelta(days=1)), seed=3, store=store, root=repo)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "FIXTURE: newer by history")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "FIXTURE: newer by history")
     # Added later but stamped earlier: history says it is the newest.
     late = make_sweep_run(started=_stamp(-timedelta(days=30)), seed=4, store=store, root=repo)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "FIXTURE: stamped earlier, committed later")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "FIXTURE: stamped earlier, committed later")
     assert cited(load_store(store), "sweep", SWEEP, "sm90").id == late.id
     assert run_cli(repo, "render")[0] == 0
-    _git(repo, "add", "-A")
+    git(repo, "add", "-A")
     rc, out, err = run_cli(repo, "check")  # the index, on a copy without .git
     assert rc == 0, out + err
 

@@ -22,7 +22,7 @@ from tether.store.layout import run_id_of, scan, sig_path
 from tether.store.pack import pack_store
 from tether.store.signing import NAMESPACE, sign_run_file, verify_run
 
-from validate.suite.fixture_project import fixture_project
+from validate.suite.fixture_project import fixture_project, git
 from validate.suite.runfactory import make_gate_run, make_sweep_run, make_verify_run
 
 
@@ -148,18 +148,6 @@ def test_store_pack_and_show_on_the_command_line(tmp_path: Path) -> None:
     assert str(run_id) in out.getvalue()
 
 
-def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid", *args],
-        cwd=root,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return done.stdout
-
-
 def test_packing_keeps_the_store_append_only_and_the_runs_history(tmp_path: Path) -> None:
     if shutil.which("git") is None:
         pytest.fail("git is needed: the append-only rule reads the store's history")
@@ -167,17 +155,17 @@ def test_packing_keeps_the_store_append_only_and_the_runs_history(tmp_path: Path
     store = repo / "results"
     kept = write_run(make_sweep_run(root=repo), store)
     edited = write_run(make_sweep_run(root=repo, seed=1, started="2026-01-02T00:00:00Z"), store)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "FIXTURE: two runs")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "FIXTURE: two runs")
     first = added_order(store)
-    _git(repo, "checkout", "-q", "-b", "topic")
+    git(repo, "checkout", "-q", "-b", "topic")
     pack_store(store)
     # Packed in the working tree, then staged and committed: neither is a change to a run.
     assert store_changes_since(repo, store, "main") == []
-    _git(repo, "add", "-A")
+    git(repo, "add", "-A")
     assert store_changes_since(repo, store, "main") == []
-    _git(repo, "commit", "-q", "-m", "FIXTURE: packed")
+    git(repo, "commit", "-q", "-m", "FIXTURE: packed")
     assert store_changes_since(repo, store, "main") == []
     assert added_order(store) == first  # a run's place in history is where it was first added
     # A packed file that holds other JSON than the run it replaced is the run modified.
