@@ -404,10 +404,11 @@ def _json_of(path: str, raw: bytes | None) -> bytes | None:
         return None
 
 
-def _packed_in_place(root: Path, base: str, path: str, staged: bool) -> bool:
-    """Whether the run file ``path``, gone since ``base``, is there in its other form (packed
-    or unpacked, in the index when ``staged``, else in the working tree) holding exactly the
-    JSON it held: ``tether store pack`` replaced it, and the run is the one it was."""
+def _packed_in_place(root: Path, top: Path, base: str, path: str, staged: bool) -> bool:
+    """Whether the run file ``path`` (relative to the repository's ``top``), gone since
+    ``base``, is there in its other form (packed or unpacked, in the index when ``staged``,
+    else in the working tree) holding exactly the JSON it held: ``tether store pack``
+    replaced it, and the run is the one it was."""
     run_id = layout.run_id_of(path)
     if run_id is None:
         return False
@@ -417,9 +418,8 @@ def _packed_in_place(root: Path, base: str, path: str, staged: bool) -> bool:
     if staged:
         now = _git_bytes(root, "show", f":{twin}")
     else:
-        top = _git_bytes(root, "rev-parse", "--show-toplevel")
-        file = Path(top.decode().strip()) / twin if top else None
-        now = file.read_bytes() if file is not None and file.is_file() else None
+        file = top / twin
+        now = file.read_bytes() if file.is_file() else None
     after = _json_of(twin, now)
     return before is not None and before == after
 
@@ -431,6 +431,7 @@ def store_changes_since(root: Path, store: Path, rev: str) -> list[tuple[str, st
     same JSON (``tether store pack``) is neither: the run is the one it was."""
     base = _git(root, "merge-base", rev, "HEAD").strip()
     rel = store.resolve().relative_to(root.resolve()).as_posix()
+    top = Path(_git(root, "rev-parse", "--show-toplevel").strip())
     found: dict[str, str] = {}
     for where, extra in (("committed or staged", ("--cached",)), ("in the working tree", ())):
         listing = _git(root, "diff", *extra, "--no-renames", "--name-status", base, "--", rel)
@@ -440,7 +441,7 @@ def store_changes_since(root: Path, store: Path, rev: str) -> list[tuple[str, st
                 continue
             if status[:1] not in ("M", "D", "T"):
                 continue
-            if status[:1] == "D" and _packed_in_place(root, base, path, staged=bool(extra)):
+            if status[:1] == "D" and _packed_in_place(root, top, base, path, bool(extra)):
                 continue
             what = "removed" if status[:1] == "D" else "modified"
             found.setdefault(path, f"{what} {where} since {base[:12]} (merge-base with {rev})")

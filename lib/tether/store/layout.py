@@ -2,9 +2,8 @@
 
 A store is ``<store>/<arch>/<id>.json`` and nothing else: regular files, one level of arch
 folders named after known arches, ``.json`` in lower case, or ``.json.gz``: the same file
-gzipped (``tether store pack``), which every reader reads as the JSON it holds. A run packed
-takes about a fifth of its room, which is what keeps a store that grows by every session's
-runs small enough to travel with a working tree. One id has one file: both forms at once are
+gzipped (``tether store pack``), which every reader reads as the JSON it holds. Packing keeps
+a store that grows by every session's runs small enough to travel with a working tree. One id has one file: both forms at once are
 a problem. A run saved at the store root, in a
 sub-folder, as ``.JSON`` or ``.bak``, a symlink (which could lead out of the store), a FIFO
 (which would hang a reader) or a device (``/dev/zero`` never ends) is a *problem* with a

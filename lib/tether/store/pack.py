@@ -1,8 +1,8 @@
 """Packing a store: each run file gzipped in place, the JSON it holds unchanged.
 
 A store grows by every session's runs and travels whole with a working tree (to a lent GPU
-host that takes a bounded tree, to every clone). Gzipped, a run file takes about a fifth of
-its room; every reader reads ``<id>.json.gz`` as the JSON it holds (``tether.store.io``), a
+host that takes a bounded tree, to every clone). Gzipped, a run file takes a fraction of its
+room (`du -sh results` before and after says how much); every reader reads ``<id>.json.gz`` as the JSON it holds (``tether.store.io``), a
 signature signs the run's digest whatever its file's form, and ``tether check``'s
 append-only rule takes a run packed for the run it was (``tether.freshness``): the packed
 file must hold exactly the bytes the JSON file held.
