@@ -288,26 +288,14 @@ _SM90_WIDE = Threshold(
 #   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
 # (reachable from batch_prefill).
-# run 20261202T173700Z-sweep-policy-batch-sm90-sm90-24789d8fa693
-# (2026-12-02, git 6d1b213be6fd, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/archs.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/gluon/arm.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/peers.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# stale: changed since the run: kernels/tether_kernels/prefill.py
-# stale: changed since the run: kernels/tether_kernels/routing.py
-# stale: changed since the run: kernels/tether_kernels/serves.py
-# stale: changed since the run: kernels/tether_kernels/shapes.py
-# 8 cells, geomean 0.894,
-# noise 0.991-1.009 (A/A floor 0.999-1.001
-# times replicate band 0.992-1.008): slower;
-# cells 0 faster, 7 slower, 1 level;
+# run 20261203T100608Z-sweep-policy-batch-sm90-sm90-bb16ec8078cd
+# (2026-12-03, git f256e735098b, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 0.892,
+# noise 0.996-1.004 (A/A floor 0.999-1.001
+# times replicate band 0.997-1.003): slower;
+# cells 0 faster, 8 slower, 0 level;
 # worst cell batch=16 seqlen=1024
-# at 0.751.
+# at 0.755.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
