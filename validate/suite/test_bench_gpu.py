@@ -24,13 +24,21 @@ def matmul_call(n: int = 2048):
 
 
 def test_graph_replay_aa_is_level() -> None:
+    """One arm timed twice by graph replay: medians within 10%. `tether verify` runs the suite
+    with many xdist workers on one GPU, so another worker's kernels can land in one arm's
+    samples (at 9e13ad8 on the H200 one measurement read 0.53): up to three measurements, and
+    a sampler that is biased fails all three, where contention passes by within them."""
     from tether.bench.engine import TimingPolicy, measure
 
-    got = measure({"A": matmul_call(), "A2": matmul_call()}, TimingPolicy(), device="cuda")
-    assert got.extra["sampler"] == "graph"
-    ratio = statistics.median(got.samples["A2"]) / statistics.median(got.samples["A"])
-    assert 0.9 < ratio < 1.1, ratio
-    assert "alloc_in_timed_region" not in got.flags
+    ratios = []
+    for _ in range(3):
+        got = measure({"A": matmul_call(), "A2": matmul_call()}, TimingPolicy(), device="cuda")
+        assert got.extra["sampler"] == "graph"
+        assert "alloc_in_timed_region" not in got.flags
+        ratios.append(statistics.median(got.samples["A2"]) / statistics.median(got.samples["A"]))
+        if 0.9 < ratios[-1] < 1.1:
+            break
+    assert 0.9 < ratios[-1] < 1.1, ratios
 
 
 def test_release_between_arms_flags_the_allocation() -> None:
