@@ -342,16 +342,14 @@ _SM90_BATCH = Threshold(
 #   not set
 # sweep policy-batch-short-sm90, population policy-batch-short-sm90-region
 # (reachable from batch_prefill).
-# run 20261203T074804Z-sweep-policy-batch-short-sm90-sm90-2bf11cd6feb0
-# (2026-12-03, git d8aedacbdfe6, 1 blocks, 0 replicate runs)
-# provisional: one run; a verdict backs a policy only with a replicate run.
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# 12 cells, geomean 0.841,
-# noise 0.998-1.002 (A/A floor 0.998-1.002
-# times replicate band 1.000-1.000): slower (provisional);
+# run 20261203T102401Z-sweep-policy-batch-short-sm90-sm90-8e071fc34b8b
+# (2026-12-03, git 9e13ad89ecee, 1 blocks, 1 replicate runs)
+# 12 cells, geomean 0.842,
+# noise 0.995-1.005 (A/A floor 0.999-1.001
+# times replicate band 0.996-1.004): slower;
 # cells 1 faster, 10 slower, 1 level;
 # worst cell batch=16 seqlen=512
-# at 0.671.
+# at 0.679.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill-short
