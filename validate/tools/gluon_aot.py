@@ -82,7 +82,6 @@ def compile_variant(
         STAGES=cfg.stages,
         CAUSAL=causal,
         PINGPONG=cfg.pingpong,
-        EARLY=cfg.early_rescale,
         STORE_LSE=True,
         PRODUCER_REGS=cfg.producer_regs,
         CONSUMER_REGS=cfg.consumer_regs,

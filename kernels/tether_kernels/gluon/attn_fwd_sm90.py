@@ -205,7 +205,7 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
               stride_om, stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
               work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
               D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, EARLY: gl.constexpr, STORE_LSE: gl.constexpr,
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
               RAGGED: gl.constexpr):  # fmt: skip
     """A head split in two parts (``D0 < HEAD_DIM``: 96 as 64 + 32, each part a power of two
     as register tiles must be) sums S over both parts' products and keeps O as two
@@ -262,7 +262,7 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
             mbarrier.arrive(other_turn)
         s = warpgroup_mma_wait(0, deps=(s_tok,))
         mbarrier.arrive(k_empty.index(0))
-        p, alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1, r_kv, shift,
+        p, _alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1, r_kv, shift,
                                       BLOCK_N, s_layout, True, CAUSAL)  # fmt: skip
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         p1_op = gl.convert_layout(p.to(dtype), p1_layout) if SPLIT else p_op
@@ -271,26 +271,22 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
         # unmasked ones: each iteration issues block
         # j's score MMA and block j-1's P V MMA, then runs block j's softmax.
         for j in range(1, gl.maximum(n_masked, 1)):
-            acc, acc1, p_op, p1_op, m_i, l_i, alpha = _step(
-                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, alpha, qk_scale, rows, r_kv, shift, q_tile,
+            acc, acc1, p_op, p1_op, m_i, l_i = _step(
+                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift, q_tile,
                 q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
                 my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
-                p_layout, p1_layout, True, CAUSAL, PINGPONG, EARLY, SPLIT)  # fmt: skip
+                p_layout, p1_layout, True, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
         for j in range(gl.maximum(n_masked, 1), count):
-            acc, acc1, p_op, p1_op, m_i, l_i, alpha = _step(
-                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, alpha, qk_scale, rows, r_kv, shift, q_tile,
+            acc, acc1, p_op, p1_op, m_i, l_i = _step(
+                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift, q_tile,
                 q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
                 my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
-                p_layout, p1_layout, False, CAUSAL, PINGPONG, EARLY, SPLIT)  # fmt: skip
+                p_layout, p1_layout, False, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
 
         # The last block's P V.
         last = count - 1
         ls = last % STAGES
         mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
-        if EARLY:
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            if SPLIT:
-                acc1 = acc1 * gl.expand_dims(gl.convert_layout(alpha, row_o1), 1)
         o_tok = warpgroup_mma(p_op, v_smem.index(ls), acc, is_async=True)
         if SPLIT:
             o1_tok = warpgroup_mma(p1_op, v1_smem.index(ls), acc1, is_async=True)
@@ -326,12 +322,12 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
 
 
 @gluon.jit
-def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, alpha, qk_scale, rows, kv_len, shift, q_tile,
+def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift, q_tile,
           q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
           my_turn, other_turn, s_zero, WG: gl.constexpr, BLOCK_N: gl.constexpr,
           STAGES: gl.constexpr, s_layout: gl.constexpr, row_o: gl.constexpr,
           row_o1: gl.constexpr, p_layout: gl.constexpr, p1_layout: gl.constexpr,
-          MASK: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, EARLY: gl.constexpr,
+          MASK: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
           SPLIT: gl.constexpr):  # fmt: skip
     """Iteration j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} on the tensor cores, then
     block j's softmax on the CUDA cores while the P V MMA finishes (a split head: both
@@ -346,12 +342,6 @@ def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, alpha, qk_scale, rows, kv_len
                           is_async=True)  # fmt: skip
     if SPLIT:
         s_tok = warpgroup_mma(q1_tile, k1_smem.index(s_idx).permute((1, 0)), s_tok, is_async=True)
-    if EARLY:
-        # FA3's order: block j-1's rescale of O runs on the CUDA cores under block j's score
-        # MMA, so only P's conversion sits between one P V MMA's end and the next issue.
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        if SPLIT:
-            acc1 = acc1 * gl.expand_dims(gl.convert_layout(alpha, row_o1), 1)
     o_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
     if SPLIT:
         o1_tok = warpgroup_mma(p1_op, v1_smem.index(prev), acc1, is_async=True)
@@ -366,14 +356,12 @@ def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, alpha, qk_scale, rows, kv_len
     if SPLIT:
         acc1 = warpgroup_mma_wait(0, deps=(o1_tok,))
     mbarrier.arrive(v_empty.index(prev))
-    if not EARLY:
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
     p_op = gl.convert_layout(p.to(q_tile.dtype), p_layout)
     if SPLIT:
-        if not EARLY:
-            acc1 = acc1 * gl.expand_dims(gl.convert_layout(alpha, row_o1), 1)
+        acc1 = acc1 * gl.expand_dims(gl.convert_layout(alpha, row_o1), 1)
         p1_op = gl.convert_layout(p.to(q_tile.dtype), p1_layout)
-    return acc, acc1, p_op, p1_op, m_i, l_i, alpha
+    return acc, acc1, p_op, p1_op, m_i, l_i
 
 
 @gluon.jit
@@ -381,10 +369,10 @@ def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, str
                q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ: gl.constexpr,
                GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
                BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-               PINGPONG: gl.constexpr, EARLY: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
     _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
               stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ,
-              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, EARLY, STORE_LSE, RAGGED)  # fmt: skip
+              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE, RAGGED)  # fmt: skip
 
 
 @gluon.jit
@@ -392,10 +380,10 @@ def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, str
                q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ: gl.constexpr,
                GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
                BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-               PINGPONG: gl.constexpr, EARLY: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
     _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
               stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ,
-              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, EARLY, STORE_LSE, RAGGED)  # fmt: skip
+              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE, RAGGED)  # fmt: skip
 
 
 @gluon.jit
@@ -403,7 +391,7 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
                   qo_len, kv_len, n_split, stride_ob, stride_om, stride_oh, work,
                   HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, EARLY: gl.constexpr, STORE_LSE: gl.constexpr,
+                  CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
                   PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                   RAGGED: gl.constexpr = False):  # fmt: skip
     """Grid: (cdiv(qo_len, 128) * n_split * batch * HQ,); num_warps=4 (consumer 0); see the
@@ -469,11 +457,11 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
         [
             (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
                           stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-                          work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, EARLY,
+                          work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
                           STORE_LSE, RAGGED)),
             (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
                           stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
-                          work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, EARLY,
+                          work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
                           STORE_LSE, RAGGED)),
             (_producer, (q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
                          v_smem, q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split,

@@ -47,8 +47,6 @@ class GluonConfig:
     block_n: int = 128
     stages: int = 2
     pingpong: bool = True
-    # O's rescale issued under the next score MMA, before the P V MMA (FA3's order).
-    early_rescale: bool = False
     consumer_regs: int = 240
     producer_regs: int = 24
 
@@ -79,8 +77,6 @@ VARIANTS: dict[str, GluonConfig] = {
     "n128s3pp": GluonConfig(stages=3),
     "n64s3pp": GluonConfig(block_n=64, stages=3),
     "n64s4pp": GluonConfig(block_n=64, stages=4),
-    "n128s2er": GluonConfig(pingpong=False, early_rescale=True),
-    "n128s2pper": GluonConfig(early_rescale=True),
 }
 # The arm's variant: the pick of the tuning grid tune-gluon-sm90 (every variant against the
 # fastest peer, under the guard) by the rule tether_kernels/tuned.py declares, which tether
@@ -304,7 +300,6 @@ class GluonPlan:
             STAGES=config.stages,
             CAUSAL=causal,
             PINGPONG=config.pingpong,
-            EARLY=config.early_rescale,
             STORE_LSE=want_lse or n_split > 1,  # a split's LSE weighs it in the merge
             PRODUCER_REGS=config.producer_regs,
             CONSUMER_REGS=config.consumer_regs,
