@@ -254,7 +254,7 @@ registry.sweep(
     Sweep(
         name="tune-gluon-sm90",
         case="attention",
-        axes={"config": tuple(VARIANTS), "seqlen": (4096, 16384)},
+        axes={"config": tuple(VARIANTS), "seqlen": (4096, 8192, 16384)},
         aliases=SQUARE_ALIAS,
         fixed={"batch": 1, "hq": 32, **_SQUARE},
         arms={"A": ("flashinfer_fa3", "sdpa_cudnn"), "B": "gluon"},
