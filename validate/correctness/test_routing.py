@@ -33,6 +33,7 @@ from tether_kernels.serves import (
     has_keyless_rows,
     tile_head_dim,
 )
+from tether_kernels.shapes import Call
 
 try:
     from hypothesis import HealthCheck, given, settings
@@ -102,25 +103,35 @@ def test_route_follows_the_declarations(
         with pytest.raises(UsageError, match=r"batch 1 only|ragged_prefill takes a Ragged call"):
             route(entry, shape, arch, return_lse=return_lse)
         return
-    tried = candidates(entry, shape, arch)
-    reasons = {name: get_arm(name).supports(shape, arch, need_lse=return_lse) for name in tried}
-    try:
-        arm = route(entry, shape, arch, return_lse=return_lse)
-    except UsageError as exc:
-        # Total: a refusal only when no candidate serves, naming each one's constraint.
-        assert all(r is not None for r in reasons.values()), (shape, arch, reasons)
-        for name, reason in reasons.items():
-            assert f"{name}: {reason}" in str(exc)
+    arm = _routed_or_refused(entry, shape, arch, return_lse)
+    if arm is None:
         return
-    except TetherError as exc:  # never ArmUnavailableError or another error for a valid call
-        pytest.fail(f"route raised {type(exc).__name__} for {shape.key()} on {arch}: {exc}")
-    # The first candidate whose declaration covers the call, and it covers it.
-    assert arm == next(name for name, r in reasons.items() if r is None)
     assert arm in ARCH_ARMS[arch]
     serves = get_arm(arm).serves[arch]
     assert serves.refusal(shape, need_lse=return_lse) is None
     assert not has_keyless_rows(shape) or serves.keyless_rows is None
     assert not return_lse or serves.lse
+
+
+def _routed_or_refused(entry: str, call: Call, arch: str, return_lse: bool) -> str | None:
+    """Route is total over its candidates: it takes the first whose declaration covers the
+    call (returned), or refuses with a UsageError naming each one's unmet constraint (None);
+    never another error for a valid call."""
+    reasons = {
+        name: routing.refusal(name, call, arch, need_lse=return_lse)
+        for name in candidates(entry, call, arch)
+    }
+    try:
+        arm = route(entry, call, arch, return_lse=return_lse)
+    except UsageError as exc:
+        assert all(r is not None for r in reasons.values()), (call, arch, reasons)
+        for name, reason in reasons.items():
+            assert f"{name}: {reason}" in str(exc)
+        return None
+    except TetherError as exc:  # never ArmUnavailableError or another error for a valid call
+        pytest.fail(f"route raised {type(exc).__name__} for {call.key()} on {arch}: {exc}")
+    assert arm == next(name for name, r in reasons.items() if r is None)
+    return arm
 
 
 @pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in ARCHES])
@@ -171,17 +182,10 @@ def test_ragged_routes_follow_the_declarations(
         with pytest.raises(UsageError, match="ragged_prefill's"):
             route(entry, call, arch, return_lse=return_lse)
         return
-    tried = candidates(entry, call, arch)
-    assert tried[-1] == PER_REQUEST
-    reasons = {name: routing.refusal(name, call, arch, need_lse=return_lse) for name in tried}
-    try:
-        arm = route(entry, call, arch, return_lse=return_lse)
-    except UsageError as exc:
-        assert all(r is not None for r in reasons.values()), (call, arch, reasons)
-        for name, reason in reasons.items():
-            assert f"{name}: {reason}" in str(exc)
+    assert candidates(entry, call, arch)[-1] == PER_REQUEST
+    arm = _routed_or_refused(entry, call, arch, return_lse)
+    if arm is None:
         return
-    assert arm == next(name for name, r in reasons.items() if r is None)
     if arm == PER_REQUEST:
         # Every request has a single_prefill route of its own.
         for request in call.requests():
