@@ -26,8 +26,9 @@ def matmul_call(n: int = 2048):
 def test_graph_replay_aa_is_level() -> None:
     """One arm timed twice by graph replay: medians within 10%. `tether verify` runs the suite
     with many xdist workers on one GPU, so another worker's kernels can land in one arm's
-    samples (at 9e13ad8 on the H200 one measurement read 0.53): up to three measurements, and
-    a sampler that is biased fails all three, where contention passes by within them."""
+    samples (at 9e13ad8 on the H200 one measurement fell far outside the bound): up to three
+    measurements, and a sampler that is biased fails all three, where contention passes by
+    within them."""
     from tether.bench.engine import TimingPolicy, measure
 
     ratios = []
