@@ -81,7 +81,7 @@ def compile_variant(
         BLOCK_N=n,
         STAGES=cfg.stages,
         CAUSAL=causal,
-        PINGPONG=cfg.turn_mode,
+        PINGPONG=cfg.pingpong,
         STORE_LSE=True,
         PRODUCER_REGS=cfg.producer_regs,
         CONSUMER_REGS=cfg.consumer_regs,

@@ -14,12 +14,9 @@ f16 or bf16. One program owns 128 query rows of one query head and runs three pa
 
 Within a consumer (FlashAttention-3's intra-warpgroup overlap): the MMA of block j's scores
 and the MMA of block j-1's P V are issued together; the softmax of block j then runs while
-the P V MMA is still on the tensor cores. Across consumers (``PINGPONG``): a turn passes back
-and forth so that one warpgroup issues its MMAs while the other runs its softmax, keeping the
-tensor cores fed by one warpgroup while the other uses the CUDA cores. PINGPONG 1 passes it
-through two mbarriers (a spin on try_wait, and Triton puts a warpgroup bar.sync before every
-single-thread arrive); PINGPONG 2 through two hardware named barriers, ``bar.sync`` to take
-the turn and ``bar.arrive`` to pass it, as FlashAttention-3's warp scheduler barriers do.
+the P V MMA is still on the tensor cores. Across consumers (``PINGPONG``): two mbarriers pass
+a turn back and forth so that one warpgroup issues its MMAs while the other runs its
+softmax, keeping the tensor cores fed by one warpgroup while the other uses the CUDA cores.
 
 Key blocks are visited from the last one (the causal diagonal and the key tail) down to the
 first, so the blocks that need the per-element mask come first and run in the masked
@@ -184,29 +181,6 @@ def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
 
 
 @gluon.jit
-def _turn_sync(dep, WG: gl.constexpr):
-    """Named-barrier turn (PINGPONG 2): wait until the other consumer has issued its MMAs.
-    ``dep`` only gives the asm an operand; barriers 14 and 15 are the consumers' turns."""
-    if WG == 0:
-        gl.inline_asm_elementwise("bar.sync 14, 256;\n\tmov.b32 $0, $1;", "=r,r", [dep],
-                                  dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
-    else:
-        gl.inline_asm_elementwise("bar.sync 15, 256;\n\tmov.b32 $0, $1;", "=r,r", [dep],
-                                  dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
-
-
-@gluon.jit
-def _turn_pass(dep, WG: gl.constexpr):
-    """Pass the turn to the other consumer (bar.arrive on its barrier, no wait)."""
-    if WG == 0:
-        gl.inline_asm_elementwise("bar.arrive 15, 256;\n\tmov.b32 $0, $1;", "=r,r", [dep],
-                                  dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
-    else:
-        gl.inline_asm_elementwise("bar.arrive 14, 256;\n\tmov.b32 $0, $1;", "=r,r", [dep],
-                                  dtype=gl.int32, is_pure=False, pack=1)  # fmt: skip
-
-
-@gluon.jit
 def _softmax(s, m_i, l_i, qk_scale, rows, n, kv_len, shift, BLOCK_N: gl.constexpr,
              s_layout: gl.constexpr, MASK: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
     """One block's online-softmax update; returns p (f32), alpha, and the new m and l."""
@@ -277,21 +251,14 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
         # Iteration 0, peeled: block hi - 1, always masked (it holds the diagonal or the key
         # tail whenever any block of the run does; a run below them masks nothing, which the
         # masked step computes the same); only its score MMA is issued.
-        if PINGPONG == 2:
-            # Consumer 0 goes first without a wait; its one extra wait, before its last P V,
-            # takes consumer 1's last pass, so every arrive on a named barrier is matched.
-            if WG == 1:
-                _turn_sync(hi, WG)
-        elif PINGPONG:
+        if PINGPONG:
             mbarrier.wait(my_turn, 1 - WG)  # consumer 0 goes first
         mbarrier.wait(k_ready.index(0), 0)
         s_tok = warpgroup_mma(q_tile, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
                               is_async=True)  # fmt: skip
         if SPLIT:
             s_tok = warpgroup_mma(q1_tile, k1_smem.index(0).permute((1, 0)), s_tok, is_async=True)
-        if PINGPONG == 2:
-            _turn_pass(hi, WG)
-        elif PINGPONG:
+        if PINGPONG:
             mbarrier.arrive(other_turn)
         s = warpgroup_mma_wait(0, deps=(s_tok,))
         mbarrier.arrive(k_empty.index(0))
@@ -317,8 +284,6 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
                 p_layout, p1_layout, False, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
 
         # The last block's P V.
-        if PINGPONG == 2 and WG == 0:  # consumer 1's last pass (see iteration 0)
-            _turn_sync(hi, WG)
         last = count - 1
         ls = last % STAGES
         mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
@@ -371,9 +336,7 @@ def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift
     prev = (j - 1) % STAGES
     mbarrier.wait(k_ready.index(s_idx), (j // STAGES) & 1)
     mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-    if PINGPONG == 2:
-        _turn_sync(j, WG)
-    elif PINGPONG:
+    if PINGPONG:
         mbarrier.wait(my_turn, (j & 1) ^ (1 - WG))
     s_tok = warpgroup_mma(q_tile, k_smem.index(s_idx).permute((1, 0)), s_zero, use_acc=False,
                           is_async=True)  # fmt: skip
@@ -382,9 +345,7 @@ def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift
     o_tok = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
     if SPLIT:
         o1_tok = warpgroup_mma(p1_op, v1_smem.index(prev), acc1, is_async=True)
-    if PINGPONG == 2:
-        _turn_pass(j, WG)
-    elif PINGPONG:
+    if PINGPONG:
         mbarrier.arrive(other_turn)
     # The score MMAs, issued first, are done; the P V ones (one per head part) may not be.
     s = warpgroup_mma_wait(2 if SPLIT else 1, deps=(s_tok,))

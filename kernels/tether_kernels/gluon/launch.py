@@ -42,15 +42,11 @@ def head_part(head_dim: int) -> int:
 
 @dataclass(frozen=True)
 class GluonConfig:
-    """One variant: key tile, K/V ring depth, warpgroup ping-pong, register split.
-
-    ``named_turn``: the ping-pong's turn passes through hardware named barriers (bar.sync and
-    bar.arrive) instead of mbarriers (the kernel's PINGPONG 2 against 1)."""
+    """One variant: key tile, K/V ring depth, warpgroup ping-pong, register split."""
 
     block_n: int = 128
     stages: int = 2
     pingpong: bool = True
-    named_turn: bool = False
     consumer_regs: int = 240
     producer_regs: int = 24
 
@@ -59,15 +55,8 @@ class GluonConfig:
             raise ValueError(f"GluonConfig.block_n: 64 or 128, got {self.block_n}")
         if not 2 <= self.stages <= 4:
             raise ValueError(f"GluonConfig.stages: 2 to 4, got {self.stages}")
-        if self.named_turn and not self.pingpong:
-            raise ValueError("GluonConfig.named_turn: a turn needs pingpong")
         if 2 * self.consumer_regs + self.producer_regs > 3 * MAXNREG:
             raise ValueError("GluonConfig: the register split exceeds the CTA's register file")
-
-    @property
-    def turn_mode(self) -> int:
-        """The kernel's PINGPONG: 0 none, 1 mbarrier turns, 2 named-barrier turns."""
-        return 0 if not self.pingpong else 2 if self.named_turn else 1
 
     def smem_bytes(self, head_dim: int, item: int = 2) -> int:
         """Shared memory of Q (128 rows) and the K and V rings, without the barriers."""
@@ -88,8 +77,6 @@ VARIANTS: dict[str, GluonConfig] = {
     "n128s3pp": GluonConfig(stages=3),
     "n64s3pp": GluonConfig(block_n=64, stages=3),
     "n64s4pp": GluonConfig(block_n=64, stages=4),
-    # FlashAttention-3's turn: hardware named barriers where n128s2pp passes it by mbarriers.
-    "n128s2pn": GluonConfig(named_turn=True),
 }
 # The arm's variant: the pick of the tuning grid tune-gluon-sm90 (every variant against the
 # fastest peer, under the guard) by the rule tether_kernels/tuned.py declares, which tether
@@ -107,7 +94,7 @@ VARIANTS: dict[str, GluonConfig] = {
 #   n64s4pp: geomean 0.878, noise up to 1.002
 # best n128s2; chosen n128s2: holds
 # END GENERATED: tuned-gluon-sm90-variant
-DEFAULT_VARIANT = "n128s2pn"
+DEFAULT_VARIANT = "n128s2"
 
 
 def default_config(head_dim: int) -> GluonConfig:
@@ -312,7 +299,7 @@ class GluonPlan:
             BLOCK_N=config.block_n,
             STAGES=config.stages,
             CAUSAL=causal,
-            PINGPONG=config.turn_mode,
+            PINGPONG=config.pingpong,
             STORE_LSE=want_lse or n_split > 1,  # a split's LSE weighs it in the merge
             PRODUCER_REGS=config.producer_regs,
             CONSUMER_REGS=config.consumer_regs,
