@@ -60,7 +60,7 @@ from tether.render.targets import missing_tune_regions
 from tether.stats import MIN_RUNS, aggregate, cell_stats, evaluate, rate_of
 from tether.store import kernels_fingerprint
 from tether.store.audit import load_store_checked
-from tether.store.cite import by_id, cited, latest_ok, siblings
+from tether.store.cite import Staleness, by_id, cited, latest_ok, siblings
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.provenance import definition_digests
 from tether.store.signing import keygen, verify_run
@@ -304,6 +304,7 @@ def check_thresholds(
     predicates hold, and applies only where that evidence has cells."""
 
     findings = []
+    stale = kernel_staleness(root, runs)
     for th in policy:
         if not th.is_set:
             continue
@@ -311,7 +312,7 @@ def check_thresholds(
         label = (
             f"policy {th.region} ({th.arch} {th.entry} -> {th.arm} where {th.describe_region()})"
         )
-        run = cited(runs, "sweep", th.evidence.sweep, th.arch)
+        run = cited(runs, "sweep", th.evidence.sweep, th.arch, stale)
         if run is None:
             findings.append(
                 Finding(
@@ -363,10 +364,11 @@ def check_front_page(root: Path, runs: list[Run]) -> list[Finding]:
     config = root / project.CONFIG_FILE
     text = config.read_text(encoding="utf-8").split("\n") if config.is_file() else []
     findings = []
+    stale = kernel_staleness(root, runs)
     for row in proj.summary_rows:
         sweep = str(row["sweep"])
         for arch in sorted({r.arch for r in runs if r.kind == "sweep" and r.name == sweep}):
-            run = cited(runs, "sweep", sweep, arch)
+            run = cited(runs, "sweep", sweep, arch, stale)
             entries = run.config.get("entry_points") if run is not None else None
             b = run.arms.get("B") if run is not None else None
             if run is None or not entries or b in entries:
@@ -689,6 +691,7 @@ def evidence_runs(
     policy: Iterable[Threshold],
     gates: Iterable[Gate],
     tuned: Iterable[TunedChoice] = (),
+    stale: Staleness | None = None,
 ) -> list[tuple[Run, str]]:
     """Every timing run a decision rests on, with what rests on it: each set threshold's
     evidence run, each set gate's before and after runs and each tuned choice's tuning run."""
@@ -696,7 +699,7 @@ def evidence_runs(
     out: dict[str, tuple[Run, str]] = {}
     for th in policy:
         if th.is_set:
-            run = cited(runs, "sweep", th.evidence.sweep, th.arch)
+            run = cited(runs, "sweep", th.evidence.sweep, th.arch, stale)
             if run is not None:
                 out[run.id] = (run, f"policy {th.region} rests on it")
     for gate in gates:
@@ -730,7 +733,7 @@ def check_timing_freshness(
     proj = project.get(root)
     diff = KernelDiff(root, proj.kernel_files(), proj.arch_scoped)
     findings = []
-    for run, why in evidence_runs(runs, policy, gates, tuned):
+    for run, why in evidence_runs(runs, policy, gates, tuned, kernel_staleness(root, runs)):
         found = diff.staleness(run, current)
         if not found.stale:
             continue

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -529,10 +530,12 @@ def test_a_scope_naming_values_its_evidence_lacks_fails(
 
 
 def test_a_threshold_resting_on_stale_kernel_evidence_fails(checkout: Checkout) -> None:
-    # The cited evidence run was measured from other kernel sources than the checkout's, and
-    # the FIXTURE is no git checkout, so which files changed cannot be told: stale.
-    assert checkout.sweep.path is not None
+    # The evidence runs were measured from other kernel sources than the checkout's, and the
+    # FIXTURE is no git checkout, so which files changed cannot be told: stale. (With a run of
+    # the checkout's kernels left, that one would be cited: see the next test.)
+    assert checkout.sweep.path is not None and checkout.replicate.path is not None
     checkout.sweep.path.unlink()
+    checkout.replicate.path.unlink()
     old = resealed(checkout.sweep, provenance={"kernels_fingerprint": "sha256:" + "0" * 64})
     write_run(old, checkout.store)
     _render_into(checkout.root, checkout.store)  # the documents mark it stale
@@ -540,6 +543,33 @@ def test_a_threshold_resting_on_stale_kernel_evidence_fails(checkout: Checkout) 
     assert code == 1
     assert f"stale timing evidence: run {old.id} (policy {POLICY_REGION} rests on it)" in out
 
+
+
+def test_a_newer_run_of_other_kernels_does_not_hide_the_current_evidence(
+    checkout: Checkout,
+) -> None:
+    # An exploration measured on kernels since reverted leaves a newer run of the evidence
+    # sweep from other kernel sources; the threshold still rests on the run of the kernels as
+    # they are, the documents cite that one, and the check passes.
+    def day_later(stamp: str) -> str:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00")) + timedelta(days=1)
+        return then.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    prov = checkout.sweep.provenance
+    explored = resealed(
+        checkout.sweep,
+        provenance={
+            "started": day_later(prov.started),
+            "ended": day_later(prov.ended),
+            "kernels_fingerprint": "sha256:" + "1" * 64,
+        },
+    )
+    write_run(explored, checkout.store)
+    _render_into(checkout.root, checkout.store)
+    code, out, _ = checkout.check()
+    assert code == 0, out
+    policy_text = (checkout.root / "kernels" / "policy.py").read_text(encoding="utf-8")
+    assert checkout.sweep.id in policy_text and explored.id not in policy_text
 
 def test_a_front_page_row_citing_an_arm_sweep_fails(checkout: Checkout) -> None:
     """A [tool.tether.summary] row is what a caller gets: a run that times an arm (B triton)

@@ -81,7 +81,15 @@ from tether.stats import (
     verdict_word,
 )
 from tether.store import kernels_fingerprint, load_store
-from tether.store.cite import by_id, cited, latest_ok, matching, newest_attempt, siblings
+from tether.store.cite import (
+    Staleness,
+    by_id,
+    cited,
+    latest_ok,
+    matching,
+    newest_attempt,
+    siblings,
+)
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.model import Run
 from tether.store.signing import signature_label
@@ -229,8 +237,9 @@ def sweep_doc(
     population: Population,
     current: str | CurrentHarness,
     figures: str | None,
+    stale: Staleness | None = None,
 ) -> SweepDoc:
-    run = cited(runs, "sweep", name, arch)
+    run = cited(runs, "sweep", name, arch, stale)
     attempt = _attempt(runs, "sweep", name, arch, run, current)
     if run is None:
         return SweepDoc(name, arch, None, attempt, None, None, (), None, (), {}, {}, None)
@@ -335,8 +344,10 @@ class ProbeDoc:
     points: tuple[ProbePoint, ...]
 
 
-def probe_doc(runs: list[Run], arch: str, current: str | CurrentHarness) -> ProbeDoc | None:
-    run = cited(runs, "probe", None, arch)
+def probe_doc(
+    runs: list[Run], arch: str, current: str | CurrentHarness, stale: Staleness | None = None
+) -> ProbeDoc | None:
+    run = cited(runs, "probe", None, arch, stale)
     if run is None:
         return None
     bounds = probe_bounds(run)
@@ -395,8 +406,10 @@ def _measured(
     )
 
 
-def gate_doc(runs: list[Run], gate: Gate, current: str | CurrentHarness) -> GateDoc:
-    latest = cited(runs, "gate", gate.id, gate.arch)
+def gate_doc(
+    runs: list[Run], gate: Gate, current: str | CurrentHarness, stale: Staleness | None = None
+) -> GateDoc:
+    latest = cited(runs, "gate", gate.id, gate.arch, stale)
     stat = None
     then = None
     if latest is not None and gate.threshold is not None:
@@ -432,11 +445,13 @@ def threshold_doc(
     th: Threshold,
     current: str | CurrentHarness,
     figures: str | None,
-    stale: Any = None,
+    stale: Staleness | None = None,
 ) -> ThresholdDoc:
-    doc = sweep_doc(runs, th.arch, th.evidence.sweep, th.evidence.population, current, figures)
+    doc = sweep_doc(
+        runs, th.arch, th.evidence.sweep, th.evidence.population, current, figures, stale
+    )
     if stale is not None:
-        doc = replace(doc, stale=stale(cited(runs, "sweep", th.evidence.sweep, th.arch)))
+        doc = replace(doc, stale=stale(cited(runs, "sweep", th.evidence.sweep, th.arch, stale)))
     evidence = (
         aggregate(doc.cells, th.evidence.population, trusted_only=True)
         if doc.run is not None
@@ -492,7 +507,7 @@ def tuned_doc(
     runs: list[Run],
     choice: TunedChoice,
     current: str | CurrentHarness,
-    stale: Callable[[Run | None], tuple[str, ...]],
+    stale: Staleness,
 ) -> TunedDoc:
     """``choice`` judged by its rule (``TunedChoice.judge``) on the run it cites; ``stale``
     (``kernel_staleness``) says which tuning runs measured other kernels than the checkout's."""
@@ -594,7 +609,12 @@ def _verify_runs(runs: list[Run]) -> tuple[Run | None, Run | None]:
 
 
 def _region_of(
-    runs: list[Run], arch: str, sweep: str, thresholds: tuple[Threshold, ...], fallback: Population
+    runs: list[Run],
+    arch: str,
+    sweep: str,
+    thresholds: tuple[Threshold, ...],
+    fallback: Population,
+    stale: Staleness | None = None,
 ) -> Population:
     """The policy's region of one sweep's cells: the population of the threshold it is the
     evidence of; for a sweep that times an entry point (its B arm), the cells the policy
@@ -603,7 +623,7 @@ def _region_of(
     for th in thresholds:
         if th.evidence.sweep == sweep:
             return th.evidence.population
-    run = cited(runs, "sweep", sweep, arch)
+    run = cited(runs, "sweep", sweep, arch, stale)
     entry = run.arms.get("B") if run is not None else None
     if entry is not None and any(th.entry == entry for th in thresholds):
         return routed_population(str(entry), thresholds)
@@ -627,23 +647,22 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
         ths = tuple(t for t in thresholds if t.arch == arch)
         pop = ths[0].evidence.population if ths else WHOLE_MAP
         listed = arch in proj.doc_arches
-        sweeps = tuple(
-            replace(
-                sweep_doc(runs, arch, s, _region_of(runs, arch, s, ths, pop), current, figures),
-                trend=_trend_with_figure(trends.get((arch, s)), figures),
-                stale=stale(cited(runs, "sweep", s, arch)),
-            )
-            for s in arch_sweeps(runs, arch, proj.headline, listed)
-        )
+        sweeps = []
+        for s in arch_sweeps(runs, arch, proj.headline, listed):
+            region = _region_of(runs, arch, s, ths, pop, stale)
+            doc = sweep_doc(runs, arch, s, region, current, figures, stale)
+            trend = _trend_with_figure(trends.get((arch, s)), figures)
+            run = cited(runs, "sweep", s, arch, stale)
+            sweeps.append(replace(doc, trend=trend, stale=stale(run)))
         docs.append(
             ArchDoc(
                 arch=arch,
                 description="",
                 thresholds=ths,
                 population=pop,
-                sweeps=sweeps,
-                probe=probe_doc(runs, arch, current),
-                gates=tuple(gate_doc(runs, g, current) for g in gates if g.arch == arch),
+                sweeps=tuple(sweeps),
+                probe=probe_doc(runs, arch, current, stale),
+                gates=tuple(gate_doc(runs, g, current, stale) for g in gates if g.arch == arch),
                 why=why_not_measured(runs, arch, current),
             )
         )
@@ -665,7 +684,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
         "thresholds": {
             t.region: threshold_doc(runs, t, current, figures, stale) for t in thresholds
         },
-        "gates": {g.region: gate_doc(runs, g, current) for g in gates},
+        "gates": {g.region: gate_doc(runs, g, current, stale) for g in gates},
         "tunes": tunes,
         "tuned": {
             c.region: tuned_doc(runs, c, current, stale) for c in tuned_choices(root) if c.region
@@ -678,7 +697,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     }
 
 
-def kernel_staleness(root: Path, runs: list[Run]) -> Callable[[Run | None], tuple[str, ...]]:
+def kernel_staleness(root: Path, runs: list[Run]) -> Staleness:
     """A function from a cited run (or None) to the kernel files its arms use that changed
     since it was measured (tether.freshness); ("unknown: why",) when git cannot tell."""
 

@@ -1,8 +1,13 @@
 """Which run a document, a policy or a gate cites: one rule, in one place.
 
-- ``cited(runs, kind, name, arch)``: the newest run that is evidence grade: status ``ok``
-  and measured while holding the guard. An unguarded run is never cited as a headline, a trend point, policy evidence or a gate's before or after; it
-  still loads and shows in ``tether store ls``.
+- ``cited(runs, kind, name, arch, stale)``: the newest run that is evidence grade: status
+  ``ok`` and measured while holding the guard. An unguarded run is never cited as a headline,
+  a trend point, policy evidence or a gate's before or after; it still loads and shows in
+  ``tether store ls``. Given ``stale`` (the kernel files a run's arms use that changed since
+  it was measured: ``tether.freshness``), the newest evidence-grade run that describes the
+  current kernels is cited wherever one exists: a newer run of kernels since reverted or
+  replaced (an exploration measured, then undone) never hides one of the code as it is, and
+  only where no run describes it is the newest cited, which every surface marks stale.
 - ``siblings(runs, run)``: the other evidence-grade runs of the same setup (kind, name, arch,
   commit, harness and kernel fingerprints, sharded or not): replicate runs, whose spread is the
   run-to-run band of the cited run's cells.
@@ -18,9 +23,13 @@ host's clock alone (see tether.store.history).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from tether.store.model import Run
+
+# A run (or None) to the kernel files its arms use that changed since it was measured; empty
+# when it describes the current kernels (tether.render.context.kernel_staleness).
+Staleness = Callable[[Run | None], tuple[str, ...]]
 
 
 def _rank(run: Run) -> tuple[bool, int, str, str]:
@@ -35,9 +44,16 @@ def matching(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> lis
     return sorted(out, key=_rank)
 
 
-def cited(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> Run | None:
-    """The newest evidence-grade run of ``kind``/``name`` on ``arch`` (see the module doc)."""
+def cited(
+    runs: Iterable[Run], kind: str, name: str | None, arch: str, stale: Staleness | None = None
+) -> Run | None:
+    """The newest evidence-grade run of ``kind``/``name`` on ``arch``; with ``stale``, the
+    newest of those that describes the current kernels where one does (see the module doc)."""
     pool = [r for r in matching(runs, kind, name, arch) if r.evidence_grade]
+    if stale is not None:
+        fresh = [r for r in pool if not stale(r)]
+        if fresh:
+            return fresh[-1]
     return pool[-1] if pool else None
 
 
