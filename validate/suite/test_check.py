@@ -544,7 +544,6 @@ def test_a_threshold_resting_on_stale_kernel_evidence_fails(checkout: Checkout) 
     assert f"stale timing evidence: run {old.id} (policy {POLICY_REGION} rests on it)" in out
 
 
-
 def test_a_newer_run_of_other_kernels_does_not_hide_the_current_evidence(
     checkout: Checkout,
 ) -> None:
@@ -570,6 +569,7 @@ def test_a_newer_run_of_other_kernels_does_not_hide_the_current_evidence(
     assert code == 0, out
     policy_text = (checkout.root / "kernels" / "policy.py").read_text(encoding="utf-8")
     assert checkout.sweep.id in policy_text and explored.id not in policy_text
+
 
 def test_a_front_page_row_citing_an_arm_sweep_fails(checkout: Checkout) -> None:
     """A [tool.tether.summary] row is what a caller gets: a run that times an arm (B triton)

@@ -120,7 +120,6 @@ def test_cited_is_newest_guarded_ok_by_started(tmp_path: Path) -> None:
     assert cited(runs, "gate", new.name, "sm90") is None
 
 
-
 def test_cited_prefers_the_newest_run_of_the_current_kernels() -> None:
     """A newer run of kernels since changed (an exploration measured, then reverted) never
     hides a run of the kernels as they are; only where none describes them is the newest
@@ -138,6 +137,7 @@ def test_cited_prefers_the_newest_run_of_the_current_kernels() -> None:
     assert cited(runs, "sweep", fresh.name, "sm90", stale) == fresh
     assert cited([explored], "sweep", fresh.name, "sm90", stale) == explored
     assert cited(runs, "sweep", fresh.name, "sm90", lambda run: ("kernels/attn.py",)) == explored
+
 
 def test_is_superseded() -> None:
     run = make_sweep_run()
