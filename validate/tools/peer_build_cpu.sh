@@ -29,16 +29,21 @@ mkdir -p "$work/site" "$work/whl" "$work/curand" "$work/stub" "$work/out"
 tvm=$(basename .peers/apache_tvm_ffi-*.whl | sed 's/^apache_tvm_ffi-\([^-]*\)-.*/\1/')
 "$PY" -m pip download -q --no-deps --only-binary=:all: -d "$work/whl" \
   "apache-tvm-ffi==$tvm" nvidia-ml-py tqdm nvidia-curand
-# Installed once per build folder: a reinstall rewrites tvm-ffi's headers, whose new mtimes make
-# ninja rebuild every module, where unchanged ones would be skipped.
+# Each input of the build is written once per build folder: a rewrite gives tvm-ffi's and
+# curand's headers and the stub new mtimes, which make ninja rebuild every module on the next
+# run, where unchanged ones would be skipped.
 if [ ! -d "$work/site/apache_tvm_ffi-$tvm.dist-info" ]; then
   "$PY" -m pip install -q --no-deps --upgrade --target "$work/site" \
     "$work"/whl/apache_tvm_ffi-*.whl "$work"/whl/nvidia_ml_py-*.whl "$work"/whl/tqdm-*.whl
 fi
-(cd "$work/curand" && "$PY" -m zipfile -e "$work"/whl/nvidia_curand-*.whl .)
+if [ -z "$(find "$work/curand" -name curand_kernel.h | head -1)" ]; then
+  (cd "$work/curand" && "$PY" -m zipfile -e "$work"/whl/nvidia_curand-*.whl .)
+fi
 inc=$(dirname "$(find "$work/curand" -name curand_kernel.h | head -1)")
-echo 'void tether_libcuda_stub(void) {}' >"$work/stub/stub.c"
-cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$work/stub/libcuda.so" "$work/stub/stub.c"
+if [ ! -f "$work/stub/libcuda.so" ]; then
+  echo 'void tether_libcuda_stub(void) {}' >"$work/stub/stub.c"
+  cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$work/stub/libcuda.so" "$work/stub/stub.c"
+fi
 lib=$cuda/lib64
 [ -e "$lib/libcudart.so" ] || lib=$cuda/lib
 CPATH=$inc${CPATH:+:$CPATH} \
