@@ -24,7 +24,8 @@ Top-level names (version 2):
   region, judged by its rule on the tuning run it cites.
 
 A document cites, for each ``(kind, name, arch)``, the newest evidence-grade run (status ok,
-measured under the guard; see ``tether.store.cite``). A cited run whose harness fingerprint is
+measured under the guard) of the kernels as they are, where one exists (see
+``tether.store.cite``). A cited run whose harness fingerprint is
 not what the checkout's harness gives it (``tether.store.harness.CurrentHarness``, by the rule
 of the format the run recorded) is marked superseded. Every number comes from tether.stats
 over raw samples; every verdict is judged by ``tether.stats.judge`` (the A/A floor times the replicate
