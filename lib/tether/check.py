@@ -47,20 +47,18 @@ from tether.freshness import (
     CommitKernels,
     CompileFreshness,
     GitUnavailable,
-    KernelDiff,
     store_changes_since,
 )
 from tether.policy import TunedChoice, field_value
 from tether.render import embedded_digest, render_parts
-from tether.render.context import kernel_staleness, tuned_doc
+from tether.render.context import UNKNOWN, kernel_staleness, tuned_doc
 from tether.render.context import policy as checkout_policy
 from tether.render.env import rate
 from tether.render.policy_file import tuned_choices
 from tether.render.targets import missing_tune_regions
 from tether.stats import MIN_RUNS, aggregate, cell_stats, evaluate, rate_of
-from tether.store import kernels_fingerprint
 from tether.store.audit import load_store_checked
-from tether.store.cite import Staleness, by_id, cited, latest_ok, siblings
+from tether.store.cite import StaleFiles, by_id, cited, latest_ok, siblings
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.provenance import definition_digests
 from tether.store.signing import keygen, verify_run
@@ -298,13 +296,17 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
 
 
 def check_thresholds(
-    root: Path, policy: Iterable[Threshold], runs: list[Run], current: str | CurrentHarness
+    root: Path,
+    policy: Iterable[Threshold],
+    runs: list[Run],
+    current: str | CurrentHarness,
+    stale: StaleFiles | None = None,
 ) -> list[Finding]:
     """Each set threshold rests on the cited (guarded, current) run of its sweep, whose
     predicates hold, and applies only where that evidence has cells."""
 
     findings = []
-    stale = kernel_staleness(root, runs)
+    stale = stale or kernel_staleness(root, runs)
     for th in policy:
         if not th.is_set:
             continue
@@ -355,7 +357,7 @@ def check_thresholds(
     return findings
 
 
-def check_front_page(root: Path, runs: list[Run]) -> list[Finding]:
+def check_front_page(root: Path, runs: list[Run], stale: StaleFiles | None = None) -> list[Finding]:
     """Each front-page comparison ([tool.tether.summary] rows) is what a caller gets: where
     the run it cites declares entry points, its B arm must be one of them. An arm sweep times
     an arm prepared outside the call, not the entry point a caller calls (the seeds' failure:
@@ -364,7 +366,7 @@ def check_front_page(root: Path, runs: list[Run]) -> list[Finding]:
     config = root / project.CONFIG_FILE
     text = config.read_text(encoding="utf-8").split("\n") if config.is_file() else []
     findings = []
-    stale = kernel_staleness(root, runs)
+    stale = stale or kernel_staleness(root, runs)
     for row in proj.summary_rows:
         sweep = str(row["sweep"])
         for arch in sorted({r.arch for r in runs if r.kind == "sweep" and r.name == sweep}):
@@ -399,7 +401,11 @@ def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
 
 
 def check_tuned_choices(
-    root: Path, tuned: Iterable[TunedChoice], runs: list[Run], current: str | CurrentHarness
+    root: Path,
+    tuned: Iterable[TunedChoice],
+    runs: list[Run],
+    current: str | CurrentHarness,
+    stale: StaleFiles | None = None,
 ) -> list[Finding]:
     """Each tuned choice cites an ok tuning run of its sweep on its arch, the newest one of the
     checkout's kernels, and its chosen candidate holds by the rule (``TunedChoice.judge``) on
@@ -407,7 +413,7 @@ def check_tuned_choices(
     ``check_timing_freshness``'s (``evidence_runs``)."""
 
     findings = []
-    stale = kernel_staleness(root, runs)
+    stale = stale or kernel_staleness(root, runs)
     for choice in tuned:
         where = _region_place(root, choice.region) if choice.region else ("pyproject.toml", 1)
         doc = tuned_doc(runs, choice, current, stale)
@@ -691,7 +697,7 @@ def evidence_runs(
     policy: Iterable[Threshold],
     gates: Iterable[Gate],
     tuned: Iterable[TunedChoice] = (),
-    stale: Staleness | None = None,
+    stale: StaleFiles | None = None,
 ) -> list[tuple[Run, str]]:
     """Every timing run a decision rests on, with what rests on it: each set threshold's
     evidence run, each set gate's before and after runs and each tuned choice's tuning run."""
@@ -722,6 +728,7 @@ def check_timing_freshness(
     policy: Iterable[Threshold],
     gates: Iterable[Gate],
     tuned: Iterable[TunedChoice] = (),
+    stale: StaleFiles | None = None,
 ) -> list[Finding]:
     """A timing run a threshold or a gate rests on whose kernels fingerprint is not the
     checkout's is a finding, unless none of the kernel files changed since its commit is one
@@ -729,19 +736,17 @@ def check_timing_freshness(
     (``SweepDoc.stale``, the same rule), which the re-render holds them to, as it holds
     superseded runs: history in the store stays citable as history, never as current."""
 
-    current = kernels_fingerprint(root)
-    proj = project.get(root)
-    diff = KernelDiff(root, proj.kernel_files(), proj.arch_scoped)
+    stale = stale or kernel_staleness(root, runs)
     findings = []
-    for run, why in evidence_runs(runs, policy, gates, tuned, kernel_staleness(root, runs)):
-        found = diff.staleness(run, current)
-        if not found.stale:
+    for run, why in evidence_runs(runs, policy, gates, tuned, stale):
+        changed = stale(run)
+        if not changed:
             continue
         path = _run_file(run)
-        if found.unknown is not None:
-            what = f"and tether cannot tell which files changed: {found.unknown}"
+        if changed[0].startswith(UNKNOWN):
+            what = f"and tether cannot tell which files changed: {changed[0][len(UNKNOWN) :]}"
         else:
-            what = "and its arms use changed kernel files: " + ", ".join(found.used)
+            what = "and its arms use changed kernel files: " + ", ".join(changed)
         findings.append(
             Finding(
                 _rel(path, root),
@@ -810,16 +815,18 @@ def run_check(
         current = CurrentHarness(root)
         the_policy = tuple(own_policy if policy is None else policy)
         the_gates = tuple(own_gates if gates is None else gates)
-        findings += check_thresholds(root, the_policy, runs, current)
+        # Which kernel files changed since each run: git asked once per commit, for every check.
+        stale = kernel_staleness(root, runs)
+        findings += check_thresholds(root, the_policy, runs, current, stale)
         findings += check_tune_citations(root, runs)
-        findings += check_front_page(root, runs)
+        findings += check_front_page(root, runs, stale)
         findings += check_gates(root, the_gates, runs, current)
         findings += check_compile_evidence(root, runs)
         findings += check_future_runs(root, runs)
         findings += check_recorded_commits(root, runs)
         the_tuned = tuned_choices(root)
-        findings += check_tuned_choices(root, the_tuned, runs, current)
-        findings += check_timing_freshness(root, runs, the_policy, the_gates, the_tuned)
+        findings += check_tuned_choices(root, the_tuned, runs, current, stale)
+        findings += check_timing_freshness(root, runs, the_policy, the_gates, the_tuned, stale)
     if since is not None:
         findings += check_append_only(root, store, since)
     scanned = scan_tree(root)

@@ -83,7 +83,7 @@ from tether.stats import (
 )
 from tether.store import kernels_fingerprint, load_store
 from tether.store.cite import (
-    Staleness,
+    StaleFiles,
     by_id,
     cited,
     latest_ok,
@@ -210,6 +210,9 @@ class SweepDoc:
     shards_run: RunRef | None = None
     runs: int = 0  # the cited run and its replicates: what the band rests on
     stale: tuple[str, ...] = ()  # kernel files its arms use that changed since it was measured
+    # The newest evidence-grade run, where it measured kernel files since changed and an older
+    # run of the kernels as they are is the one cited (tether.store.cite).
+    passed_over: RunRef | None = None
     clocks: Mapping[str, float] | None = None  # SM clock range over its samples (MHz)
 
     @property
@@ -238,7 +241,7 @@ def sweep_doc(
     population: Population,
     current: str | CurrentHarness,
     figures: str | None,
-    stale: Staleness | None = None,
+    stale: StaleFiles | None = None,
 ) -> SweepDoc:
     run = cited(runs, "sweep", name, arch, stale)
     attempt = _attempt(runs, "sweep", name, arch, run, current)
@@ -254,6 +257,7 @@ def sweep_doc(
     arms = run.arms
     sharded, twin, control = _shard_comparison(runs, run)
     blocks = max((len(c.blocks) or 1 for c in run.cells), default=1)
+    newest = cited(runs, "sweep", name, arch)
     return SweepDoc(
         name=name,
         arch=arch,
@@ -277,6 +281,8 @@ def sweep_doc(
         shards_control=run_ref(control, current) if control is not None else None,
         shards_run=run_ref(sharded, current) if sharded is not None else None,
         runs=1 + len(sibs),
+        stale=stale(run) if stale is not None else (),
+        passed_over=run_ref(newest, current) if newest is not None and newest is not run else None,
         clocks=clock_range(run),
     )
 
@@ -346,7 +352,7 @@ class ProbeDoc:
 
 
 def probe_doc(
-    runs: list[Run], arch: str, current: str | CurrentHarness, stale: Staleness | None = None
+    runs: list[Run], arch: str, current: str | CurrentHarness, stale: StaleFiles | None = None
 ) -> ProbeDoc | None:
     run = cited(runs, "probe", None, arch, stale)
     if run is None:
@@ -408,7 +414,7 @@ def _measured(
 
 
 def gate_doc(
-    runs: list[Run], gate: Gate, current: str | CurrentHarness, stale: Staleness | None = None
+    runs: list[Run], gate: Gate, current: str | CurrentHarness, stale: StaleFiles | None = None
 ) -> GateDoc:
     latest = cited(runs, "gate", gate.id, gate.arch, stale)
     stat = None
@@ -446,13 +452,11 @@ def threshold_doc(
     th: Threshold,
     current: str | CurrentHarness,
     figures: str | None,
-    stale: Staleness | None = None,
+    stale: StaleFiles | None = None,
 ) -> ThresholdDoc:
     doc = sweep_doc(
         runs, th.arch, th.evidence.sweep, th.evidence.population, current, figures, stale
     )
-    if stale is not None:
-        doc = replace(doc, stale=stale(cited(runs, "sweep", th.evidence.sweep, th.arch, stale)))
     evidence = (
         aggregate(doc.cells, th.evidence.population, trusted_only=True)
         if doc.run is not None
@@ -508,7 +512,7 @@ def tuned_doc(
     runs: list[Run],
     choice: TunedChoice,
     current: str | CurrentHarness,
-    stale: Staleness,
+    stale: StaleFiles,
 ) -> TunedDoc:
     """``choice`` judged by its rule (``TunedChoice.judge``) on the run it cites; ``stale``
     (``kernel_staleness``) says which tuning runs measured other kernels than the checkout's."""
@@ -615,7 +619,7 @@ def _region_of(
     sweep: str,
     thresholds: tuple[Threshold, ...],
     fallback: Population,
-    stale: Staleness | None = None,
+    stale: StaleFiles | None = None,
 ) -> Population:
     """The policy's region of one sweep's cells: the population of the threshold it is the
     evidence of; for a sweep that times an entry point (its B arm), the cells the policy
@@ -653,8 +657,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
             region = _region_of(runs, arch, s, ths, pop, stale)
             doc = sweep_doc(runs, arch, s, region, current, figures, stale)
             trend = _trend_with_figure(trends.get((arch, s)), figures)
-            run = cited(runs, "sweep", s, arch, stale)
-            sweeps.append(replace(doc, trend=trend, stale=stale(run)))
+            sweeps.append(replace(doc, trend=trend))
         docs.append(
             ArchDoc(
                 arch=arch,
@@ -698,7 +701,11 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
     }
 
 
-def kernel_staleness(root: Path, runs: list[Run]) -> Staleness:
+# How kernel_staleness's answer begins when git cannot tell which files changed.
+UNKNOWN = "unknown: "
+
+
+def kernel_staleness(root: Path, runs: list[Run]) -> StaleFiles:
     """A function from a cited run (or None) to the kernel files its arms use that changed
     since it was measured (tether.freshness); ("unknown: why",) when git cannot tell."""
 
@@ -711,7 +718,7 @@ def kernel_staleness(root: Path, runs: list[Run]) -> Staleness:
             return ()
         found = diff.staleness(run, current)
         if found.unknown is not None:
-            return (f"unknown: {found.unknown}",)
+            return (f"{UNKNOWN}{found.unknown}",)
         return found.used
 
     return stale

@@ -28,8 +28,9 @@ from collections.abc import Callable, Iterable
 from tether.store.model import Run
 
 # A run (or None) to the kernel files its arms use that changed since it was measured; empty
-# when it describes the current kernels (tether.render.context.kernel_staleness).
-Staleness = Callable[[Run | None], tuple[str, ...]]
+# when it describes the current kernels (tether.render.context.kernel_staleness, over
+# tether.freshness.KernelDiff).
+StaleFiles = Callable[[Run | None], tuple[str, ...]]
 
 
 def _rank(run: Run) -> tuple[bool, int, str, str]:
@@ -45,15 +46,15 @@ def matching(runs: Iterable[Run], kind: str, name: str | None, arch: str) -> lis
 
 
 def cited(
-    runs: Iterable[Run], kind: str, name: str | None, arch: str, stale: Staleness | None = None
+    runs: Iterable[Run], kind: str, name: str | None, arch: str, stale: StaleFiles | None = None
 ) -> Run | None:
     """The newest evidence-grade run of ``kind``/``name`` on ``arch``; with ``stale``, the
     newest of those that describes the current kernels where one does (see the module doc)."""
     pool = [r for r in matching(runs, kind, name, arch) if r.evidence_grade]
     if stale is not None:
-        fresh = [r for r in pool if not stale(r)]
-        if fresh:
-            return fresh[-1]
+        fresh = next((r for r in reversed(pool) if not stale(r)), None)
+        if fresh is not None:
+            return fresh
     return pool[-1] if pool else None
 
 
