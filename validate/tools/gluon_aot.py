@@ -45,13 +45,14 @@ def compile_variant(
 
     cfg = VARIANTS[name] if isinstance(name, str) else name
     elt = {"bf16": gl.bfloat16, "f16": gl.float16}[dtype]
+    sig_dtype = {"bf16": "bf16", "f16": "fp16"}[dtype]  # Triton's signature names
     d, n = head_dim, cfg.block_n
     d0 = head_part(d)
     d1 = d - d0 or d0  # unsplit: the second part's descriptors repeat the first's
 
     def desc(rows: int, width: int) -> str:
         layout = gl.NVMMASharedLayout.get_default_for([rows, width], elt)
-        return f"tensordesc<{dtype}[{rows}, {width}],{layout!r}>"
+        return f"tensordesc<{sig_dtype}[{rows}, {width}],{layout!r}>"
 
     # The launcher passes None for an unsplit head's second part: a constexpr.
     second = "constexpr" if d1 == d0 and d0 == d else None
@@ -62,7 +63,7 @@ def compile_variant(
         "q1_desc": second or desc(64, d1),
         "k1_desc": second or desc(n, d1),
         "v1_desc": second or desc(n, d1),
-        "o_ptr": "*fp32" if split else f"*{dtype}",
+        "o_ptr": "*fp32" if split else f"*{sig_dtype}",
         "lse_ptr": "*fp32",
         "qk_scale": "fp32",
         "qo_len": "i32",
@@ -82,6 +83,9 @@ def compile_variant(
         STAGES=cfg.stages,
         CAUSAL=causal,
         PINGPONG=cfg.pingpong,
+        ONE_RELEASE=cfg.one_release,
+        UNROLL=cfg.unroll,
+        PACK=cfg.pack,
         STORE_LSE=True,
         PRODUCER_REGS=cfg.producer_regs,
         CONSUMER_REGS=cfg.consumer_regs,

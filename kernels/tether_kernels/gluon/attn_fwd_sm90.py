@@ -18,6 +18,20 @@ the P V MMA is still on the tensor cores. Across consumers (``PINGPONG``): two m
 a turn back and forth so that one warpgroup issues its MMAs while the other runs its
 softmax, keeping the tensor cores fed by one warpgroup while the other uses the CUDA cores.
 
+Slot releases (``ONE_RELEASE``): by default a consumer releases a K slot once its score MMA
+is done and a V slot once its P V MMA is done, two single-thread arrives per block. Triton
+puts a warpgroup ``bar.sync`` before each arrive and one before the next wait, three per
+block; with ``ONE_RELEASE`` the consumer arrives once per block, after both MMAs are done, on
+``k_empty`` alone: release j frees block j's K slot and block j-1's V slot, and the producer
+waits release j - STAGES for a K slot and release j - STAGES + 1 for a V slot (two
+``bar.sync`` per block; ``v_empty`` is unused).
+
+Two blocks per loop trip (``UNROLL``): ptxas gives the P of consecutive blocks one register
+set, since P is carried around the loop, so it moves the P V MMA's wait above the softmax that
+writes the next P, and the overlap above is lost in the compiled loop. Unrolled by two, P
+alternates between two sets and the wait can stay after the softmax, at the cost of more live
+registers.
+
 Key blocks are visited from the last one (the causal diagonal and the key tail) down to the
 first, so the blocks that need the per-element mask come first and run in the masked
 variant of the step; the rest, which every row of the program sees in full, run unmasked.
@@ -134,7 +148,7 @@ def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
               q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split, work, HQ: gl.constexpr,
               GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-              RAGGED: gl.constexpr):  # fmt: skip
+              RAGGED: gl.constexpr, ONE_RELEASE: gl.constexpr):  # fmt: skip
     """TMA loads of Q once and the K/V ring; a head split in two parts (``D0 < HEAD_DIM``)
     loads each tile as its two parts onto one barrier (columns [0, D0) and [D0, HEAD_DIM))."""
     q_bar, k_ready, k_empty, v_ready, v_empty, _turn = bars
@@ -170,7 +184,12 @@ def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
         if SPLIT:
             tma.async_copy_global_to_shared(k1_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM + D0],
                                             k_ready.index(s), k1_smem.index(s))  # fmt: skip
-        mbarrier.wait(v_empty.index(s), phase ^ 1)
+        if ONE_RELEASE:
+            # Visit j's V slot is free at release j - STAGES + 1 (k_empty[(j + 1) % STAGES]);
+            # for j < STAGES - 1 that is before release 0, and the fresh barrier passes.
+            mbarrier.wait(k_empty.index((j + 1) % STAGES), (((j + 1) // STAGES) & 1) ^ 1)
+        else:
+            mbarrier.wait(v_empty.index(s), phase ^ 1)
         mbarrier.expect(v_ready.index(s), v_bytes)
         tma.async_copy_global_to_shared(
             v_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM], v_ready.index(s), v_smem.index(s)
@@ -178,6 +197,24 @@ def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
         if SPLIT:
             tma.async_copy_global_to_shared(v1_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM + D0],
                                             v_ready.index(s), v1_smem.index(s))  # fmt: skip
+
+
+@gluon.jit
+def _to_operand(p, dtype: gl.constexpr, PACK: gl.constexpr):
+    """P in the MMA's 16-bit type. ``PACK``: two scores per ``cvt.rn.{bf16,f16}x2.f32``, each
+    register as the P V MMA reads it (element 0 low), where ``p.to(dtype)`` converts one score
+    at a time and ptxas, packing the halves in the other order, adds two ``PRMT`` per register
+    (both round to nearest even)."""
+    if PACK:
+        if dtype == gl.bfloat16:
+            r = gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p],
+                                          dtype=gl.bfloat16, is_pure=True, pack=2)  # fmt: skip
+        else:
+            r = gl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [p],
+                                          dtype=gl.float16, is_pure=True, pack=2)  # fmt: skip
+    else:
+        r = p.to(dtype)
+    return r
 
 
 @gluon.jit
@@ -206,7 +243,8 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
               work, HQ: gl.constexpr, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
               D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
-              RAGGED: gl.constexpr):  # fmt: skip
+              RAGGED: gl.constexpr, ONE_RELEASE: gl.constexpr,
+              UNROLL: gl.constexpr, PACK: gl.constexpr):  # fmt: skip
     """A head split in two parts (``D0 < HEAD_DIM``: 96 as 64 + 32, each part a power of two
     as register tiles must be) sums S over both parts' products and keeps O as two
     accumulators from one P; unsplit, the second part's names alias the first's and no code
@@ -264,8 +302,8 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
         mbarrier.arrive(k_empty.index(0))
         p, _alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1, r_kv, shift,
                                       BLOCK_N, s_layout, True, CAUSAL)  # fmt: skip
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
-        p1_op = gl.convert_layout(p.to(dtype), p1_layout) if SPLIT else p_op
+        p_op = gl.convert_layout(_to_operand(p, dtype, PACK), p_layout)
+        p1_op = gl.convert_layout(_to_operand(p, dtype, PACK), p1_layout) if SPLIT else p_op
 
         # The rest of the masked blocks (visited first: the run goes last to first), then the
         # unmasked ones: each iteration issues block
@@ -275,13 +313,41 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
                 j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift, q_tile,
                 q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
                 my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
-                p_layout, p1_layout, True, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
-        for j in range(gl.maximum(n_masked, 1), count):
-            acc, acc1, p_op, p1_op, m_i, l_i = _step(
-                j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift, q_tile,
-                q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty, v_ready, v_empty,
-                my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES, s_layout, row_o, row_o1,
-                p_layout, p1_layout, False, CAUSAL, PINGPONG, SPLIT)  # fmt: skip
+                p_layout, p1_layout, True, CAUSAL, PINGPONG, SPLIT, ONE_RELEASE, PACK)  # fmt: skip
+        first = gl.maximum(n_masked, 1)
+        if UNROLL:
+            # Two blocks per trip (an odd block first), so P alternates between two register
+            # sets and block j's softmax need not wait for block j-1's P V MMA, which still
+            # reads the other set (see the module doc).
+            if (count - first) % 2 == 1:
+                acc, acc1, p_op, p1_op, m_i, l_i = _step(
+                    first, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift,
+                    q_tile, q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty,
+                    v_ready, v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
+                    s_layout, row_o, row_o1, p_layout, p1_layout, False, CAUSAL, PINGPONG,
+                    SPLIT, ONE_RELEASE, PACK)  # fmt: skip
+                first += 1
+            for j in range(first, count, 2):
+                acc, acc1, p_op, p1_op, m_i, l_i = _step(
+                    j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift,
+                    q_tile, q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty,
+                    v_ready, v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
+                    s_layout, row_o, row_o1, p_layout, p1_layout, False, CAUSAL, PINGPONG,
+                    SPLIT, ONE_RELEASE, PACK)  # fmt: skip
+                acc, acc1, p_op, p1_op, m_i, l_i = _step(
+                    j + 1, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift,
+                    q_tile, q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty,
+                    v_ready, v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
+                    s_layout, row_o, row_o1, p_layout, p1_layout, False, CAUSAL, PINGPONG,
+                    SPLIT, ONE_RELEASE, PACK)  # fmt: skip
+        else:
+            for j in range(first, count):
+                acc, acc1, p_op, p1_op, m_i, l_i = _step(
+                    j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift,
+                    q_tile, q1_tile, k_smem, v_smem, k1_smem, v1_smem, k_ready, k_empty,
+                    v_ready, v_empty, my_turn, other_turn, s_zero, WG, BLOCK_N, STAGES,
+                    s_layout, row_o, row_o1, p_layout, p1_layout, False, CAUSAL, PINGPONG,
+                    SPLIT, ONE_RELEASE, PACK)  # fmt: skip
 
         # The last block's P V.
         last = count - 1
@@ -293,7 +359,10 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
         acc = warpgroup_mma_wait(0, deps=(o_tok,))
         if SPLIT:
             acc1 = warpgroup_mma_wait(0, deps=(o1_tok,))
-        mbarrier.arrive(v_empty.index(ls))
+        if ONE_RELEASE:
+            mbarrier.arrive(k_empty.index(count % STAGES))  # release count: the last V slot
+        else:
+            mbarrier.arrive(v_empty.index(ls))
 
     # Epilogue: normalise, store the rows that exist; rows that saw no key give 0, lse -inf.
     l_o = gl.convert_layout(l_i, row_o)
@@ -328,7 +397,7 @@ def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift
           STAGES: gl.constexpr, s_layout: gl.constexpr, row_o: gl.constexpr,
           row_o1: gl.constexpr, p_layout: gl.constexpr, p1_layout: gl.constexpr,
           MASK: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
-          SPLIT: gl.constexpr):  # fmt: skip
+          SPLIT: gl.constexpr, ONE_RELEASE: gl.constexpr, PACK: gl.constexpr):  # fmt: skip
     """Iteration j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} on the tensor cores, then
     block j's softmax on the CUDA cores while the P V MMA finishes (a split head: both
     parts' products, S summed over them, O in its two accumulators)."""
@@ -349,18 +418,22 @@ def _step(j, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, kv_len, shift
         mbarrier.arrive(other_turn)
     # The score MMAs, issued first, are done; the P V ones (one per head part) may not be.
     s = warpgroup_mma_wait(2 if SPLIT else 1, deps=(s_tok,))
-    mbarrier.arrive(k_empty.index(s_idx))
+    if not ONE_RELEASE:
+        mbarrier.arrive(k_empty.index(s_idx))
     p, alpha, m_i, l_i = _softmax(s, m_i, l_i, qk_scale, rows, hi - 1 - j, kv_len, shift,
                                   BLOCK_N, s_layout, MASK, CAUSAL)  # fmt: skip
     acc = warpgroup_mma_wait(0, deps=(o_tok,))
     if SPLIT:
         acc1 = warpgroup_mma_wait(0, deps=(o1_tok,))
-    mbarrier.arrive(v_empty.index(prev))
+    if ONE_RELEASE:
+        mbarrier.arrive(k_empty.index(s_idx))  # release j: block j's K slot, block j-1's V slot
+    else:
+        mbarrier.arrive(v_empty.index(prev))
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-    p_op = gl.convert_layout(p.to(q_tile.dtype), p_layout)
+    p_op = gl.convert_layout(_to_operand(p, q_tile.dtype, PACK), p_layout)
     if SPLIT:
         acc1 = acc1 * gl.expand_dims(gl.convert_layout(alpha, row_o1), 1)
-        p1_op = gl.convert_layout(p.to(q_tile.dtype), p1_layout)
+        p1_op = gl.convert_layout(_to_operand(p, q_tile.dtype, PACK), p1_layout)
     return acc, acc1, p_op, p1_op, m_i, l_i
 
 
@@ -369,10 +442,12 @@ def _consumer0(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, str
                q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ: gl.constexpr,
                GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
                BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr,
+               ONE_RELEASE: gl.constexpr, UNROLL: gl.constexpr, PACK: gl.constexpr):  # fmt: skip
     _consumer(0, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
               stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ,
-              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE, RAGGED)  # fmt: skip
+              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE, RAGGED,
+              ONE_RELEASE, UNROLL, PACK)  # fmt: skip
 
 
 @gluon.jit
@@ -380,10 +455,12 @@ def _consumer1(o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, str
                q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ: gl.constexpr,
                GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, D0: gl.constexpr,
                BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr):  # fmt: skip
+               PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr, RAGGED: gl.constexpr,
+               ONE_RELEASE: gl.constexpr, UNROLL: gl.constexpr, PACK: gl.constexpr):  # fmt: skip
     _consumer(1, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
               stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars, work, HQ,
-              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE, RAGGED)  # fmt: skip
+              GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG, STORE_LSE, RAGGED,
+              ONE_RELEASE, UNROLL, PACK)  # fmt: skip
 
 
 @gluon.jit
@@ -393,7 +470,8 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
                   D0: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, STORE_LSE: gl.constexpr,
                   PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                  RAGGED: gl.constexpr = False):  # fmt: skip
+                  RAGGED: gl.constexpr = False, ONE_RELEASE: gl.constexpr = False,
+                  UNROLL: gl.constexpr = False, PACK: gl.constexpr = False):  # fmt: skip
     """Grid: (cdiv(qo_len, 128) * n_split * batch * HQ,); num_warps=4 (consumer 0); see the
     module doc.
 
@@ -458,14 +536,15 @@ def attn_fwd_sm90(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, o_ptr, lse_
             (_consumer0, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
                           stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
                           work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
-                          STORE_LSE, RAGGED)),
+                          STORE_LSE, RAGGED, ONE_RELEASE, UNROLL, PACK)),
             (_consumer1, (o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_split, stride_ob, stride_om,
                           stride_oh, q_smem, k_smem, v_smem, q1_smem, k1_smem, v1_smem, bars,
                           work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, PINGPONG,
-                          STORE_LSE, RAGGED)),
+                          STORE_LSE, RAGGED, ONE_RELEASE, UNROLL, PACK)),
             (_producer, (q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
                          v_smem, q1_smem, k1_smem, v1_smem, bars, qo_len, kv_len, n_split,
-                         work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, RAGGED)),
+                         work, HQ, GROUP, HEAD_DIM, D0, BLOCK_N, STAGES, CAUSAL, RAGGED,
+                         ONE_RELEASE)),
         ],
         [4, 1],
         [CONSUMER_REGS, PRODUCER_REGS],

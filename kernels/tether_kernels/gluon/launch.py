@@ -42,11 +42,17 @@ def head_part(head_dim: int) -> int:
 
 @dataclass(frozen=True)
 class GluonConfig:
-    """One variant: key tile, K/V ring depth, warpgroup ping-pong, register split."""
+    """One variant: key tile, K/V ring depth, warpgroup ping-pong, register split, slot
+    releases (``one_release``: one arrive per block instead of two, the kernel's
+    ``ONE_RELEASE``), the steady-state loop two blocks per trip (``unroll``, ``UNROLL``) and P
+    converted two scores per instruction (``pack``, ``PACK``)."""
 
     block_n: int = 128
     stages: int = 2
     pingpong: bool = True
+    one_release: bool = False
+    unroll: bool = False
+    pack: bool = False
     consumer_regs: int = 240
     producer_regs: int = 24
 
@@ -74,9 +80,11 @@ _UNSPLIT = (None, None, None)
 VARIANTS: dict[str, GluonConfig] = {
     "n128s2pp": GluonConfig(),
     "n128s2": GluonConfig(pingpong=False),
-    "n128s3pp": GluonConfig(stages=3),
-    "n64s3pp": GluonConfig(block_n=64, stages=3),
-    "n64s4pp": GluonConfig(block_n=64, stages=4),
+    "n128s2r": GluonConfig(pingpong=False, one_release=True),
+    "n128s2k": GluonConfig(pingpong=False, pack=True),
+    "n128s2rk": GluonConfig(pingpong=False, one_release=True, pack=True),
+    "n128s3rk": GluonConfig(stages=3, pingpong=False, one_release=True, pack=True),
+    "n128s2rku": GluonConfig(pingpong=False, one_release=True, pack=True, unroll=True),
 }
 # The arm's variant: the pick of the tuning grid tune-gluon-sm90 (every variant against the
 # fastest peer, under the guard) by the rule tether_kernels/tuned.py declares, which tether
@@ -94,7 +102,7 @@ VARIANTS: dict[str, GluonConfig] = {
 #   n64s4pp: geomean 0.878, noise up to 1.002
 # best n128s2; chosen n128s2: holds
 # END GENERATED: tuned-gluon-sm90-variant
-DEFAULT_VARIANT = "n128s2"
+DEFAULT_VARIANT = "n128s2rk"
 
 
 def default_config(head_dim: int) -> GluonConfig:
@@ -300,6 +308,9 @@ class GluonPlan:
             STAGES=config.stages,
             CAUSAL=causal,
             PINGPONG=config.pingpong,
+            ONE_RELEASE=config.one_release,
+            UNROLL=config.unroll,
+            PACK=config.pack,
             STORE_LSE=want_lse or n_split > 1,  # a split's LSE weighs it in the merge
             PRODUCER_REGS=config.producer_regs,
             CONSUMER_REGS=config.consumer_regs,
