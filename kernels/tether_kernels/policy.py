@@ -159,14 +159,17 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261203T080318Z-sweep-policy-chunked-sm90-sm90-d9b1fa1be11c
-# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
-# 48 cells, geomean 3.635,
-# noise 0.985-1.015 (A/A floor 0.996-1.004
-# times replicate band 0.989-1.011): faster;
+# run 20261203T124303Z-sweep-policy-chunked-sm90-sm90-1b3754e8a8b9
+# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
+# provisional: one run; a verdict backs a policy only with a replicate run.
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# 48 cells, geomean 3.519,
+# noise 0.995-1.005 (A/A floor 0.995-1.005
+# times replicate band 1.000-1.000): faster (provisional);
 # cells 48 faster, 0 slower, 0 level;
 # worst cell dtype=bf16 head_dim=64 hq/hkv=32/8 kv_len=32768 qo_len=1024
-# at 1.700.
+# at 1.731.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -193,14 +196,17 @@ _SM90_CHUNKED = Threshold(
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048).
-# run 20261203T080347Z-sweep-policy-square-sm90-sm90-6f5ab7b64daa
-# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
-# 12 cells, geomean 1.175,
-# noise 0.989-1.011 (A/A floor 0.997-1.003
-# times replicate band 0.992-1.008): faster;
+# run 20261203T124447Z-sweep-policy-square-sm90-sm90-9faa50d554ec
+# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
+# provisional: one run; a verdict backs a policy only with a replicate run.
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# 12 cells, geomean 1.157,
+# noise 0.997-1.003 (A/A floor 0.997-1.003
+# times replicate band 1.000-1.000): faster (provisional);
 # cells 12 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 hq/hkv=32/8 seqlen=16384
-# at 1.087.
+# worst cell dtype=f16 hq/hkv=32/8 seqlen=4096
+# at 1.067.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -226,14 +232,16 @@ _SM90 = Threshold(
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261203T080405Z-sweep-policy-square-short-sm90-sm90-5328fd72fe2b
-# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
+# run 20261203T124515Z-sweep-policy-square-short-sm90-sm90-13c38f6ca0e2
+# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
+# provisional: one run; a verdict backs a policy only with a replicate run.
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # 18 cells, geomean 1.316,
-# noise 0.969-1.032 (A/A floor 0.990-1.010
-# times replicate band 0.979-1.022): faster;
+# noise 0.981-1.019 (A/A floor 0.981-1.019
+# times replicate band 1.000-1.000): faster (provisional);
 # cells 18 faster, 0 slower, 0 level;
-# worst cell dtype=f16 hq/hkv=32/32 seqlen=512
-# at 1.091.
+# worst cell dtype=bf16 hq/hkv=32/32 seqlen=512
+# at 1.095.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -261,14 +269,17 @@ _SM90_SQUARE_SHORT = Threshold(
 #   qo_len >= 128
 # sweep policy-wide-sm90, population policy-wide-sm90-region
 # (reachable from single_prefill, qo_len >= 128).
-# run 20261203T080419Z-sweep-policy-wide-sm90-sm90-c80bcba03f9a
-# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
-# 48 cells, geomean 3.134,
-# noise 0.985-1.015 (A/A floor 0.998-1.002
-# times replicate band 0.987-1.013): faster;
+# run 20261203T124538Z-sweep-policy-wide-sm90-sm90-39ec9b7ff1ba
+# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
+# provisional: one run; a verdict backs a policy only with a replicate run.
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# 48 cells, geomean 3.161,
+# noise 0.997-1.003 (A/A floor 0.997-1.003
+# times replicate band 1.000-1.000): faster (provisional);
 # cells 48 faster, 0 slower, 0 level;
-# worst cell dtype=f16 head_dim=96 hq/hkv=8/1 kv_len=2048 qo_len=2048
-# at 1.241.
+# worst cell dtype=bf16 head_dim=96 hq/hkv=8/1 kv_len=2048 qo_len=2048
+# at 1.224.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-wide
@@ -290,6 +301,8 @@ _SM90_WIDE = Threshold(
 # (reachable from batch_prefill).
 # run 20261203T100608Z-sweep-policy-batch-sm90-sm90-bb16ec8078cd
 # (2026-12-03, git f256e735098b, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # 8 cells, geomean 0.892,
 # noise 0.996-1.004 (A/A floor 0.999-1.001
 # times replicate band 0.997-1.003): slower;
@@ -323,14 +336,17 @@ _SM90_BATCH = Threshold(
 #   qo_len >= 256
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, qo_len >= 256).
-# run 20261203T080447Z-sweep-policy-ragged-sm90-sm90-e75e3b1fbd83
-# (2026-12-03, git c1c950e2136a, 1 blocks, 1 replicate runs)
-# 96 cells, geomean 2.094,
-# noise 0.970-1.030 (A/A floor 0.989-1.011
-# times replicate band 0.981-1.019): faster;
+# run 20261203T124748Z-sweep-policy-ragged-sm90-sm90-387be427928f
+# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
+# provisional: one run; a verdict backs a policy only with a replicate run.
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# 96 cells, geomean 2.144,
+# noise 0.988-1.012 (A/A floor 0.988-1.012
+# times replicate band 1.000-1.000): faster (provisional);
 # cells 96 faster, 0 slower, 0 level;
-# worst cell batch=2 dtype=f16 head_dim=128 hq/hkv=32/8 seqlen=4096
-# at 1.067.
+# worst cell batch=2 dtype=bf16 head_dim=64 hq/hkv=32/32 seqlen=4096
+# at 1.060.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-ragged-prefill
@@ -344,6 +360,7 @@ _SM90_BATCH = Threshold(
 # (reachable from batch_prefill).
 # run 20261203T102401Z-sweep-policy-batch-short-sm90-sm90-8e071fc34b8b
 # (2026-12-03, git 9e13ad89ecee, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # 12 cells, geomean 0.842,
 # noise 0.995-1.005 (A/A floor 0.999-1.001
 # times replicate band 0.996-1.004): slower;

@@ -316,6 +316,15 @@ _single_block(
     _VS_FA3,
     "single_prefill as called (CUDA graph) against FlashInfer fa3: square prefill",
 )
+# The long squares again in f16 (the sweep above is bf16, what serving stacks run): the Gluon
+# kernel's square calls are judged in both dtypes it serves.
+_single_block(
+    "api-square-f16-fa3",
+    {"seqlen": (4096, 8192, 16384, 32768)},
+    {**_API, "dtype": "f16"},
+    _VS_FA3,
+    "single_prefill as called (CUDA graph) against FlashInfer fa3: square prefill, f16",
+)
 # The heads models use, as pairs (32 query heads over 8, 32 or 1 kv heads would be a cross
 # product with 8/32, which no model has): GQA 32/8, MHA 32/32, and 8/1 (8 query heads, MQA).
 HEADS = ("32/8", "32/32", "8/1")

@@ -90,17 +90,19 @@ VARIANTS: dict[str, GluonConfig] = {
 # fastest peer, under the guard) by the rule tether_kernels/tuned.py declares, which tether
 # check holds; the region below renders the run it rests on.
 # BEGIN GENERATED: tuned-gluon-sm90-variant (tether render)
-# Tuned choice gluon-sm90-variant on sm90: config n128s2.
+# Tuned choice gluon-sm90-variant on sm90: config n128s2rk.
 # Rule (tether.policy.TunedChoice): the candidate with the highest geomean of B
 # over A; a lead inside the noise of the leader's cells changes no default.
-# run 20261203T080821Z-tune-tune-gluon-sm90-sm90-4607c0d87a0d
-# (2026-12-03, git c1c950e2136a): gluon against flashinfer_fa3
-#   n128s2: geomean 1.006, noise up to 1.003
-#   n128s2pp: geomean 0.978, noise up to 1.001
-#   n128s3pp: geomean 0.960, noise up to 1.007
-#   n64s3pp: geomean 0.883, noise up to 1.004
-#   n64s4pp: geomean 0.878, noise up to 1.002
-# best n128s2; chosen n128s2: holds
+# run 20261203T145532Z-tune-tune-gluon-sm90-sm90-9117f70e42a3
+# (2026-12-03, git d8d0961b14bd): gluon against flashinfer_fa3
+#   n128s2: geomean 1.000, noise up to 1.003
+#   n128s2k: geomean 1.032, noise up to 1.011
+#   n128s2pp: geomean 0.974, noise up to 1.006
+#   n128s2r: geomean 0.999, noise up to 1.008
+#   n128s2rk: geomean 1.033, noise up to 1.011
+#   n128s2rku: geomean 0.919, noise up to 1.008
+#   n128s3rk: geomean 1.023, noise up to 1.011
+# best n128s2rk; chosen n128s2rk: holds
 # END GENERATED: tuned-gluon-sm90-variant
 DEFAULT_VARIANT = "n128s2rk"
 
