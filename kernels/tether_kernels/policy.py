@@ -159,17 +159,14 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 128
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261203T124303Z-sweep-policy-chunked-sm90-sm90-1b3754e8a8b9
-# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
-# provisional: one run; a verdict backs a policy only with a replicate run.
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# 48 cells, geomean 3.519,
-# noise 0.995-1.005 (A/A floor 0.995-1.005
-# times replicate band 1.000-1.000): faster (provisional);
+# run 20261203T150722Z-sweep-policy-chunked-sm90-sm90-d876e2a0c2e7
+# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# 48 cells, geomean 3.703,
+# noise 0.981-1.020 (A/A floor 0.996-1.004
+# times replicate band 0.985-1.015): faster;
 # cells 48 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 head_dim=64 hq/hkv=32/8 kv_len=32768 qo_len=1024
-# at 1.731.
+# worst cell dtype=bf16 head_dim=64 hq/hkv=32/32 kv_len=32768 qo_len=1024
+# at 1.752.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -196,17 +193,14 @@ _SM90_CHUNKED = Threshold(
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048).
-# run 20261203T124447Z-sweep-policy-square-sm90-sm90-9faa50d554ec
-# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
-# provisional: one run; a verdict backs a policy only with a replicate run.
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# 12 cells, geomean 1.157,
-# noise 0.997-1.003 (A/A floor 0.997-1.003
-# times replicate band 1.000-1.000): faster (provisional);
+# run 20261203T150751Z-sweep-policy-square-sm90-sm90-9710b743e4fa
+# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# 12 cells, geomean 1.208,
+# noise 0.987-1.013 (A/A floor 0.996-1.004
+# times replicate band 0.991-1.009): faster;
 # cells 12 faster, 0 slower, 0 level;
-# worst cell dtype=f16 hq/hkv=32/8 seqlen=4096
-# at 1.067.
+# worst cell dtype=bf16 hq/hkv=32/8 seqlen=16384
+# at 1.116.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -232,16 +226,14 @@ _SM90 = Threshold(
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261203T124515Z-sweep-policy-square-short-sm90-sm90-13c38f6ca0e2
-# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
-# provisional: one run; a verdict backs a policy only with a replicate run.
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# run 20261203T150807Z-sweep-policy-square-short-sm90-sm90-2355851806c0
+# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
 # 18 cells, geomean 1.316,
-# noise 0.981-1.019 (A/A floor 0.981-1.019
-# times replicate band 1.000-1.000): faster (provisional);
+# noise 0.967-1.034 (A/A floor 0.989-1.011
+# times replicate band 0.978-1.022): faster;
 # cells 18 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 hq/hkv=32/32 seqlen=512
-# at 1.095.
+# worst cell dtype=f16 hq/hkv=32/8 seqlen=512
+# at 1.126.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -269,17 +261,14 @@ _SM90_SQUARE_SHORT = Threshold(
 #   qo_len >= 128
 # sweep policy-wide-sm90, population policy-wide-sm90-region
 # (reachable from single_prefill, qo_len >= 128).
-# run 20261203T124538Z-sweep-policy-wide-sm90-sm90-39ec9b7ff1ba
-# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
-# provisional: one run; a verdict backs a policy only with a replicate run.
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# 48 cells, geomean 3.161,
-# noise 0.997-1.003 (A/A floor 0.997-1.003
-# times replicate band 1.000-1.000): faster (provisional);
+# run 20261203T150823Z-sweep-policy-wide-sm90-sm90-1df19a2e3270
+# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# 48 cells, geomean 3.207,
+# noise 0.984-1.017 (A/A floor 0.998-1.002
+# times replicate band 0.986-1.014): faster;
 # cells 48 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 head_dim=96 hq/hkv=8/1 kv_len=2048 qo_len=2048
-# at 1.224.
+# worst cell dtype=f16 head_dim=96 hq/hkv=8/1 kv_len=2048 qo_len=2048
+# at 1.239.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-wide
@@ -299,16 +288,14 @@ _SM90_WIDE = Threshold(
 #   not set
 # sweep policy-batch-sm90, population policy-batch-sm90-region
 # (reachable from batch_prefill).
-# run 20261203T100608Z-sweep-policy-batch-sm90-sm90-bb16ec8078cd
-# (2026-12-03, git f256e735098b, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# 8 cells, geomean 0.892,
-# noise 0.996-1.004 (A/A floor 0.999-1.001
+# run 20261203T151638Z-sweep-policy-batch-sm90-sm90-2767128c67a5
+# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 0.920,
+# noise 0.995-1.005 (A/A floor 0.997-1.003
 # times replicate band 0.997-1.003): slower;
-# cells 0 faster, 8 slower, 0 level;
+# cells 1 faster, 4 slower, 3 level;
 # worst cell batch=16 seqlen=1024
-# at 0.755.
+# at 0.775.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill
@@ -336,17 +323,14 @@ _SM90_BATCH = Threshold(
 #   qo_len >= 256
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, qo_len >= 256).
-# run 20261203T124748Z-sweep-policy-ragged-sm90-sm90-387be427928f
-# (2026-12-03, git 06f6ccb53452, 1 blocks, 0 replicate runs)
-# provisional: one run; a verdict backs a policy only with a replicate run.
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# 96 cells, geomean 2.144,
-# noise 0.988-1.012 (A/A floor 0.988-1.012
-# times replicate band 1.000-1.000): faster (provisional);
+# run 20261203T150850Z-sweep-policy-ragged-sm90-sm90-c6f9a42dea82
+# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# 96 cells, geomean 2.084,
+# noise 0.972-1.029 (A/A floor 0.991-1.009
+# times replicate band 0.981-1.019): faster;
 # cells 96 faster, 0 slower, 0 level;
-# worst cell batch=2 dtype=bf16 head_dim=64 hq/hkv=32/32 seqlen=4096
-# at 1.060.
+# worst cell batch=8 dtype=bf16 head_dim=128 hq/hkv=32/32 seqlen=4096
+# at 1.052.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-ragged-prefill
@@ -358,15 +342,14 @@ _SM90_BATCH = Threshold(
 #   not set
 # sweep policy-batch-short-sm90, population policy-batch-short-sm90-region
 # (reachable from batch_prefill).
-# run 20261203T102401Z-sweep-policy-batch-short-sm90-sm90-8e071fc34b8b
-# (2026-12-03, git 9e13ad89ecee, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# 12 cells, geomean 0.842,
-# noise 0.995-1.005 (A/A floor 0.999-1.001
+# run 20261203T151653Z-sweep-policy-batch-short-sm90-sm90-b2ce173a2813
+# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# 12 cells, geomean 0.841,
+# noise 0.995-1.005 (A/A floor 0.998-1.002
 # times replicate band 0.996-1.004): slower;
 # cells 1 faster, 10 slower, 1 level;
 # worst cell batch=16 seqlen=512
-# at 0.679.
+# at 0.674.
 # geomean_win: does not hold
 # no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-batch-prefill-short
