@@ -127,14 +127,23 @@ def test_every_variant_compiles_for_sm90_without_spills(variant: str) -> None:
 
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
 def test_default_config_compiles_for_sm90_without_spills(head_dim: int) -> None:
-    """What the arm launches at each head_dim (head_dim 256 takes its own key tile)."""
+    """What the arm launches at each head_dim (head_dim 256 takes its own key tile), f16 too:
+    the P conversion (PACK) has an instruction per dtype."""
     why = _triton_36_with_gluon()
     if why is not None:
         pytest.skip(why)
     from validate.tools.gluon_aot import compile_variant, inspect
 
-    for causal, split in ((True, False), (False, False), (True, True)):
-        compiled = compile_variant(default_config(head_dim), causal, head_dim=head_dim, split=split)
+    cases = (
+        (True, False, "bf16"),
+        (False, False, "bf16"),
+        (True, True, "bf16"),
+        (True, False, "f16"),
+    )
+    for causal, split, dtype in cases:
+        compiled = compile_variant(
+            default_config(head_dim), causal, dtype=dtype, head_dim=head_dim, split=split
+        )
         row = inspect(compiled)
         assert row["wgmma_ptx"] > 0 and row["spill_bytes"] == 0 and row["local_ptx"] == 0, row
 
