@@ -20,17 +20,18 @@ softmax, keeping the tensor cores fed by one warpgroup while the other uses the 
 
 Slot releases (``ONE_RELEASE``): by default a consumer releases a K slot once its score MMA
 is done and a V slot once its P V MMA is done, two single-thread arrives per block. Triton
-puts a warpgroup ``bar.sync`` before each arrive and one before the next wait, three per
-block; with ``ONE_RELEASE`` the consumer arrives once per block, after both MMAs are done, on
+3.6 puts a warpgroup ``bar.sync`` before each arrive and one before the next wait, three per
+block (read by hand from its compile, kernels/NOTES.md); with ``ONE_RELEASE`` the consumer arrives once per block, after both MMAs are done, on
 ``k_empty`` alone: release j frees block j's K slot and block j-1's V slot, and the producer
 waits release j - STAGES for a K slot and release j - STAGES + 1 for a V slot (two
 ``bar.sync`` per block; ``v_empty`` is unused).
 
-Two blocks per loop trip (``UNROLL``): ptxas gives the P of consecutive blocks one register
-set, since P is carried around the loop, so it moves the P V MMA's wait above the softmax that
-writes the next P, and the overlap above is lost in the compiled loop. Unrolled by two, P
-alternates between two sets and the wait can stay after the softmax, at the cost of more live
-registers.
+Two blocks per loop trip (``UNROLL``), an attempt: ptxas gives the P of consecutive blocks one
+register set, since P is carried around the loop, so it moves the P V MMA's wait above the
+softmax that writes the next P, and the overlap above is lost in the compiled loop. Unrolling
+by two was meant to let P alternate between two sets; compiled without spills, ptxas still
+puts the wait above the softmax (read by hand, kernels/NOTES.md), and its tuning run there
+has it behind the loop of one block per trip.
 
 Key blocks are visited from the last one (the causal diagonal and the key tail) down to the
 first, so the blocks that need the per-element mask come first and run in the masked
@@ -203,8 +204,8 @@ def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
 def _to_operand(p, dtype: gl.constexpr, PACK: gl.constexpr):
     """P in the MMA's 16-bit type. ``PACK``: two scores per ``cvt.rn.{bf16,f16}x2.f32``, each
     register as the P V MMA reads it (element 0 low), where ``p.to(dtype)`` converts one score
-    at a time and ptxas, packing the halves in the other order, adds two ``PRMT`` per register
-    (both round to nearest even)."""
+    at a time and ptxas (Triton 3.6's, read by hand: kernels/NOTES.md), packing the halves in
+    the other order, adds two ``PRMT`` per register (both round to nearest even)."""
     if PACK:
         if dtype == gl.bfloat16:
             r = gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p],
@@ -316,9 +317,9 @@ def _consumer(WG: gl.constexpr, o_ptr, lse_ptr, qk_scale, qo_len, kv_len, n_spli
                 p_layout, p1_layout, True, CAUSAL, PINGPONG, SPLIT, ONE_RELEASE, PACK)  # fmt: skip
         first = gl.maximum(n_masked, 1)
         if UNROLL:
-            # Two blocks per trip (an odd block first), so P alternates between two register
-            # sets and block j's softmax need not wait for block j-1's P V MMA, which still
-            # reads the other set (see the module doc).
+            # Two blocks per trip (an odd block first), meant to give P two register sets so
+            # block j's softmax need not wait for block j-1's P V MMA (see the module doc: as
+            # compiled, it still does).
             if (count - first) % 2 == 1:
                 acc, acc1, p_op, p1_op, m_i, l_i = _step(
                     first, hi, acc, acc1, p_op, p1_op, m_i, l_i, qk_scale, rows, r_kv, shift,
