@@ -68,9 +68,12 @@ def module_specs(
     return _specs("single", dtypes, head_dims, backends)
 
 
-def batch_module_specs(dtypes=("bf16",), head_dims=BUILD_HEAD_DIMS, backends=("fa3",)) -> list[Any]:
-    """The modules FlashInfer's ragged wrapper asks for (see ``_specs``): bf16 at head_dim
-    128, what api-ragged-fa3 calls."""
+def batch_module_specs(
+    dtypes=("bf16",), head_dims=(64, 128, 256), backends=("fa3",)
+) -> list[Any]:
+    """The modules FlashInfer's batch wrappers ask for (see ``_specs``): one module serves both
+    the ragged and the paged wrapper (its ``ragged_run`` and ``paged_run``), bf16 at the
+    catalog's head_dims that fa3 instantiates, what api-ragged-fa3 and api-paged-fa3 call."""
     return _specs("batch", dtypes, head_dims, backends)
 
 
@@ -78,14 +81,15 @@ def session_specs() -> list[Any]:
     """Every module an evidence session calls, its sweeps and its verify (ci/h200-session.sh
     builds them before the hold, so no guarded step spends its time limit in a JIT build, and
     a host given the runtime archive, which cannot build, finds them all): single prefill fa3
-    and fa2 at head_dim 128, fa3 at 64 and 256 (api-breadth-fa3), fa2 at 64 (the suite's
-    test_arms calls both peers at head_dim 64: on 2026-12-03 its fa2 cases failed on a host
-    that had no headers to build them), and the ragged wrapper's fa3 module (api-ragged-fa3).
-    FlashInfer's fa3 instantiates no head_dim 96 (a static_assert in its
+    at head_dim 64, 128 and 256 in bf16 and f16 (the model catalog's sweeps, api-models-fa3),
+    fa2 at 64 and 128 in both (the suite's test_arms calls both peers at head_dim 64: on
+    2026-12-03 its fa2 cases failed on a host that had no headers to build them), and the
+    batch wrappers' fa3 modules (api-ragged-fa3, api-paged-fa3) at 64, 128 and 256 in bf16 and
+    at 128 in f16. FlashInfer's fa3 instantiates no head_dim 96 (a static_assert in its
     hopper/prefill_sm90.cuh: 64, 128 or 256)."""
-    specs = module_specs() + module_specs(head_dims=(64, 256), backends=("fa3",))
-    specs += module_specs(head_dims=(64,), backends=("fa2",))
-    return specs + batch_module_specs()
+    specs = module_specs(head_dims=(64, 128, 256), backends=("fa3",))
+    specs += module_specs(head_dims=(64, 128), backends=("fa2",))
+    return specs + batch_module_specs() + batch_module_specs(dtypes=("f16",), head_dims=(128,))
 
 
 # Files back from a lent host are 16 MiB at most: a larger archive comes back in parts
