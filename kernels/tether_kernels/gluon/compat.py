@@ -10,6 +10,10 @@ how (read from their sources: the wheels' ``triton/experimental/gluon`` and
   mbarrier. Triton 3.6 and 3.7 call it ``tma.async_copy_global_to_shared``; 3.8 adds
   ``tma.async_load`` beside it (same arguments: descriptor, coordinates, barrier, destination);
   3.9 keeps only ``async_load`` (the old name raises "has been removed").
+- ``thread_barrier``: a barrier of the threads that run the calling code (inside a
+  ``warp_specialize`` partition, Triton makes it the partition's). 3.6 calls it
+  ``gl.thread_barrier``; 3.7 on ``gl.barrier`` (with a ``cluster`` flag, off by default), and
+  the old name is gone.
 - The host descriptor (not a name here, a field): what the NVIDIA launcher reads of a host tensor descriptor
   (``make_tensordesc_arg``). 3.6 reads ``base``, ``shape``, ``strides`` and ``padding``; 3.7 on
   also ``round_f32_to_tf32`` (tiled mode), which ``direct.HostDescriptor`` therefore carries,
@@ -20,9 +24,12 @@ Importing this module imports triton's Gluon Hopper module (the kernel's own imp
 
 from __future__ import annotations
 
+from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma
 
 # The new name where the release has it, else the old one (same signature in every release).
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
-__all__ = ["tma_load"]
+thread_barrier = getattr(gl, "barrier", None) or gl.thread_barrier
+
+__all__ = ["thread_barrier", "tma_load"]
