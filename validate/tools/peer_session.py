@@ -68,9 +68,7 @@ def module_specs(
     return _specs("single", dtypes, head_dims, backends)
 
 
-def batch_module_specs(
-    dtypes=("bf16",), head_dims=(64, 128, 256), backends=("fa3",)
-) -> list[Any]:
+def batch_module_specs(dtypes=("bf16",), head_dims=(64, 128, 256), backends=("fa3",)) -> list[Any]:
     """The modules FlashInfer's batch wrappers ask for (see ``_specs``): one module serves both
     the ragged and the paged wrapper (its ``ragged_run`` and ``paged_run``), bf16 at the
     catalog's head_dims that fa3 instantiates, what api-ragged-fa3 and api-paged-fa3 call."""
