@@ -133,6 +133,9 @@ class RunRef:
     # The signing key ("ED25519 SHA256:...") of the run's signature sidecar, None if unsigned
     # (tether.store.signing; read from the sidecar alone, so every machine renders the same).
     signature: str | None = None
+    # The Triton release the run's process imported (provenance.runtime), None where it had
+    # none: a figure holds for the release it was measured under (issue 45), so pages name it.
+    triton: str | None = None
 
 
 def _holder(run: Run) -> str | None:
@@ -164,6 +167,7 @@ def run_ref(run: Run, current: str | CurrentHarness) -> RunRef:
         guard=run.guard.mode,
         evidence=run.evidence_grade,
         signature=signature_label(run.path),
+        triton=p.runtime.get("triton") if p.runtime else None,
     )
 
 

@@ -65,6 +65,12 @@ class SummaryArch:
         """The newest failed attempt at a row's sweep (a RunRef with its reason), or None."""
         return next((r.doc.attempt for r in self.rows if r.doc is not None and r.doc.attempt), None)
 
+    @property
+    def tritons(self) -> tuple[str, ...]:
+        """The Triton releases the measured rows' runs ran under, sorted ("not recorded" for a
+        run whose process had none): the section says which release its figures hold for."""
+        return tuple(sorted({r.doc.run.triton or "not recorded" for r in self.rows if r.measured}))
+
 
 def _row(arch_doc: Any, spec: Mapping[str, Any]) -> SummaryRow:
     doc = arch_doc.sweep(spec["sweep"])
