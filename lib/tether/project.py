@@ -49,7 +49,7 @@ _KEYS = {
         "summary",
     },
     "fingerprint": {"harness", "kernels", "arch_scoped", "compiled"},
-    "render": {"files", "figures", "regions", "region_templates"},
+    "render": {"files", "figures", "regions", "region_templates", "data"},
     "scan": {"include", "exclude", "baseline", "claim_words", "allow_words"},
     "signing": {"allowed_signers", "require"},
     "summary": {"rows"},
@@ -98,6 +98,10 @@ class Project:
     # kernels they compile and what enumerates their variants); empty: every kernel file. A
     # change to another kernel file leaves compile runs fresh (tether.freshness).
     compiled_globs: tuple[str, ...] = ()
+    # [tool.tether.render] data: name -> a TOML file (root-relative) the templates read as
+    # ``data.<name>``: project facts that are not measurements (a model catalog), kept in one
+    # data file so a table of them is rendered rather than typed.
+    render_data: Mapping[str, str] = field(default_factory=dict)
 
     def templates_rel(self, name: str) -> str:
         """A template's path as the project configured it (``benchmark/docs_src/x.j2``)."""
@@ -358,6 +362,16 @@ def load(root: Path) -> Project:
     if figures is not None:
         _inside(root, figures, "render.figures", path)
     regions = _strings(render.get("regions"), "render.regions", path)
+    data_files = render.get("data", {})
+    if not isinstance(data_files, Mapping) or not all(
+        isinstance(k, str) and k.isidentifier() and isinstance(v, str) and v.endswith(".toml")
+        for k, v in data_files.items()
+    ):
+        raise UsageError(
+            f"{path}: [{TABLE}.render] data must map names (identifiers) to .toml files"
+        )
+    for data_file in data_files.values():
+        _inside(root, data_file, "render.data file", path)
     for region_file in regions:
         _inside(root, region_file, "render.regions entry", path)
     for region_file, named in templated.items():
@@ -404,6 +418,7 @@ def load(root: Path) -> Project:
         figures=figures,
         region_files=tuple(sorted(set(regions) | set(templated))),
         region_templates=templated,
+        render_data=dict(sorted(data_files.items())),
         summary_rows=_summary_rows(table.get("summary", {}).get("rows"), path),
         scan_include=_strings(scan.get("include"), "scan.include", path)
         or ("**/*.md", "**/*.py", "**/*.j2"),

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 from tether import project
 from tether.atomic import write_atomic
 from tether.errors import UsageError
@@ -27,6 +29,7 @@ __all__ = [
     "embedded_digest",
     "render_all",
     "render_builtin",
+    "render_data",
     "render_parts",
     "write_all",
 ]
@@ -39,7 +42,25 @@ def extra_context(runs: Any, context: dict[str, Any], proj: Any) -> dict[str, An
     return {
         **table_context(runs, context),
         **summary_context(context, proj.summary_rows, proj.headline),
+        "data": render_data(proj),
     }
+
+
+def render_data(proj: Any) -> dict[str, Any]:
+    """The project's ``[tool.tether.render] data`` files, parsed, by name (``data.<name>``).
+    A missing or malformed file is a UsageError naming it: a table rendered from half a file,
+    or from none, would publish a catalog the project does not hold."""
+
+    out: dict[str, Any] = {}
+    for name, rel in proj.render_data.items():
+        path = proj.root / rel
+        try:
+            out[name] = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UsageError(f"{rel}: [tool.tether.render] data {name!r} names no file") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{rel}: render data {name!r} is not valid TOML: {exc}") from None
+    return out
 
 
 def render_builtin(root: Path, store: Path | Any, name: str) -> str:
