@@ -71,11 +71,88 @@ _SET_NOUNS = r"(?:shapes?|cells?|sizes?|lengths?|calls?|configs?|cases?|tiles?|p
 _NUMBER = r"(?<![\w.])\d+(?:\.\d+)?"
 _PERCENT = r"(?:%|percent\b|per\s?cent\b|pct\b)"
 
+# Issue 47: a comparison said in words with no figure is a claim as much as a typed ratio is
+# (validate/suite/test_check_scan.py holds the examples). Two shapes: a quantifier adverb
+# over a performance word, and a comparative word in a line that names a measured subject
+# (an arm, a kernel, an entry point: [tool.tether.scan] subjects). Ordinary prose keeps its
+# idioms: reading speed, compiling before the call, a flag, a test of old bugs, the noun loss.
+_ADVERBS = r"\b(?:never|always|nowhere|consistently|invariably|uniformly|everywhere)\b"
+COMPARATIVE_WORDS: tuple[str, ...] = (
+    r"faster(?!\s+to\s+(?:read|write|review|type|find|scan|follow|learn|edit|set\s+up))",
+    r"slower(?!\s+to\s+(?:read|write|review|type|find|scan|follow|learn|edit|set\s+up))",
+    r"quicker(?!\s+to\s+(?:read|write|review|type|find|scan|follow|learn|edit))",
+    r"(?:is|are|was|were|stays?|stayed|runs?|ran|pulls?|falls?|fell|lands?)\s+(?:well\s+|far\s+|still\s+)?(?:ahead|behind)\b",
+    r"ahead\s+of(?!\s+(?:time|the\s+(?:call|launch|run|sweep|timed|lock)))",
+    r"outperforms?",
+    r"outpaces?",
+    r"beats?",
+    r"trails?",
+    r"trailed",
+    r"lags?",
+    r"lagged",
+    r"regress(?:es|ed|ing)?(?!ion\s+tests?)",
+    r"regressions?(?!\s+tests?)",
+    r"wins?",
+    r"loses?",
+    r"(?:loss|gain|win)(?:es|s)?\s+(?:against|to|over|versus|vs\.?|on|at)",
+)
+# Comparative words in phrases that compare no measurement: precedence ("the first that
+# matches wins", "route order puts X ahead of Y"). Blanked from a line before its claims are
+# read (never from its figures: a ratio stays a ratio wherever it is typed).
+_IDIOMS = re.compile(
+    r"\b(?:first|last|later|earlier)\b[^\n.;:]{0,60}?\bwins\b"
+    r"|\b(?:route|routing|order|list|queue)\b[^\n.;:]{0,60}?\bahead\s+of\b"
+    r"|\bahead\s+of\b[^\n.;:]{0,60}?\b(?:in|on)\s+(?:the\s+|its\s+)?(?:route|order|list)\b",
+    re.IGNORECASE,
+)
+# Who a comparison is about by default: what every kernel project measures. A project names its
+# own arms, kernels and entry points in [tool.tether.scan] subjects.
+SUBJECT_WORDS: tuple[str, ...] = (
+    "kernels?",
+    "arms?",
+    "backends?",
+    r"entry\s+points?",
+    "implementations?",
+)
+# What a rendered expression must read to support a comparison beside it in a template: a
+# verdict or a figure ([tool.tether.scan] support_names adds). A run id or a label supports
+# nothing.
+SUPPORT_NAMES: tuple[str, ...] = (
+    "word",
+    "words",
+    "verdict",
+    "verdict_word",
+    "geomean",
+    "ratio",
+    "rate",
+    "tflops",
+    "wins",
+    "losses",
+    "levels",
+    "claim",
+    "claims",
+    "passes",
+    "passed",
+    "outcome",
+    "pct",
+    "speedup",
+    "regret",
+)
 
-def _vocabulary_patterns(words: tuple[str, ...]) -> tuple[tuple[re.Pattern[str], str], ...]:
+
+def _alternation(words: Iterable[str]) -> str:
+    words = tuple(words)
+    return r"(?:" + "|".join(words) + r")" if words else r"(?!x)x"
+
+
+def _vocabulary_patterns(
+    words: tuple[str, ...], comparatives: tuple[str, ...], subjects: tuple[str, ...]
+) -> tuple[tuple[re.Pattern[str], str], ...]:
     """The scanner's (pattern, what) pairs for a claim vocabulary; the description lands in
     the finding."""
-    perf = r"(?:" + "|".join(words) + r")" if words else r"(?!x)x"
+    perf = _alternation(words)
+    comp = _alternation(comparatives)
+    subj = _alternation(subjects)
     return (
         # A ratio, not a product of dimensions: ``2048 × 2048`` is a shape.
         (re.compile(_NUMBER + r"\s?×(?!\s?\d)"), "ratio figure"),
@@ -170,16 +247,33 @@ def _vocabulary_patterns(words: tuple[str, ...]) -> tuple[tuple[re.Pattern[str],
             ),
             "outcome claim",
         ),
+        # Issue 47: worded comparisons with no figure.
+        (
+            re.compile(_ADVERBS + r"\s+(?:[\w-]+\s+){0,2}?" + perf + r"\b", re.IGNORECASE),
+            "claim over a set",
+        ),
+        (
+            re.compile(
+                r"\b" + subj + r"\b[^\n]*?\b" + comp + r"\b"
+                r"|\b" + comp + r"\b[^\n]*?\b" + subj + r"\b",
+                re.IGNORECASE,
+            ),
+            "comparative claim about a measured subject",
+        ),
     )
 
 
-def _gates(words: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+def _gates(words: tuple[str, ...], comparatives: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     """For each pattern of ``_vocabulary_patterns``, in its order, a regex over the
     *lowercased* text that matches wherever the pattern can (a necessary condition). Gates are
     literals without IGNORECASE, which the regex engine skips ahead to; the full patterns
     (word boundaries, lookbehinds, alternations of words, case rules) run only on the lines
     where their gate matched. This is what keeps the scan of a repository fast."""
     perf = re.compile("|".join(w.lower() for w in words) if words else r"(?!x)x")
+    # A comparative's gate is its leading literal (the words before any regex syntax).
+    comp = re.compile(
+        "|".join(_literal_head(w) for w in comparatives) if comparatives else r"(?!x)x"
+    )
     return (
         re.compile("×"),
         re.compile(r"\dx"),
@@ -203,7 +297,21 @@ def _gates(words: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
         re.compile(r"level"),
         re.compile(r"level"),
         re.compile(r"goal|target|met\s"),
+        re.compile(r"never|always|nowhere|consistently|invariably|uniformly|everywhere"),
+        comp,
     )
+
+
+def _literal_head(word: str) -> str:
+    r"""A gate regex for one comparative pattern: the lowercase literal it starts with
+    (``regress(?:es)?`` -> ``regress``), or for ``(?:is|are|...)\s+(?:ahead|behind)`` the
+    words after the verb; a pattern with no literal head gates on every line."""
+    if word.startswith("(?:is|"):
+        return "ahead|behind"
+    if word.startswith("(?:loss|"):
+        return "loss|gain|win"
+    head = re.match(r"[a-z]+", word.lower())
+    return re.escape(head.group(0)) if head is not None else ""
 
 
 @dataclass(frozen=True)
@@ -212,6 +320,8 @@ class Vocabulary:
 
     patterns: tuple[tuple[re.Pattern[str], str], ...]
     gates: tuple[re.Pattern[str], ...]
+    # Matches a template expression that renders a verdict or a figure (SUPPORT_NAMES).
+    supports: re.Pattern[str] = re.compile(r"(?!x)x")
 
     def search(self, text: str) -> bool:
         """Whether any pattern matches on some line of ``text``: each pattern is tried only on
@@ -233,6 +343,7 @@ class Vocabulary:
 
     def findings(self, text: str, figures_only: bool = False) -> list[str]:
         """Each pattern's first match in ``text`` (one line), as descriptions."""
+        text = _IDIOMS.sub(lambda m: " " * len(m.group(0)), text)
         low = text.lower()
         exact = len(low) == len(text)
         found = []
@@ -247,37 +358,61 @@ class Vocabulary:
         return found
 
 
-_VOCABULARIES: dict[tuple[str, ...], Vocabulary] = {}
+_VOCABULARIES: dict[tuple[tuple[str, ...], ...], Vocabulary] = {}
 
 
-def vocabulary(words: tuple[str, ...] = PERF_WORDS) -> Vocabulary:
-    """The scanner for ``words`` (compiled once per vocabulary)."""
-    if words not in _VOCABULARIES:
-        pats = _vocabulary_patterns(words)
-        gates = _gates(words)
+def vocabulary(
+    words: tuple[str, ...] = PERF_WORDS,
+    comparatives: tuple[str, ...] = COMPARATIVE_WORDS,
+    subjects: tuple[str, ...] = SUBJECT_WORDS,
+    supports: tuple[str, ...] = SUPPORT_NAMES,
+) -> Vocabulary:
+    """The scanner for a vocabulary (compiled once per vocabulary): ``words`` the performance
+    words, ``comparatives`` the words a comparison is made of, ``subjects`` what is measured
+    (regexes), ``supports`` the names a template expression reads when it renders a verdict or
+    a figure."""
+    key = (words, comparatives, subjects, supports)
+    if key not in _VOCABULARIES:
+        pats = _vocabulary_patterns(words, comparatives, subjects)
+        gates = _gates(words, comparatives)
         if len(gates) != len(pats):
             raise AssertionError("every scanner pattern needs its gate")
-        _VOCABULARIES[words] = Vocabulary(pats, gates)
-    return _VOCABULARIES[words]
+        support = re.compile(r"\b" + _alternation(re.escape(n) for n in supports) + r"\b")
+        _VOCABULARIES[key] = Vocabulary(pats, gates, support)
+    return _VOCABULARIES[key]
+
+
+def _allowed(pattern: str, allowed: Iterable[str]) -> bool:
+    """Whether ``allow_words`` drops the word pattern ``pattern``: a word it matches whole,
+    or a word it names (``ahead`` drops ``(?:is|are) ahead``)."""
+    return any(
+        re.fullmatch(pattern, a, re.IGNORECASE) or re.search(r"\b" + re.escape(a) + r"\b", pattern)
+        for a in allowed
+    )
 
 
 def project_vocabulary(root: Path) -> Vocabulary:
-    """The vocabulary [tool.tether.scan] declares: PERF_WORDS less ``allow_words`` (matched
-    whole, case-insensitively, against the words a pattern admits) plus ``claim_words``."""
+    """The vocabulary [tool.tether.scan] declares: PERF_WORDS and COMPARATIVE_WORDS less
+    ``allow_words`` (matched whole, case-insensitively, against the words a pattern admits)
+    plus ``claim_words``; SUBJECT_WORDS plus ``subjects`` (names of what the project
+    measures: its arms, kernels, entry points); SUPPORT_NAMES plus ``support_names``."""
 
     scan = project.get(root).raw.get("scan", {})
     lists = {}
-    for key in ("allow_words", "claim_words"):
+    for key in ("allow_words", "claim_words", "subjects", "support_names"):
         value = scan.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise UsageError(f"[tool.tether.scan] {key} must be a list of words")
         lists[key] = value
     allowed = [w.lower() for w in lists["allow_words"]]
-    words = tuple(
-        w for w in PERF_WORDS if not any(re.fullmatch(w, a, re.IGNORECASE) for a in allowed)
-    )
     extra = tuple(re.escape(w) for w in lists["claim_words"])
-    return vocabulary(words + extra)
+    words = tuple(w for w in PERF_WORDS if not _allowed(w, allowed)) + extra
+    comparatives = tuple(w for w in COMPARATIVE_WORDS if not _allowed(w, allowed)) + extra
+    subjects = SUBJECT_WORDS + tuple(
+        r"\s+".join(re.escape(part) for part in w.split()) for w in lists["subjects"]
+    )
+    supports = SUPPORT_NAMES + tuple(lists["support_names"])
+    return vocabulary(words, comparatives, subjects, supports)
 
 
 @dataclass(frozen=True, order=True)
@@ -312,21 +447,58 @@ def _has_number(pattern: re.Pattern[str]) -> bool:
 _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
 
 
+_JINJA_EXPR = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+# A string literal inside a jinja expression or statement: typed text all the same.
+_JINJA_STRING = re.compile(r"\"((?:[^\"\\\n]|\\.)*)\"|'((?:[^'\\\n]|\\.)*)'")
+
+
+def _is_figure(what: str) -> bool:
+    """Whether a finding's description names a figure (a number or a unit), not a claim word:
+    a figure is never supported by a rendered one beside it, it is a copy of one."""
+    return "figure" in what or "unit" in what or "percentage" in what
+
+
 def scan_template(text: str, path: str, vocab: Vocabulary | None = None) -> list[Finding]:
     """Figures, units and claim words in a jinja template's own text, outside its
     expressions, statements and comments: typed into a template they reach every rendered
     document, and the diff against a fresh render cannot see them. Words a template shows
     by the data's choice come from an expression (``verdict_word``, ``rate``), never from
-    its text. The same patterns as in Markdown apply."""
+    its text. The same patterns as in Markdown apply, with one allowance: a claim word
+    (not a figure) on a line that renders a verdict or a figure beside it (an expression
+    reading a name in ``Vocabulary.supports``: ``{{ r.whole.word }}``, ``{{ x | ratio }}``)
+    states what the data says. A string
+    literal inside an expression or a statement is typed text: scanned with no allowance."""
+    vocab = vocab or vocabulary()
     blanked = _JINJA.sub(
         lambda m: " " * len(m.group(0).split("\n")[0]) + "\n" * m.group(0).count("\n"), text
     )
     original = text.splitlines()
+    supported: set[int] = set()
+    for match in _JINJA_EXPR.finditer(text):
+        if vocab.supports.search(_JINJA_STRING.sub("", match.group(1))):
+            first = text.count("\n", 0, match.start()) + 1
+            last = first + match.group(0).count("\n")
+            supported.update(range(first, last + 1))
     findings = []
     for number, line in enumerate(blanked.splitlines(), start=1):
         if number <= len(original) and ALLOW_MARKER in original[number - 1]:
             continue
-        findings += [Finding(path, number, what) for what in scan_line(line, vocab=vocab)]
+        findings += [
+            Finding(path, number, what)
+            for what in scan_line(line, vocab=vocab)
+            if number not in supported or _is_figure(what)
+        ]
+    for block in _JINJA.finditer(text):
+        first = text.count("\n", 0, block.start()) + 1
+        if first <= len(original) and ALLOW_MARKER in original[first - 1]:
+            continue
+        for literal in _JINJA_STRING.finditer(block.group(0)):
+            typed = literal.group(1) if literal.group(1) is not None else literal.group(2)
+            at = first + block.group(0).count("\n", 0, literal.start())
+            findings += [
+                Finding(path, at, f"{what} (a string literal in a template expression)")
+                for what in scan_line(typed, vocab=vocab)
+            ]
     return findings
 
 
@@ -460,7 +632,10 @@ def scanned_files(root: Path) -> list[Path]:
             rel = path.relative_to(root)
             if rel in rendered or _under(path, (proj.store, proj.scratch)):
                 continue
-            if proj.scanned(rel.as_posix()):
+            # The templates are what every document is rendered from: scanned whatever the
+            # include globs say (only an explicit exclude leaves one out).
+            template = suffix == ".j2" and _under(path, (proj.templates,))
+            if proj.scanned(rel.as_posix()) or (template and not proj.excluded(rel.as_posix())):
                 out.append(path)
     return sorted(out)
 

@@ -50,7 +50,15 @@ _KEYS = {
     },
     "fingerprint": {"harness", "kernels", "arch_scoped", "compiled"},
     "render": {"files", "figures", "regions", "region_templates", "data"},
-    "scan": {"include", "exclude", "baseline", "claim_words", "allow_words"},
+    "scan": {
+        "include",
+        "exclude",
+        "baseline",
+        "claim_words",
+        "allow_words",
+        "subjects",
+        "support_names",
+    },
     "signing": {"allowed_signers", "require"},
     "summary": {"rows"},
 }
@@ -138,6 +146,10 @@ class Project:
         """The configured plugin modules that cannot be found (a typo), without importing any."""
         return [name for name in self.plugins if not locate_module(name, self.root)]
 
+    def excluded(self, rel: str) -> bool:
+        """Whether the root-relative path ``rel`` is excepted from the scan by declaration."""
+        return any(_match(rel, pat) for pat in self.scan_exclude)
+
     def scanned(self, rel: str) -> bool:
         """Whether the root-relative path ``rel`` is scanned for stray figures."""
         if any(_match(rel, pat) for pat in self.scan_exclude):
@@ -180,7 +192,11 @@ def _match(rel: str, pattern: str) -> bool:
     ``NOTES.md``), as in git and most tools."""
     if fnmatch.fnmatchcase(rel, pattern):
         return True
-    return pattern.startswith("**/") and fnmatch.fnmatchcase(rel, pattern[3:])
+    if pattern.startswith("**/") and fnmatch.fnmatchcase(rel, pattern[3:]):
+        return True
+    # ``docs_src/**/*.j2`` matches ``docs_src/README.md.j2`` too: a ``/**/`` inside a pattern
+    # also stands for no folder (git's rule), or the templates at a folder's top go unscanned.
+    return "/**/" in pattern and fnmatch.fnmatchcase(rel, pattern.replace("/**/", "/", 1))
 
 
 def _table(data: Mapping[str, Any], path: Path) -> dict[str, Any]:

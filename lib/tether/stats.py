@@ -4,7 +4,7 @@ aggregates, claims, gate and probe rates.
 Conventions, fixed here and nowhere else:
 
 - A cell's *ratio* is ``median(A) / median(B)`` over seconds-per-call samples: the speedup of
-  arm B over arm A. Above 1 means B is faster.
+  arm B over arm A. Above 1 means B took less time per call.
 - A cell's *A/A floor* is the range of the same statistic taken between the A arm and its own
   A/A control (``A2``). Samples are split by repetition index into even and odd halves, and the
   floor is ``[min, max]`` of ``median(A_h) / median(A2_g)`` over the full sets and the four

@@ -228,8 +228,9 @@ def test_the_derived_names_match_the_rows() -> None:
     assert archs.OWN_ARM == {"sm90": "gluon"}
     # Each policy threshold sends its calls to one of tether's kernels there (the arch's own
     # kernel, or the Triton kernel), else the first route arm that serves its scope: an arm
-    # ahead of ``otherwise`` serves none of the scope's head dims (cuDNN does not serve 256,
-    # so the wide sm90 threshold's calls otherwise take the Triton kernel).
+    # before ``otherwise`` in the route order serves none of the scope's head dims (cuDNN
+    # does not serve 256, so the wide sm90 threshold's calls otherwise take the Triton
+    # kernel).
     for th in POLICY:
         assert th.arm in (archs.ARCH[th.arch].own_arm, "triton")
         order = archs.ROUTE_ORDER[th.arch]
