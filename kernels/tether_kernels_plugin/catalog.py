@@ -44,10 +44,6 @@ class CatalogModel:
     source: str
     tp: dict[int, tuple[int, int] | None]  # degree -> per-GPU (hq, hkv), None: refused
 
-    @property
-    def group(self) -> int:
-        return self.hq // self.hkv
-
 
 def _catalog_layout(text: str, where: str) -> tuple[int, int] | None:
     if text == "-":

@@ -47,6 +47,19 @@ FLAGGED = [
     pytest.param("a 3-fold gain", id="n-fold"),  # tether: allow-figure
     pytest.param("twice as fast as flash", id="twice-as-fast"),  # tether: allow-figure
     pytest.param("moves two terabytes per second", id="bandwidth-words"),  # tether: allow-figure
+    # Worded claims with no digits (issue 47): each is a finding wherever it is typed.
+    pytest.param("It is faster on every shape.", id="faster-on-every-shape"),
+    pytest.param("The kernel never regresses.", id="never-regresses"),
+    pytest.param("never regresses", id="never-regresses-bare"),
+    pytest.param("Triton always wins.", id="always-wins"),
+    pytest.param("The Gluon kernel beats fa3.", id="beats"),
+    pytest.param("This arm is ahead of the other.", id="arm-ahead"),
+    pytest.param("The kernel is faster than the peer.", id="kernel-faster"),
+    pytest.param("The arm regressed after the change.", id="arm-regressed"),
+    pytest.param("The backend lags at long rows.", id="backend-lags"),
+    pytest.param("The kernel outperforms the library.", id="outperforms"),
+    pytest.param("A loss against the peer on the kernel.", id="loss-against"),
+    pytest.param("The arm is consistently slower.", id="consistently-slower"),
 ]
 
 CLEAN = [
@@ -57,6 +70,17 @@ CLEAN = [
     pytest.param("results['threshold_tflops'] is read", id="field-name"),
     pytest.param("100% of the samples are kept", id="pct-without-perf-word"),
     pytest.param("batch x4 is not reachable", id="batch-x4"),
+    # Ordinary prose sharing a word with a claim (issue 47): never a finding.
+    pytest.param("The loss is computed in f32.", id="loss-noun"),
+    pytest.param("The arm computes the loss.", id="arm-computes-loss"),
+    pytest.param("This table is faster to read.", id="faster-to-read"),
+    pytest.param("The kernel doc is faster to read than the code.", id="kernel-faster-to-read"),
+    pytest.param("The kernel compiles ahead of time.", id="ahead-of-time"),
+    pytest.param("A regression test for the kernel.", id="regression-test"),
+    pytest.param("Route order puts the Triton kernel ahead of it.", id="route-order"),
+    pytest.param("The first arm that matches wins.", id="first-wins"),
+    pytest.param("The guard never creates a GPU context.", id="never-no-perf-word"),
+    pytest.param("Every run holds the guard.", id="every-no-perf-word"),
 ]
 
 
