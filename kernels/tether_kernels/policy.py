@@ -79,16 +79,19 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # otherwise take (cuDNN, through the same per-call path), and only there: the Gluon kernel for
 # chunked calls and long squares, the Triton kernel for short squares (its evidence region
 # below; its short-call launch config takes 64-row tiles), and the Gluon kernel for causal
-# calls at head_dim 96 and 256 (against the Triton kernel, which takes them otherwise). Each threshold's scope names the
-# dtypes, head_dims and heads (query/kv head pairs) its evidence sweep covers, and the check
-# holds the threshold's region, every combination of those values, inside the evidence's
-# cells. Squares at head_dim 64 and long MHA squares are in no scope: no evidence sweep
-# measures them (validate/tools/breadth_session.py, which writes no run, is what chose the
-# scopes). Calls outside every scope take the route order (cuDNN, then the Triton kernel,
-# then PyTorch's math backend).
+# calls at head_dim 96 and 256 (against the Triton kernel, which takes them otherwise).
+# Each scope states what the kernel is, not the cells measured: the dtypes and head_dims it is
+# instantiated for, and the head layouts it serves as ranges (_SM90_LAYOUTS). Its evidence is a
+# designed sample spanning those ranges (tether_kernels_plugin.sweeps.LAYOUT_DESIGN: each end
+# and a spread inside, the model catalog's awkward groups 28/4 and 64/8 among them), and the
+# check holds every range spanned and every named value combination measured. Calls outside
+# every scope take the route order (cuDNN, then the Triton kernel, then PyTorch's math backend).
 _SM90_HEADS = (("head_dim", "==", 128), ("hq", "==", 32), ("hkv", "==", 8))
 _SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
-_SM90_PAIRS = ("32/8", "32/32", "8/1")
+# The layouts the Gluon and Triton kernels serve on sm90: a GQA group (query heads per KV
+# head, GROUP in the kernels) of 1 (MHA) to 16 and up to 128 query heads, which hold every
+# per-GPU layout of the model catalog (kernels/models.toml at TP 1 to 8) but none wider.
+_SM90_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 128)))
 
 
 def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object], ...]) -> Evidence:
@@ -104,20 +107,15 @@ _SM90_CHUNKED_SCOPE = (
     ("kv_len", ">", "qo_len"),
     *_SM90_HALF,
     ("head_dim", "in", (64, 128)),
-    ("hq/hkv", "in", _SM90_PAIRS),
+    *_SM90_LAYOUTS,
 )
-# Causal squares at head_dim 128: the long ones' and the short ones' scopes differ only in the
-# heads their evidence covers and the short ones' upper bound.
-_SM90_SQUARE_HD128 = (
-    ("causal", "==", True),
-    ("kv_len", "==", "qo_len"),
-    *_SM90_HALF,
-    ("head_dim", "==", 128),
-)
-_SM90_SQUARE_SCOPE = (*_SM90_SQUARE_HD128, ("hq/hkv", "in", ("32/8", "8/1")))
+# Causal squares: the long ones' and the short ones' scopes differ only in the head_dims their
+# evidence covers and the short ones' upper bound.
+_SM90_SQUARE = (("causal", "==", True), ("kv_len", "==", "qo_len"), *_SM90_HALF, *_SM90_LAYOUTS)
+_SM90_SQUARE_SCOPE = (*_SM90_SQUARE, ("head_dim", "in", (64, 128)))
 _SM90_SQUARE_SHORT_SCOPE = (
-    *_SM90_SQUARE_HD128,
-    ("hq/hkv", "in", _SM90_PAIRS),
+    *_SM90_SQUARE,
+    ("head_dim", "==", 128),
     # Below the Gluon threshold's region: the two never both take a call.
     ("qo_len", "<", 2048),
 )
@@ -128,7 +126,7 @@ _SM90_WIDE_SCOPE = (
     ("causal", "==", True),
     *_SM90_HALF,
     ("head_dim", "in", (96, 256)),
-    ("hq/hkv", "in", _SM90_PAIRS),
+    *_SM90_LAYOUTS,
 )
 # ragged_prefill (requests of their own lengths, packed): the Gluon kernel's ragged launch (one
 # launch for the batch) against per_request, which runs each request as single_prefill would
@@ -140,7 +138,7 @@ _SM90_RAGGED_SCOPE = (
     ("kv_len", "==", "qo_len"),
     *_SM90_HALF,
     ("head_dim", "in", (64, 128)),
-    ("hq/hkv", "in", _SM90_PAIRS),
+    *_SM90_LAYOUTS,
 )
 _SM90_BATCH_SCOPE = (
     ("causal", "==", True),
@@ -177,9 +175,11 @@ _SM90_CHUNKED = Threshold(
     arm="gluon",
     otherwise="sdpa_cudnn",
     evidence=_sm90_evidence(
-        "policy-chunked-sm90", "single_prefill", (("qo_len", ">=", 128), ("kv_len", ">", "qo_len"))
+        "policy-chunked-sm90", "single_prefill", (("qo_len", ">=", 16), ("kv_len", ">", "qo_len"))
     ),
-    takes=(("qo_len", ">=", 128),),
+    # From 16 queries: a tiny chunk (a decode-like step of a serving engine) is where cuDNN is
+    # furthest behind, not a call to leave to it.
+    takes=(("qo_len", ">=", 16),),
     scope=_SM90_CHUNKED_SCOPE,
 )
 # BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
@@ -278,8 +278,8 @@ _SM90_WIDE = Threshold(
     entry="single_prefill",
     arm="gluon",
     otherwise="triton",
-    evidence=_sm90_evidence("policy-wide-sm90", "single_prefill", (("qo_len", ">=", 128),)),
-    takes=(("qo_len", ">=", 128),),
+    evidence=_sm90_evidence("policy-wide-sm90", "single_prefill", (("qo_len", ">=", 16),)),
+    takes=(("qo_len", ">=", 16),),
     scope=_SM90_WIDE_SCOPE,
 )
 # BEGIN GENERATED: policy-sm90-batch-prefill (tether render)

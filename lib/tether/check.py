@@ -49,7 +49,7 @@ from tether.freshness import (
     GitUnavailable,
     store_changes_since,
 )
-from tether.policy import TunedChoice, field_value
+from tether.policy import Condition, TunedChoice, field_value
 from tether.render import embedded_digest, render_parts
 from tether.render.context import UNKNOWN, kernel_staleness, tuned_doc
 from tether.render.context import policy as checkout_policy
@@ -241,10 +241,38 @@ def _superseded(run: Run, current: str | CurrentHarness) -> bool:
     return is_superseded(run, current)
 
 
+def _range_gaps(conditions: tuple[Condition, ...], cells: list[CellStat]) -> list[str]:
+    """Where a range a scope states (``field within (lo, hi)``: what the kernel serves, not the
+    cells measured) is not spanned by its evidence: a designed sample spans a range when some
+    cell sits at each end and some cell strictly inside, so a range is never judged from its
+    corners alone nor from one point."""
+    gaps = []
+    for name, op, value in conditions:
+        if op != "within":
+            continue
+        lo, hi = value  # type: ignore[misc]
+        seen = {
+            v
+            for c in cells
+            if isinstance(v := field_value(c.fields, name), (int, float)) and lo <= v <= hi
+        }
+        missing = [f"{name} = {lo}"] if lo not in seen else []
+        missing += [f"{name} = {hi}"] if hi not in seen else []
+        if not any(lo < v < hi for v in seen):
+            missing.append(f"{name} strictly between {lo} and {hi}")
+        if missing:
+            gaps.append(
+                f"{name} within {lo} to {hi} is routed but the evidence does not span it: no "
+                f"cell at {', '.join(missing)}"
+            )
+    return gaps
+
+
 def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
     """Where ``th`` applies but its evidence has no cell. Each lower bound of its region
     (``field >= v`` or ``field > v``) must be reached by some evidence cell at or below it,
-    and every value its scope names (``field == v``, ``field in (...)``: the dtypes, head dims,
+    each range its scope states (``field within (lo, hi)``) spanned (``_range_gaps``), and
+    every value its scope names (``field == v``, ``field in (...)``: the dtypes, head dims,
     heads, causality and batch it speaks for), and every combination of those values, must
     be among the evidence cells', or the threshold routes calls that no measurement saw.
     Empty when the region is covered."""
@@ -264,6 +292,7 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
                 f"{name} {op} {value} starts below the evidence, whose cells begin at "
                 f"{name} {min(seen)}"
             )
+    gaps += _range_gaps(th.scope + th.takes, cells)
     enumerated: dict[str, tuple[object, ...]] = {}
     for name, op, value in th.scope + th.takes:
         if op == "in":

@@ -8,7 +8,9 @@ Conditions are ``(field, op, value)`` over a cell's fields (its key over the gri
 values); a value that names another field compares the two fields (``("kv_len", ">",
 "qo_len")``). A field named ``a/b`` is the pair of fields a and b, written ``"x/y"``
 (``("hq/hkv", "in", ("32/8", "8/1"))``): a sweep axis of that name sets both fields at once,
-so a grid can hold the head counts a model uses without their cross product.
+so a grid can hold the head counts a model uses without their cross product. A field named
+``a//b`` is a's value divided by b's where b divides it exactly (``hq//hkv``, the GQA group
+size), missing otherwise, so a scope can state a ratio the kernel serves.
 """
 
 from __future__ import annotations
@@ -29,12 +31,16 @@ OPS: dict[str, Callable[[Any, Any], bool]] = {
     "==": lambda a, b: a == b,
     # membership in a listed set of values (a scope naming the dtypes or head dims it covers)
     "in": lambda a, b: a in b,
+    # an inclusive range (lo, hi): a scope stating what a kernel serves (group sizes 1 to 16)
+    "within": lambda a, b: b[0] <= a <= b[1],
 }
 Condition = tuple[str, str, object]
 
 
 # A field name joining several fields (``hq/hkv``), and the value it has (``32/8``).
 PAIR = "/"
+# A field name dividing one field by another (``hq//hkv``): defined only where it divides.
+RATIO = "//"
 _MISSING = object()
 
 
@@ -43,6 +49,13 @@ def field_value(fields: Mapping[str, object], name: str) -> object:
     fields' values joined (``"32/8"``); ``_MISSING`` when a field is absent."""
     if name in fields:
         return fields[name]
+    if RATIO in name:
+        num, _, den = name.partition(RATIO)
+        a, b = fields.get(num), fields.get(den)
+        ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (a, b))
+        if not ok or b <= 0 or a % b:  # type: ignore[operator]
+            return _MISSING
+        return a // b  # type: ignore[operator]
     if PAIR in name:
         parts = name.split(PAIR)
         if all(p in fields for p in parts):
@@ -73,14 +86,16 @@ def _part(text: str) -> object:
         return text
 
 
-def _value(value: object) -> str:
+def _value(value: object, op: str = "in") -> str:
+    if op == "within" and isinstance(value, (tuple, list)) and len(value) == 2:
+        return f"{value[0]} to {value[1]}"
     if isinstance(value, (tuple, list)):
         return "(" + " or ".join(str(v) for v in value) + ")"
     return str(value)
 
 
 def describe(conditions: tuple[Condition, ...]) -> str:
-    return ", ".join(f"{n} {op} {_value(v)}" for n, op, v in conditions)
+    return ", ".join(f"{n} {op} {_value(v, op)}" for n, op, v in conditions)
 
 
 def shape_fields(

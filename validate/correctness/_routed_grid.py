@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from tether.policy import shape_fields
+from tether.policy import holds, shape_fields
 from tether.pytest_plugin import has_gpu
 from tether_kernels import ARCHES, ENTRY_POINTS, Shape, batch_prefill, single_prefill
 from tether_kernels.policy import thresholds_for
@@ -275,15 +275,28 @@ POLICY_REASON = "the policy's arms are GPU kernels; 32-head f32 references are t
 _SHAPE_FIELDS = tuple(Shape(1, 1, 1, 1, 1, 8).key())  # a Shape's field names, in order
 
 
+# Layouts drawn inside a range scope (``hq//hkv within``, ``hq within``), which names no values
+# to enumerate: its corners, the catalog's awkward groups, and a layout no sweep names (24/8).
+POLICY_RANGE_HEADS = ("1/1", "16/1", "128/8", "28/4", "24/8")
+
+
 def _scope_values(conditions: tuple[tuple[str, str, object], ...]) -> dict[str, tuple[Any, ...]]:
-    """The values a threshold's conditions enumerate (``==`` a constant, ``in`` a tuple)."""
+    """The values a threshold's conditions enumerate (``==`` a constant, ``in`` a tuple), and
+    for its head ranges the POLICY_RANGE_HEADS inside them, as ``hq/hkv`` pairs."""
     fields = set(_SHAPE_FIELDS)
     values: dict[str, tuple[Any, ...]] = {}
+    ranges = []
     for name, op, value in conditions:
         if op == "in" and isinstance(value, (tuple, list)):
             values[name] = tuple(value)
         elif op == "==" and not (isinstance(value, str) and value in fields):
             values[name] = (value,)
+        elif op == "within":
+            ranges.append((name, op, value))
+    if ranges:
+        values["hq/hkv"] = tuple(
+            p for p in POLICY_RANGE_HEADS if holds(tuple(ranges), shape_fields({"hq/hkv": p}, {}))
+        )
     return values
 
 
