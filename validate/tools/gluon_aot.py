@@ -1,12 +1,18 @@
 """Compile the Gluon sm90 kernel ahead of time, on any host (no GPU), and report what it became.
 
-    python validate/tools/gluon_aot.py [--json FILE]      # every variant, bf16, head_dim 128
+    python validate/tools/gluon_aot.py [--json FILE] [--workers N]
 
-For each variant of ``tether_kernels.gluon.launch.VARIANTS`` (and the causal and non-causal
-kernels, with the LSE stored) it compiles for ``GPUTarget("cuda", 90, 32)`` and reads the
-result: wgmma instructions in the PTX, setmaxnreg register splits, shared memory, and from
-ptxas (``-v``, Triton's bundled one) registers and spill bytes; from cuobjdump the SASS HGMMA
-count. Exit 1 when a variant does not compile, spills, or has no wgmma.
+The cases (``CASES``): each variant of ``tether_kernels.gluon.launch.VARIANTS`` at bf16,
+head_dim 128, causal and not and the split-KV launch; and what the arm launches at each
+head_dim (``default_config``), causal and not, split, and f16. Each compiles for
+``GPUTarget("cuda", 90, 32)`` under the installed Triton, and the result is read: wgmma in the
+PTX, setmaxnreg register splits, shared memory, from ptxas (``-v``, Triton's bundled one)
+registers and spill bytes, and from cuobjdump's SASS the HGMMA count and the steady loops
+(``steady_loops``: the innermost loop holding HGMMA, the consumers' main loop, and the one
+holding UTMALDG, the producer's TMA loop, each with its instruction mix). ``gate`` is the
+compile gate: exit 1 when a case does not compile, spills, or its main loop lacks wgmma or
+its producer loop TMA. validate/tools/compile_releases.sh runs it under every Triton release
+of ``GLUON_TRITON``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,40 +146,136 @@ def inspect(compiled: Any) -> dict[str, Any]:
             [str(_tool("cuobjdump")), "-sass", str(cubin)], capture_output=True, text=True
         ).stdout
         row["hgmma_sass"] = sass.count("HGMMA")
+        row["utmaldg_sass"] = sass.count("UTMALDG")
+        row["loops"] = steady_loops(sass)
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    from tether_kernels.gluon.launch import VARIANTS
+# One SASS instruction: its address and opcode (cuobjdump: "/*0a70*/  HGMMA.64x128x16... ;"),
+# with an optional predicate ("@P0 BRA ..."); a branch's target is an address.
+_SASS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)([^;]*);")
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", type=Path, help="write the table as JSON here")
-    args = ap.parse_args(argv)
-    import triton
 
-    rows, ok = [], True
+def steady_loops(sass: str) -> dict[str, dict[str, Any]]:
+    """The innermost SASS loops (a backward branch's span) holding HGMMA (the consumer
+    warpgroups' main loop) and UTMALDG (the producer's TMA loop): their length and instruction
+    mix (opcode -> count), or absent where no loop holds the instruction: what runs every key
+    block, the part of the kernel its speed comes from."""
+    code = [(int(a, 16), op, rest) for a, op, rest in _SASS.findall(sass)]
+    loops = []
+    for addr, op, rest in code:
+        if op not in ("BRA", "JMP"):
+            continue
+        hit = re.search(r"0x([0-9a-f]+)", rest)
+        if hit and int(hit.group(1), 16) < addr:
+            start = int(hit.group(1), 16)
+            loops.append([o for a, o, _ in code if start <= a <= addr])
+    found: dict[str, dict[str, Any]] = {}
+    for role, opcode in (("main", "HGMMA"), ("producer", "UTMALDG")):
+        holding = [body for body in loops if opcode in body]
+        if holding:
+            body = min(holding, key=len)
+            mix = Counter(body)
+            found[role] = {"instructions": len(body), "mix": dict(mix.most_common())}
+    return found
+
+
+def _case_rows() -> list[dict[str, Any]]:
+    from tether_kernels.gluon.launch import HEAD_DIMS, VARIANTS
+
+    cases: list[dict[str, Any]] = []
     for name in VARIANTS:
-        for causal in (True, False):
-            row: dict[str, Any] = {"variant": name, "causal": causal, "triton": triton.__version__}
-            try:
-                row.update(inspect(compile_variant(name, causal)))
-            except Exception as exc:  # report every variant; the exit code says it failed
-                row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[-1][:200]}"
-            good = "error" not in row and row["spill_bytes"] == 0 and row["wgmma_ptx"] > 0
-            ok = ok and good
-            rows.append(row)
-            print(
-                f"{name:<9} causal={causal!s:<5} "
-                + (
-                    row.get("error")
-                    or f"wgmma {row['wgmma_ptx']} HGMMA {row['hgmma_sass']} regs "
-                    f"{row['registers']} spill {row['spill_bytes']} B smem {row['shared_bytes']} B "
-                    f"warps {row['num_warps']} setmaxnreg {row['setmaxnreg']}"
-                )
+        for causal, split in ((True, False), (False, False), (True, True)):
+            cases.append(
+                {"set": "variant", "variant": name, "head_dim": 128, "dtype": "bf16"}
+                | {"causal": causal, "split": split}
             )
+    for head_dim in HEAD_DIMS:
+        for causal, split, dtype in (
+            (True, False, "bf16"),
+            (False, False, "bf16"),
+            (True, True, "bf16"),
+            (True, False, "f16"),
+        ):
+            cases.append(
+                {"set": "head_dim", "variant": "default", "head_dim": head_dim, "dtype": dtype}
+                | {"causal": causal, "split": split}
+            )
+    return cases
+
+
+CASES = _case_rows  # a function: the cases read the installed kernel's VARIANTS and HEAD_DIMS
+
+
+def compile_case(case: dict[str, Any]) -> dict[str, Any]:
+    """One case compiled and read (``inspect`` and ``steady_loops``); a failure to compile is
+    the row's ``error``, so every case is reported."""
+    import triton
+    from tether_kernels.gluon.launch import default_config
+
+    row: dict[str, Any] = {**case, "triton": triton.__version__}
+    cfg = default_config(case["head_dim"]) if case["variant"] == "default" else case["variant"]
+    try:
+        compiled = compile_variant(
+            cfg, case["causal"], case["dtype"], case["head_dim"], split=case["split"]
+        )
+        row.update(inspect(compiled))
+    except Exception as exc:  # report every case; the gate says it failed
+        row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[-1][:200]}"
+    return row
+
+
+def gate(rows: list[dict[str, Any]]) -> list[str]:
+    """The compile gate's failures, one line per case: it did not compile, it spills (ptxas
+    spill bytes, or local memory in the PTX), or its main loop runs no wgmma, or no steady
+    loop issues TMA loads."""
+    bad = []
+    for row in rows:
+        what = f"{row['set']} {row['variant']} d{row['head_dim']} {row['dtype']} " + (
+            f"causal={row['causal']} split={row['split']} (triton {row['triton']})"
+        )
+        loops = row.get("loops", {})
+        why = (
+            row.get("error")
+            or (row["spill_bytes"] != 0 and f"spills {row['spill_bytes']} bytes")
+            or (row["local_ptx"] != 0 and f"{row['local_ptx']} local-memory accesses")
+            or (row["wgmma_ptx"] == 0 and "no wgmma in the PTX")
+            or ("main" not in loops and "no loop holds HGMMA")
+            or ("producer" not in loops and "no loop holds UTMALDG (TMA)")
+        )
+        if why:
+            bad.append(f"{what}: {why}")
+    return bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--workers", type=int, default=2, help="compiler processes (default 2)")
+    args = ap.parse_args(argv)
+    cases = CASES()
+    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        rows = list(pool.map(compile_case, cases))
+    for row in rows:
+        loops = row.get("loops", {})
+        print(
+            f"{row['set']:<8} {row['variant']:<9} d{row['head_dim']:<3} {row['dtype']:<4} "
+            f"causal={row['causal']!s:<5} split={row['split']!s:<5} "
+            + (
+                row.get("error")
+                or f"wgmma {row['wgmma_ptx']} HGMMA {row['hgmma_sass']} regs "
+                f"{row['registers']} spill {row['spill_bytes']} B smem {row['shared_bytes']} B "
+                f"warps {row['num_warps']} main loop "
+                f"{loops.get('main', {}).get('mix', {}).get('HGMMA', 0)} HGMMA, producer loop "
+                f"{loops.get('producer', {}).get('mix', {}).get('UTMALDG', 0)} UTMALDG"
+            )
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    return 0 if ok else 1
+    failed = gate(rows)
+    for line in failed:
+        print(f"gluon_aot: gate: {line}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
