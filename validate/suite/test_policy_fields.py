@@ -8,7 +8,15 @@ from types import SimpleNamespace
 import pytest
 from tether.check import coverage_gaps
 from tether.errors import UsageError
-from tether.policy import Evidence, Population, Threshold, field_value, holds, shape_fields
+from tether.policy import (
+    Evidence,
+    Population,
+    Threshold,
+    describe,
+    field_value,
+    holds,
+    shape_fields,
+)
 
 PAIRS = ("32/8", "32/32", "8/1")
 
@@ -83,3 +91,52 @@ def test_coverage_names_a_value_no_cell_has() -> None:
     th = _threshold(("hq/hkv", "in", PAIRS))
     gaps = coverage_gaps(th, _cells({"hq": 32, "hkv": 8}, {"hq": 8, "hkv": 1}))  # type: ignore[arg-type]
     assert gaps == ["hq/hkv 32/32 is routed but no evidence cell has it"]
+
+
+# --- ranges: a scope stating what a kernel serves (issue 43) -------------------------------
+
+
+def test_a_ratio_field_is_defined_only_where_it_divides() -> None:
+    assert field_value({"hq": 28, "hkv": 4}, "hq//hkv") == 7
+    assert field_value({"hq": 32, "hkv": 32}, "hq//hkv") == 1
+    for fields in ({"hq": 30, "hkv": 4}, {"hq": 8}, {"hq": 8, "hkv": 0}, {"hq": "8", "hkv": 1}):
+        assert not holds((("hq//hkv", ">=", 1),), fields), fields
+
+
+def test_within_is_an_inclusive_range() -> None:
+    group = (("hq//hkv", "within", (1, 16)),)
+    assert holds(group, {"hq": 16, "hkv": 1}) and holds(group, {"hq": 8, "hkv": 8})
+    assert not holds(group, {"hq": 32, "hkv": 1})
+    assert describe(group) == "hq//hkv within 1 to 16"
+
+
+@pytest.mark.parametrize(
+    ("groups", "missing"),
+    [
+        ((1, 4, 16), None),
+        ((1, 16), "hq//hkv strictly between 1 and 16"),
+        ((4, 16), "hq//hkv = 1"),
+        ((1, 4), "hq//hkv = 16"),
+        ((8,), "hq//hkv = 1, hq//hkv = 16"),
+        ((32,), "hq//hkv = 1, hq//hkv = 16, hq//hkv strictly between 1 and 16"),
+    ],
+)
+def test_coverage_asks_a_range_for_both_ends_and_a_cell_inside(
+    groups: tuple[int, ...], missing: str | None
+) -> None:
+    th = _threshold(("hq//hkv", "within", (1, 16)))
+    gaps = coverage_gaps(th, _cells(*({"hq": g * 2, "hkv": 2} for g in groups)))  # type: ignore[arg-type]
+    if missing is None:
+        assert gaps == []
+    else:
+        assert gaps == [
+            f"hq//hkv within 1 to 16 is routed but the evidence does not span it: no cell at "
+            f"{missing}"
+        ]
+
+
+def test_a_range_is_spanned_only_by_cells_inside_it() -> None:
+    # A cell outside the range (group 32) is no evidence for its upper end.
+    th = _threshold(("hq//hkv", "within", (1, 16)))
+    cells = _cells({"hq": 1, "hkv": 1}, {"hq": 8, "hkv": 2}, {"hq": 32, "hkv": 1})
+    assert coverage_gaps(th, cells) != []  # type: ignore[arg-type]
