@@ -153,12 +153,20 @@ _SM90_BATCH_SCOPE = (
 #   kv_len > qo_len
 #   dtype in (f16 or bf16)
 #   head_dim in (64 or 128)
-#   hq/hkv in (32/8 or 32/32 or 8/1)
-#   qo_len >= 128
+#   hq//hkv within 1 to 16
+#   hq within 1 to 128
+#   qo_len >= 16
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
-# (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
+# (reachable from single_prefill, qo_len >= 16, kv_len > qo_len).
 # run 20261203T150722Z-sweep-policy-chunked-sm90-sm90-d876e2a0c2e7
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 48 cells, geomean 3.703,
 # noise 0.981-1.020 (A/A floor 0.996-1.004
 # times replicate band 0.985-1.015): faster;
@@ -188,13 +196,21 @@ _SM90_CHUNKED = Threshold(
 #   causal == True
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
-#   head_dim == 128
-#   hq/hkv in (32/8 or 8/1)
+#   hq//hkv within 1 to 16
+#   hq within 1 to 128
+#   head_dim in (64 or 128)
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048).
 # run 20261203T150751Z-sweep-policy-square-sm90-sm90-9710b743e4fa
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 12 cells, geomean 1.208,
 # noise 0.987-1.013 (A/A floor 0.996-1.004
 # times replicate band 0.991-1.009): faster;
@@ -220,14 +236,21 @@ _SM90 = Threshold(
 #   causal == True
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
+#   hq//hkv within 1 to 16
+#   hq within 1 to 128
 #   head_dim == 128
-#   hq/hkv in (32/8 or 32/32 or 8/1)
 #   qo_len < 2048
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
 # run 20261203T150807Z-sweep-policy-square-short-sm90-sm90-2355851806c0
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 18 cells, geomean 1.316,
 # noise 0.967-1.034 (A/A floor 0.989-1.011
 # times replicate band 0.978-1.022): faster;
@@ -257,12 +280,20 @@ _SM90_SQUARE_SHORT = Threshold(
 #   causal == True
 #   dtype in (f16 or bf16)
 #   head_dim in (96 or 256)
-#   hq/hkv in (32/8 or 32/32 or 8/1)
-#   qo_len >= 128
+#   hq//hkv within 1 to 16
+#   hq within 1 to 128
+#   qo_len >= 16
 # sweep policy-wide-sm90, population policy-wide-sm90-region
-# (reachable from single_prefill, qo_len >= 128).
+# (reachable from single_prefill, qo_len >= 16).
 # run 20261203T150823Z-sweep-policy-wide-sm90-sm90-1df19a2e3270
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 48 cells, geomean 3.207,
 # noise 0.984-1.017 (A/A floor 0.998-1.002
 # times replicate band 0.986-1.014): faster;
@@ -290,6 +321,13 @@ _SM90_WIDE = Threshold(
 # (reachable from batch_prefill).
 # run 20261203T151638Z-sweep-policy-batch-sm90-sm90-2767128c67a5
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 8 cells, geomean 0.920,
 # noise 0.995-1.005 (A/A floor 0.997-1.003
 # times replicate band 0.997-1.003): slower;
@@ -318,13 +356,21 @@ _SM90_BATCH = Threshold(
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
 #   head_dim in (64 or 128)
-#   hq/hkv in (32/8 or 32/32 or 8/1)
+#   hq//hkv within 1 to 16
+#   hq within 1 to 128
 #   batch >= 2
 #   qo_len >= 256
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, qo_len >= 256).
 # run 20261203T150850Z-sweep-policy-ragged-sm90-sm90-c6f9a42dea82
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 96 cells, geomean 2.084,
 # noise 0.972-1.029 (A/A floor 0.991-1.009
 # times replicate band 0.981-1.019): faster;
@@ -344,6 +390,12 @@ _SM90_BATCH = Threshold(
 # (reachable from batch_prefill).
 # run 20261203T151653Z-sweep-policy-batch-short-sm90-sm90-b2ce173a2813
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/__init__.py
+# stale: changed since the run: kernels/tether_kernels/arms.py
+# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 12 cells, geomean 0.841,
 # noise 0.995-1.005 (A/A floor 0.998-1.002
 # times replicate band 0.996-1.004): slower;

@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from dataclasses import dataclass, replace
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the dependency tomli serves 3.10
+    import tomli as tomllib
 
 from tether_kernels.direct import DirectKernel, HostDescriptor
 
@@ -162,11 +169,12 @@ def ragged_work(
     return [(b, t) for _, b, t in sorted(items)]
 
 
-# The Triton releases the kernel's one source is written for: gluon/compat.py bridges what
-# their Gluon APIs rename, by name. 3.6 is the H200's (timed and verified there); 3.7 to 3.9 are
-# compiled ahead of time on the CPU host (validate/tools/compile_releases.sh). A release outside
-# them is refused, never guessed at: its Gluon API may have moved again.
-GLUON_TRITON: tuple[str, ...] = ("3.6", "3.7", "3.8", "3.9")
+# The Triton releases the kernel's one source is written for (gluon/releases.toml, which the
+# README renders too). A release outside them is refused, never guessed at: its Gluon API may
+# have moved again.
+GLUON_TRITON: tuple[str, ...] = tuple(
+    tomllib.loads(Path(__file__).with_name("releases.toml").read_text(encoding="utf-8"))["gluon"]
+)
 
 
 def triton_release(version: str) -> str:
