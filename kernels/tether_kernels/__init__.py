@@ -7,20 +7,15 @@ called.
 from __future__ import annotations
 
 from tether_kernels.archs import ARCHES
-from tether_kernels.gluon.launch import UntestedTritonWarning, warn_untested_triton
 from tether_kernels.prefill import batch_prefill, ragged_prefill, single_prefill
 from tether_kernels.routing import ENTRY_POINTS, reachable_entry_points, route
 from tether_kernels.shapes import Ragged, Shape, attended_pairs, flops
-
-# Once per process (a module body runs once): where the installed Triton loses the Gluon arm.
-warn_untested_triton()
 
 __all__ = [
     "ARCHES",
     "ENTRY_POINTS",
     "Ragged",
     "Shape",
-    "UntestedTritonWarning",
     "attended_pairs",
     "batch_prefill",
     "flops",

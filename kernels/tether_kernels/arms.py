@@ -21,7 +21,6 @@ from tether.errors import ArmUnavailableError
 from tether_kernels import peers
 from tether_kernels.archs import ARCH, ARCH_ARMS, ARCHES, GPU_ARCHES, check_arch, detect_arch
 from tether_kernels.gluon import arm as gluon_arm
-from tether_kernels.gluon.launch import GLUON_TRITON
 from tether_kernels.launch_tables import LaunchConfig, launch_config
 from tether_kernels.serves import (
     GRID_AXIS_MAX,
@@ -646,7 +645,7 @@ ARMS: dict[str, Arm] = {
             for name, backend, kernels in peers.BACKENDS
         ),
         # tether's Gluon Hopper kernel (kernels/tether_kernels/gluon/arm.py): the same SERVES_SM90
-        # under every Triton release of GLUON_TRITON (one source; gluon/compat.py bridges what
+        # under every Triton release of gluon/releases.toml (one source; gluon/compat.py bridges what
         # they rename), refused with that list named under any other.
         Arm(
             "gluon",
@@ -700,7 +699,6 @@ def prepare_triton_config(
 
 __all__ = [
     "ARMS",
-    "GLUON_TRITON",
     "Arm",
     "attention_ref",
     "get_arm",

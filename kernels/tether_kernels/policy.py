@@ -160,9 +160,7 @@ _SM90_BATCH_SCOPE = (
 # (reachable from single_prefill, qo_len >= 16, kv_len > qo_len).
 # run 20261203T150722Z-sweep-policy-chunked-sm90-sm90-d876e2a0c2e7
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
 # stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
 # stale: changed since the run: kernels/tether_kernels/gluon/compat.py
 # stale: changed since the run: kernels/tether_kernels/gluon/launch.py
@@ -204,9 +202,7 @@ _SM90_CHUNKED = Threshold(
 # (reachable from single_prefill, qo_len >= 2048).
 # run 20261203T150751Z-sweep-policy-square-sm90-sm90-9710b743e4fa
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
 # stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
 # stale: changed since the run: kernels/tether_kernels/gluon/compat.py
 # stale: changed since the run: kernels/tether_kernels/gluon/launch.py
@@ -245,9 +241,7 @@ _SM90 = Threshold(
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
 # run 20261203T150807Z-sweep-policy-square-short-sm90-sm90-2355851806c0
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
 # stale: changed since the run: kernels/tether_kernels/gluon/compat.py
 # stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # stale: changed since the run: kernels/tether_kernels/policy.py
@@ -287,9 +281,7 @@ _SM90_SQUARE_SHORT = Threshold(
 # (reachable from single_prefill, qo_len >= 16).
 # run 20261203T150823Z-sweep-policy-wide-sm90-sm90-1df19a2e3270
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
 # stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
 # stale: changed since the run: kernels/tether_kernels/gluon/compat.py
 # stale: changed since the run: kernels/tether_kernels/gluon/launch.py
@@ -321,9 +313,7 @@ _SM90_WIDE = Threshold(
 # (reachable from batch_prefill).
 # run 20261203T151638Z-sweep-policy-batch-sm90-sm90-2767128c67a5
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
 # stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
 # stale: changed since the run: kernels/tether_kernels/gluon/compat.py
 # stale: changed since the run: kernels/tether_kernels/gluon/launch.py
@@ -364,9 +354,7 @@ _SM90_BATCH = Threshold(
 # (reachable from ragged_prefill, batch >= 2, qo_len >= 256).
 # run 20261203T150850Z-sweep-policy-ragged-sm90-sm90-c6f9a42dea82
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
 # stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
 # stale: changed since the run: kernels/tether_kernels/gluon/compat.py
 # stale: changed since the run: kernels/tether_kernels/gluon/launch.py
@@ -390,9 +378,7 @@ _SM90_BATCH = Threshold(
 # (reachable from batch_prefill).
 # run 20261203T151653Z-sweep-policy-batch-short-sm90-sm90-b2ce173a2813
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/__init__.py
-# stale: changed since the run: kernels/tether_kernels/arms.py
-# stale: changed since the run: kernels/tether_kernels/direct.py
+# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
 # stale: changed since the run: kernels/tether_kernels/gluon/compat.py
 # stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # stale: changed since the run: kernels/tether_kernels/policy.py

@@ -12,7 +12,7 @@ how (read from their sources: the wheels' ``triton/experimental/gluon`` and
   3.9 keeps only ``async_load`` (the old name raises "has been removed").
 - The host descriptor (not a name here, a field): what the NVIDIA launcher reads of a host tensor descriptor
   (``make_tensordesc_arg``). 3.6 reads ``base``, ``shape``, ``strides`` and ``padding``; 3.7 on
-  also ``round_f32_to_tf32`` (tiled mode), which ``direct.HostDescriptor`` therefore carries,
+  also ``round_f32_to_tf32`` (tiled mode), which ``launch.HostDescriptor`` therefore carries,
   False, as Triton's own descriptor defaults it.
 
 Importing this module imports triton's Gluon Hopper module (the kernel's own import), not torch.

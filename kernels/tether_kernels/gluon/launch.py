@@ -20,7 +20,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - the dependency tomli serves 3.10
     import tomli as tomllib
 
-from tether_kernels.direct import DirectKernel, HostDescriptor
+from tether_kernels.direct import DirectKernel
+from tether_kernels.direct import HostDescriptor as _HostDescriptor
 
 if TYPE_CHECKING:
     import torch
@@ -169,6 +170,16 @@ def ragged_work(
     return [(b, t) for _, b, t in sorted(items)]
 
 
+class HostDescriptor(_HostDescriptor):
+    """The direct launch's host descriptor of a TMA tensor (``direct.HostDescriptor``), with
+    the field the NVIDIA launcher reads of a tiled descriptor from Triton 3.7 on,
+    ``round_f32_to_tf32`` (False, as Triton's own descriptor defaults it; 3.6 reads no such
+    field: gluon/compat.py)."""
+
+    __slots__ = ()
+    round_f32_to_tf32 = False
+
+
 # The Triton releases the kernel's one source is written for (gluon/releases.toml, which the
 # README renders too). A release outside them is refused, never guessed at: its Gluon API may
 # have moved again.
@@ -202,13 +213,14 @@ def gluon_triton_reason(version: str | None = None) -> str | None:
 
 class UntestedTritonWarning(UserWarning):
     """The installed Triton is outside the releases the sm90 Gluon arm is written for, so sm90
-    calls it would take route to slower arms (filter it by this class to silence it)."""
+    calls it would take route to the next arm (filter it by this class to silence it)."""
 
 
 def warn_untested_triton() -> None:
-    """Warn once, at ``tether_kernels`` import, where the installed Triton loses the Gluon arm:
-    an ordinary install never loses the fast arm silently. Quiet where Triton is not installed
-    (nothing of the library runs) or is a release the arm is written for."""
+    """Warn once, at ``tether_kernels`` import, where the installed Triton cannot run the Gluon
+    arm, so an install outside its releases is told which arm it cannot run and why. Quiet
+    where Triton is not installed (nothing of the library runs) or is a release the arm is
+    written for."""
     import warnings
 
     try:
@@ -222,7 +234,7 @@ def warn_untested_triton() -> None:
             f"sm90 calls take the next arm in the route order. Install triton>={GLUON_TRITON[0]},"
             f"<{_next_release(GLUON_TRITON[-1])} (pip install 'tether[kernels]') to keep it.",
             UntestedTritonWarning,
-            stacklevel=3,
+            stacklevel=2,
         )
 
 
