@@ -250,7 +250,11 @@ def _range_gaps(conditions: tuple[Condition, ...], cells: list[CellStat]) -> lis
     for name, op, value in conditions:
         if op != "within":
             continue
-        lo, hi = value  # type: ignore[misc]
+        bounds = tuple(value) if isinstance(value, (tuple, list)) else ()
+        lo, hi = bounds if len(bounds) == 2 else (None, None)
+        if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+            gaps.append(f"{name} within {value!r} is not a range (lo, hi) of numbers")
+            continue
         seen = {
             v
             for c in cells

@@ -140,3 +140,9 @@ def test_a_range_is_spanned_only_by_cells_inside_it() -> None:
     th = _threshold(("hq//hkv", "within", (1, 16)))
     cells = _cells({"hq": 1, "hkv": 1}, {"hq": 8, "hkv": 2}, {"hq": 32, "hkv": 1})
     assert coverage_gaps(th, cells) != []  # type: ignore[arg-type]
+
+
+def test_a_malformed_range_is_a_gap_naming_it() -> None:
+    th = _threshold(("hq//hkv", "within", (1, 8, 16)))
+    gaps = coverage_gaps(th, _cells({"hq": 8, "hkv": 2}))  # type: ignore[arg-type]
+    assert gaps == ["hq//hkv within (1, 8, 16) is not a range (lo, hi) of numbers"]
