@@ -57,6 +57,25 @@ def test_each_verb_is_registered_by_the_module_verb_modules_names() -> None:
 
 
 @pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        pytest.param(["-V"], "unrecognized arguments: -V", id="top-level"),
+        pytest.param(["nosuch"], "invalid choice: 'nosuch'", id="unknown-verb"),
+        pytest.param(["check", "--rev"], "check: argument --rev: expected one", id="verb"),
+        pytest.param(["store", "nosuch"], "store: argument VERB: invalid choice", id="sub-verb"),
+    ],
+)
+def test_a_usage_error_names_tether_once(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """main prints "tether: error: " before the message, so the parser adds no second one."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tether: error: ") and says in err, err
+    assert err.count("tether") == 1, err
+
+
+@pytest.mark.parametrize(
     ("argv", "verb"),
     [
         pytest.param(["check", "--quiet"], "check", id="verb-first"),

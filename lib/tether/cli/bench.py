@@ -179,7 +179,7 @@ def _sweep(args: argparse.Namespace, ctx: Context) -> int:
                 print(f"{name}: {sweep.description}", file=ctx.out)
         return 0
     if not args.name:
-        raise UsageError(f"tether {args.kind}: name one (or --list)")
+        raise UsageError(f"{args.kind}: name one (or --list)")
     sweep = reg.get_sweep(args.name)
     if sweep.kind != args.kind:
         raise UsageError(
@@ -229,7 +229,7 @@ def _probe(args: argparse.Namespace, ctx: Context) -> int:
     name = args.name
     if name is None:
         if len(reg.probes) != 1:
-            raise UsageError(f"tether probe: name one of {', '.join(sorted(reg.probes)) or 'none'}")
+            raise UsageError(f"probe: name one of {', '.join(sorted(reg.probes)) or 'none'}")
         name = next(iter(reg.probes))
     probe = reg.get_probe(name)
     with bench_for(
