@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.arch import ARCH_RE
-from tether.errors import UsageError
+from tether.errors import NotAProjectError, UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -203,7 +203,7 @@ def _table(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
     node: Any = data
     for part in TABLE.split("."):
         if not isinstance(node, Mapping) or part not in node:
-            raise UsageError(f"{path}: no [{TABLE}] table; this is not a tether project")
+            raise NotAProjectError(f"{path}: no [{TABLE}] table; this is not a tether project")
         node = node[part]
     if not isinstance(node, Mapping):
         raise UsageError(f"{path}: [{TABLE}] must be a table")
