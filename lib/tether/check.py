@@ -879,7 +879,9 @@ def check_config(root: Path) -> list[Finding]:
     return (
         [
             Finding(
-                "pyproject.toml", 1, f"[tool.tether] plugins: module {name!r} not found (a typo?)"
+                "pyproject.toml",
+                project.config_line(root, name),
+                f"[tool.tether] plugins: module {name!r} not found (a typo?)",
             )
             for name in proj.missing_plugins()
         ]
@@ -899,12 +901,15 @@ def check_compiled_inputs(root: Path) -> list[Finding]:
     findings = []
     for pattern in proj.compiled_globs:
         matched = proj.glob((pattern,))
+        line = project.config_line(root, pattern)
         if not matched:
-            findings.append(Finding("pyproject.toml", 1, f"{where}: {pattern!r} matches no file"))
+            findings.append(
+                Finding("pyproject.toml", line, f"{where}: {pattern!r} matches no file")
+            )
         findings += [
             Finding(
                 "pyproject.toml",
-                1,
+                line,
                 f"{where}: {proj.rel(p)!r} is not one of the kernel files the fingerprint "
                 "covers ([tool.tether.fingerprint] kernels)",
             )
@@ -925,11 +930,12 @@ def check_arch_scopes(root: Path) -> list[Finding]:
     findings = []
     for rel, scoped in sorted(proj.arch_scoped.items()):
         path = root / rel
+        line = project.config_line(root, rel)
         if rel not in kernel_files:
             findings.append(
                 Finding(
                     "pyproject.toml",
-                    1,
+                    line,
                     f"{where}: {rel!r} is not one of the kernel files "
                     "the fingerprint covers ([tool.tether.fingerprint] kernels)",
                 )
@@ -937,12 +943,12 @@ def check_arch_scopes(root: Path) -> list[Finding]:
             continue
         defined = definition_digests(path.read_text(encoding="utf-8"))
         if defined is None:
-            findings.append(Finding("pyproject.toml", 1, f"{where}: {rel!r} does not parse"))
+            findings.append(Finding("pyproject.toml", line, f"{where}: {rel!r} does not parse"))
             continue
         findings += [
             Finding(
                 "pyproject.toml",
-                1,
+                line,
                 f"{where}: {rel!r} has no top-level definition "
                 f"{name!r} (a typo, or a renamed table?)",
             )

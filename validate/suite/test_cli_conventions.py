@@ -167,6 +167,10 @@ def test_check_names_a_plugin_typo_without_importing_it(tmp_path: Path) -> None:
     rc, out, _ = run_cli(root, "check")
     assert rc == 1 and "module 'benchmark.tether_bnch' not found" in out, out
     assert "tether_kernels_plugin" not in out
+    # Reported at the line that names it, where the maintainer fixes it.
+    lines = (root / "pyproject.toml").read_text(encoding="utf-8").splitlines()
+    (line,) = [n for n, text in enumerate(lines, 1) if '"benchmark.tether_bnch"' in text]
+    assert line > 1 and f"pyproject.toml:{line}: [tool.tether] plugins" in out, out
     text = (root / "pyproject.toml").read_text(encoding="utf-8")
     (root / "pyproject.toml").write_text(text.replace("tether_bnch", "tether_bench"), "utf-8")
     rc, out, _ = run_cli(root, "check")
