@@ -9,6 +9,7 @@ under the guard into that repository's store, render, and check.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -87,6 +88,10 @@ def test_tether_init_then_sweep_render_check_work_unedited(tmp_path: Path) -> No
     )
     out = _ok(repo, "init")
     assert "wrote tether_bench.py" in out and "wrote .pre-commit-config.yaml" in out
+    assert "git add -A && tether check" in out  # the check judges the index: stage first
+    # The first check, before any sweep, passes: init rendered its region from the empty store.
+    _stage(repo)
+    assert "tether check: clean" in _ok(repo, "check")
     hooks = (repo / ".pre-commit-config.yaml").read_text(encoding="utf-8")
     assert hooks.startswith(OWN_HOOKS.decode()) and "entry: tether check --quiet" in hooks
     import yaml
@@ -250,3 +255,45 @@ def test_init_refuses_before_writing_anything(
     rc, _, err = run_cli(tmp_path, "init", *argv)
     assert rc == 2 and problem in err, err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+# A README and notes written before tether, typing figures and claim words (FIXTURE text).
+TYPED_README = (
+    b"# fast-ops\r\n\r\nThe fused kernel runs at 1.8x the speed of the eager ops, "
+    b"about 410 GB/s.\r\n"
+)
+TYPED_NOTES = b"# Notes\n\n- 2024-03: 12.5 TFLOP/s on the long shapes\n"
+
+
+def test_init_baselines_the_figures_already_typed(tmp_path: Path) -> None:
+    """The first `git add -A && tether check` after init passes over figures that were there
+    before tether (init writes what `tether check --baseline` writes, and says so in one
+    line); a figure typed after it is still found."""
+    from validate.suite.fixture_project import git, run_cli
+
+    repo = _git_repo(
+        tmp_path / "fast-ops",
+        {
+            "README.md": TYPED_README,
+            "docs/notes.md": TYPED_NOTES,
+            "pyproject.toml": b'[project]\nname = "fast-ops"\nversion = "0"\n',
+        },
+    )
+    rc, out, err = run_cli(repo, "init")
+    assert rc == 0, out + err
+    said = [line for line in out.splitlines() if "tether-scan-baseline.json" in line]
+    assert len(said) == 1 and said[0].startswith("wrote tether-scan-baseline.json: 3 "), out
+    baselined = json.loads((repo / "tether-scan-baseline.json").read_text(encoding="utf-8"))
+    assert {e["path"] for e in baselined["findings"]} == {"README.md", "docs/notes.md"}
+    # The same file `tether check --baseline` writes from the same text.
+    written = (repo / "tether-scan-baseline.json").read_bytes()
+    assert run_cli(repo, "check", "--baseline")[0] == 0
+    assert (repo / "tether-scan-baseline.json").read_bytes() == written
+    git(repo, "add", "-A")
+    rc, out, err = run_cli(repo, "check")
+    assert rc == 0, out + err
+    notes = repo / "docs" / "notes.md"
+    notes.write_bytes(TYPED_NOTES + b"- 2024-04: 14.1 TFLOP/s after the fix\n")
+    git(repo, "add", "-A")
+    rc, out, _ = run_cli(repo, "check")
+    assert rc == 1 and "docs/notes.md:4:" in out and out.count("typed by hand") == 1, out
