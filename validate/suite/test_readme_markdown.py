@@ -117,7 +117,7 @@ INSTALL = re.compile(r'`(pip install "tether\[kernels\] @ [^"`]+")`')
 
 
 def install_command(text: str) -> list[str]:
-    """The install commands a front page gives (test_adoption runs the README's)."""
+    """The install commands a front page gives (test_adoption_venv runs the README's)."""
     return INSTALL.findall(text)
 
 
