@@ -126,11 +126,14 @@ def check_rendered(
     expected: Mapping[Path, bytes],
     diff_out: list[str],
     also_rendered: Iterable[Path] = (),
+    where: str = "on disk",
 ) -> list[Finding]:
     """Compare rendered content with the files on disk; append unified diffs to ``diff_out``.
 
     ``also_rendered``: targets checked another way (figures whose digest matched), so they are
-    not reported as stale files under docs/. SVG figures get a finding but no diff.
+    not reported as stale files under docs/. SVG figures get a finding but no diff. ``where``
+    names the judged files' place in the diff header ("in the index" when ``root`` is a
+    snapshot of it: what is compared is the staged file, not the one on disk).
     """
 
     proj = project.get(root)
@@ -156,7 +159,7 @@ def check_rendered(
             continue
         diff_out.extend(
             difflib.unified_diff(
-                old, new, fromfile=f"{name} (on disk)", tofile=f"{name} (rendered from {store})"
+                old, new, fromfile=f"{name} ({where})", tofile=f"{name} (rendered from {store})"
             )
         )
         if diff_out and not diff_out[-1].endswith("\n"):
@@ -818,6 +821,7 @@ def run_check(
     full: bool = False,
     since: str | None = None,
     baseline: bool = True,
+    where: str = "on disk",
 ) -> list[Finding]:
     """Every finding for the checkout at ``root`` against the store at ``store``, sorted.
 
@@ -825,6 +829,7 @@ def run_check(
     ``full`` redraws every figure and compares bytes (see ``figures_to_compare``). ``since``:
     a git revision; run files held at its merge-base with HEAD must be unchanged.
     ``baseline``: leave out the scan findings the project's scan baseline records.
+    ``where``: what ``root`` holds, for the diff headers (``Snapshot.where``).
     """
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
@@ -840,7 +845,7 @@ def run_check(
             where = _rel(getattr(exc, "path", project.get(root).templates), root)
             findings.append(Finding(where, 1, f"cannot render: {exc}"))
         else:
-            findings += check_rendered(root, expected, diffs, matched)
+            findings += check_rendered(root, expected, diffs, matched, where)
             findings += check_signatures(root, cited_ids(runs, expected))
         own_policy, own_gates = checkout_policy(root) or ((), ())
         # The harness of the checkout being checked, as the renderer judges it: each run by
@@ -878,7 +883,9 @@ def check_config(root: Path) -> list[Finding]:
     return (
         [
             Finding(
-                "pyproject.toml", 1, f"[tool.tether] plugins: module {name!r} not found (a typo?)"
+                "pyproject.toml",
+                project.config_line(root, name),
+                f"[tool.tether] plugins: module {name!r} not found (a typo?)",
             )
             for name in proj.missing_plugins()
         ]
@@ -898,12 +905,15 @@ def check_compiled_inputs(root: Path) -> list[Finding]:
     findings = []
     for pattern in proj.compiled_globs:
         matched = proj.glob((pattern,))
+        line = project.config_line(root, pattern)
         if not matched:
-            findings.append(Finding("pyproject.toml", 1, f"{where}: {pattern!r} matches no file"))
+            findings.append(
+                Finding("pyproject.toml", line, f"{where}: {pattern!r} matches no file")
+            )
         findings += [
             Finding(
                 "pyproject.toml",
-                1,
+                line,
                 f"{where}: {proj.rel(p)!r} is not one of the kernel files the fingerprint "
                 "covers ([tool.tether.fingerprint] kernels)",
             )
@@ -924,11 +934,12 @@ def check_arch_scopes(root: Path) -> list[Finding]:
     findings = []
     for rel, scoped in sorted(proj.arch_scoped.items()):
         path = root / rel
+        line = project.config_line(root, rel)
         if rel not in kernel_files:
             findings.append(
                 Finding(
                     "pyproject.toml",
-                    1,
+                    line,
                     f"{where}: {rel!r} is not one of the kernel files "
                     "the fingerprint covers ([tool.tether.fingerprint] kernels)",
                 )
@@ -936,12 +947,12 @@ def check_arch_scopes(root: Path) -> list[Finding]:
             continue
         defined = definition_digests(path.read_text(encoding="utf-8"))
         if defined is None:
-            findings.append(Finding("pyproject.toml", 1, f"{where}: {rel!r} does not parse"))
+            findings.append(Finding("pyproject.toml", line, f"{where}: {rel!r} does not parse"))
             continue
         findings += [
             Finding(
                 "pyproject.toml",
-                1,
+                line,
                 f"{where}: {rel!r} has no top-level definition "
                 f"{name!r} (a typo, or a renamed table?)",
             )

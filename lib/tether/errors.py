@@ -18,6 +18,10 @@ class UsageError(TetherError):
     """The command line or an API call was used wrongly."""
 
 
+class NotAProjectError(UsageError):
+    """A pyproject.toml with no [tool.tether] table: the folder is no tether project (yet)."""
+
+
 class RunFileError(TetherError):
     """A run file is malformed. Names the file and the field so the reader can fix it."""
 

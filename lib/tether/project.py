@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.arch import ARCH_RE
-from tether.errors import UsageError
+from tether.errors import NotAProjectError, UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -203,7 +204,7 @@ def _table(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
     node: Any = data
     for part in TABLE.split("."):
         if not isinstance(node, Mapping) or part not in node:
-            raise UsageError(f"{path}: no [{TABLE}] table; this is not a tether project")
+            raise NotAProjectError(f"{path}: no [{TABLE}] table; this is not a tether project")
         node = node[part]
     if not isinstance(node, Mapping):
         raise UsageError(f"{path}: [{TABLE}] must be a table")
@@ -472,6 +473,29 @@ def find_root(start: Path | None = None) -> Path:
         f"not inside a tether project: no {CONFIG_FILE} with a [{TABLE}] table at or above "
         f"{here}; run inside one, pass --root, or set TETHER_ROOT"
     )
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]")
+
+
+def config_line(root: Path, value: str) -> int:
+    """The line of ``root``'s pyproject.toml that writes ``value`` as a string inside the
+    [tool.tether] tables (the first such line), so a finding about a configured name points
+    at it; 1 when it is not found there."""
+    try:
+        text = (Path(root) / CONFIG_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return 1
+    quoted = (f'"{value}"', f"'{value}'")
+    inside = False
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _HEADER.match(line)
+        if header and not line.lstrip().startswith(('["', "['")):
+            name = header.group(1).replace(" ", "")
+            inside = name == TABLE or name.startswith(f"{TABLE}.")
+        elif inside and any(q in line for q in quoted):
+            return number
+    return 1
 
 
 def is_project(folder: Path) -> bool:

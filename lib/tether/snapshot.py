@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.errors import UsageError
+from tether import project
+from tether.errors import NotAProjectError, UsageError
 from tether.store import history
 
 GIT_TIMEOUT_S = 60.0
@@ -36,6 +37,7 @@ class Snapshot:
 
     root: Path
     what: str  # "the index", "revision <rev>", "the working tree"
+    where: str = "on disk"  # a judged file's place, for diff headers: "in the index", ...
 
     def moved(self, path: Path, original_root: Path) -> Path:
         """``path`` (under ``original_root``) as it lies in the snapshot; unchanged if outside."""
@@ -123,14 +125,35 @@ def snapshot(root: Path, *, rev: str | None = None, worktree: bool = False) -> I
             what = "the index"
         _git(top, "checkout-index", "--all", "--force", f"--prefix={tree}/", env=env)
         inside = tree / prefix
-        if not (inside / "pyproject.toml").is_file():
-            raise UsageError(
-                f"{prefix / 'pyproject.toml'} is not in {what}; stage it (git add), or pass "
-                "--worktree to judge the files on disk"
-            )
+        _configured(inside, root, prefix / project.CONFIG_FILE, what, staged=rev is None)
         # The copy has no .git: its runs are ordered by the repository's own history.
         history.register_origin(tree, top, rev)
         try:
-            yield Snapshot(inside, what)
+            yield Snapshot(inside, what, f"in {what}")
         finally:
             history.forget_origin(tree)
+
+
+def _configured(inside: Path, root: Path, config: Path, what: str, *, staged: bool) -> None:
+    """The judged tree's pyproject.toml configures tether, or a UsageError that says which
+    tree is judged and how to judge another, naming the file as the repository does (the
+    temp copy's path means nothing to the reader)."""
+    hint = (
+        "tether check judges what a commit records: stage the changes (git add -A), or pass "
+        "--worktree to judge the files on disk"
+        if staged
+        else "pass another --rev, or --worktree to judge the files on disk"
+    )
+    if not (inside / project.CONFIG_FILE).is_file():
+        raise UsageError(f"{config} is not in {what}; {hint}")
+    try:
+        project.get(inside)
+    except NotAProjectError:
+        # Right after `tether init`, before `git add`: the table is on disk only.
+        on_disk = " (the file on disk has one, not staged)" if project.is_project(root) else ""
+        raise UsageError(
+            f"{config} in {what} has no [{project.TABLE}] table{on_disk}; {hint}"
+        ) from None
+    except UsageError as exc:
+        told = str(exc).replace(str(inside / project.CONFIG_FILE), f"{config} (in {what})")
+        raise UsageError(f"{told}; {hint}") from None

@@ -4,64 +4,21 @@ CRLF README, a `benchmark/` folder that is not a package, its own pre-commit con
 
 Both run tether's console script (not `python -m tether`, whose working directory on sys.path
 would hide a plugin import problem) in a FIXTURE git repository in tmp_path, measure on the CPU
-under the guard into that repository's store, render, and check.
+under the guard into that repository's store, render, and check (validate/suite/adopting.py).
+A src/ layout package adopting tether from a fresh venv is test_adoption_venv's.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-TETHER = Path(sys.executable).parent / "tether"
-
-
-def _run(repo: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TETHER_ROOT", "PYTHONPATH")}
-    env.update(
-        TETHER_GUARD_LOCK=str(repo.parent / "guard.lock"),
-        TETHER_GUARD_LOAD_LIMIT="1000",  # the shared CI box's load is not this repository's
-        # The CPU on every host: under `tether verify` a GPU is held by the suite itself.
-        CUDA_VISIBLE_DEVICES="",
-        HIP_VISIBLE_DEVICES="",
-    )
-    return subprocess.run(
-        [str(TETHER), *argv], cwd=repo, env=env, capture_output=True, text=True, timeout=300,
-        check=False,
-    )  # fmt: skip
-
-
-def _ok(repo: Path, *argv: str) -> str:
-    done = _run(repo, *argv)
-    assert done.returncode == 0, f"tether {' '.join(argv)}:\n{done.stdout}{done.stderr}"
-    return done.stdout
-
-
-def _stage(repo: Path) -> None:
-    """`tether check` judges the index (what a commit records), so what it is to see is added."""
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-
-
-def _git_repo(path: Path, files: dict[str, bytes]) -> Path:
-    if shutil.which("git") is None:
-        pytest.fail("git is needed for the adoption tests and is not on PATH")
-    path.mkdir()
-    for rel, data in files.items():
-        (path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (path / rel).write_bytes(data)
-    subprocess.run(["git", "init", "-q"], cwd=path, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=path, check=True)
-    subprocess.run(
-        ["git", "-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid", "commit",
-         "-qm", "FIXTURE: the repository before tether"],
-        cwd=path, check=True,
-    )  # fmt: skip
-    return path
-
+from validate.suite.adopting import TETHER, git_repo, run_tether, stage, tether_ok
 
 OWN_HOOKS = b"""\
 repos:
@@ -77,7 +34,7 @@ repos:
 @pytest.mark.slow
 def test_tether_init_then_sweep_render_check_work_unedited(tmp_path: Path) -> None:
     readme = b"# fixture-kernels\r\n\r\nA hand-written README with CRLF endings.\r\n"
-    repo = _git_repo(
+    repo = git_repo(
         tmp_path / "repo",
         {
             "README.md": readme,
@@ -85,8 +42,12 @@ def test_tether_init_then_sweep_render_check_work_unedited(tmp_path: Path) -> No
             ".pre-commit-config.yaml": OWN_HOOKS,
         },
     )
-    out = _ok(repo, "init")
+    out = tether_ok(repo, "init")
     assert "wrote tether_bench.py" in out and "wrote .pre-commit-config.yaml" in out
+    assert "git add -A && tether check" in out  # the check judges the index: stage first
+    # The first check, before any sweep, passes: init rendered its region from the empty store.
+    stage(repo)
+    assert "tether check: clean" in tether_ok(repo, "check")
     hooks = (repo / ".pre-commit-config.yaml").read_text(encoding="utf-8")
     assert hooks.startswith(OWN_HOOKS.decode()) and "entry: tether check --quiet" in hooks
     import yaml
@@ -95,15 +56,15 @@ def test_tether_init_then_sweep_render_check_work_unedited(tmp_path: Path) -> No
         "no-tabs",
         "tether-check",
     ]
-    assert "guard held" in _ok(repo, "sweep", "example", "--no-progress")
-    _ok(repo, "render")
+    assert "guard held" in tether_ok(repo, "sweep", "example", "--no-progress")
+    tether_ok(repo, "render")
     text = (repo / "README.md").read_bytes()
     assert text.startswith(readme) and b"\n" not in text.replace(b"\r\n", b"")
     assert b"| n |" in text and b"sweep `example`" in text
-    _stage(repo)
-    assert "tether check: clean" in _ok(repo, "check")
+    stage(repo)
+    assert "tether check: clean" in tether_ok(repo, "check")
     # A second init refuses rather than writing a second table.
-    again = _run(repo, "init")
+    again = run_tether(repo, "init")
     assert again.returncode == 2 and "already has a [tool.tether] table" in again.stderr
 
 
@@ -185,7 +146,7 @@ def test_an_outside_repository_reaches_a_rendered_region_in_its_own_readme(
 ) -> None:
     written = [PYPROJECT, PLUGIN, TEMPLATE, REGION, HOOK]
     assert sum(part.count(b"\n") for part in written) < 60
-    repo = _git_repo(
+    repo = git_repo(
         tmp_path / "softmax-kernels",
         {
             "README.md": README,
@@ -196,8 +157,8 @@ def test_an_outside_repository_reaches_a_rendered_region_in_its_own_readme(
         },
     )
     assert not (repo / "benchmark" / "__init__.py").exists()
-    assert "guard held" in _ok(repo, "sweep", "softmax", "--no-progress")
-    _ok(repo, "render")
+    assert "guard held" in tether_ok(repo, "sweep", "softmax", "--no-progress")
+    tether_ok(repo, "render")
     text = (repo / "README.md").read_bytes()
     before, _, after = README.partition(REGION)
     assert text.startswith(before + REGION.split(b"\r\n")[0] + b"\r\n")
@@ -208,8 +169,8 @@ def test_an_outside_repository_reaches_a_rendered_region_in_its_own_readme(
         if ln.startswith("| 2048") or ln.startswith("| 16384")
     ]
     assert [r.split(" |")[0] for r in rows] == ["| 2048", "| 16384"]  # by value, not as text
-    _stage(repo)
-    assert "tether check: clean" in _ok(repo, "check")
+    stage(repo)
+    assert "tether check: clean" in tether_ok(repo, "check")
     # The repository's own pre-commit config, with tether's hook added, passes.
     env = {k: v for k, v in os.environ.items() if k not in ("TETHER_ROOT", "PYTHONPATH")}
     env.update(PRE_COMMIT_HOME=str(tmp_path / "pre-commit"), PATH=f"{TETHER.parent}:{env['PATH']}")
@@ -220,11 +181,11 @@ def test_an_outside_repository_reaches_a_rendered_region_in_its_own_readme(
     assert hooks.returncode == 0 and "tether check" in hooks.stdout, hooks.stdout + hooks.stderr
     # A contributor's edit outside the region needs no render; an edit inside it is drift.
     (repo / "README.md").write_bytes(text.replace(b"Apache-2.0", b"MIT"))
-    _stage(repo)
-    _ok(repo, "check")
+    stage(repo)
+    tether_ok(repo, "check")
     (repo / "README.md").write_bytes(text.replace(b"| 2048 |", b"| 2049 |"))
-    _stage(repo)
-    drift = _run(repo, "check")
+    stage(repo)
+    drift = run_tether(repo, "check")
     assert drift.returncode == 1 and "tether render" in drift.stdout + drift.stderr
 
 
@@ -250,3 +211,45 @@ def test_init_refuses_before_writing_anything(
     rc, _, err = run_cli(tmp_path, "init", *argv)
     assert rc == 2 and problem in err, err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+# A README and notes written before tether, typing figures and claim words (FIXTURE text).
+TYPED_README = (
+    b"# fast-ops\r\n\r\nThe fused kernel runs at 1.8x the speed of the eager ops, "
+    b"about 410 GB/s.\r\n"
+)
+TYPED_NOTES = b"# Notes\n\n- 2024-03: 12.5 TFLOP/s on the long shapes\n"
+
+
+def test_init_baselines_the_figures_already_typed(tmp_path: Path) -> None:
+    """The first `git add -A && tether check` after init passes over figures that were there
+    before tether (init writes what `tether check --baseline` writes, and says so in one
+    line); a figure typed after it is still found."""
+    from validate.suite.fixture_project import git, run_cli
+
+    repo = git_repo(
+        tmp_path / "fast-ops",
+        {
+            "README.md": TYPED_README,
+            "docs/notes.md": TYPED_NOTES,
+            "pyproject.toml": b'[project]\nname = "fast-ops"\nversion = "0"\n',
+        },
+    )
+    rc, out, err = run_cli(repo, "init")
+    assert rc == 0, out + err
+    said = [line for line in out.splitlines() if "tether-scan-baseline.json" in line]
+    assert len(said) == 1 and said[0].startswith("wrote tether-scan-baseline.json: 3 "), out
+    baselined = json.loads((repo / "tether-scan-baseline.json").read_text(encoding="utf-8"))
+    assert {e["path"] for e in baselined["findings"]} == {"README.md", "docs/notes.md"}
+    # The same file `tether check --baseline` writes from the same text.
+    written = (repo / "tether-scan-baseline.json").read_bytes()
+    assert run_cli(repo, "check", "--baseline")[0] == 0
+    assert (repo / "tether-scan-baseline.json").read_bytes() == written
+    git(repo, "add", "-A")
+    rc, out, err = run_cli(repo, "check")
+    assert rc == 0, out + err
+    notes = repo / "docs" / "notes.md"
+    notes.write_bytes(TYPED_NOTES + b"- 2024-04: 14.1 TFLOP/s after the fix\n")
+    git(repo, "add", "-A")
+    rc, out, _ = run_cli(repo, "check")
+    assert rc == 1 and "docs/notes.md:4:" in out and out.count("typed by hand") == 1, out

@@ -93,11 +93,61 @@ def test_rev_and_worktree_exclude_each_other(repo: Path) -> None:
     assert run_cli(repo, "check", "--rev", "HEAD", "--worktree")[0] == 2
 
 
+def _no_temp_path(text: str) -> None:
+    """The index is judged in a temp copy (tether.snapshot), whose path means nothing to the
+    reader: messages name files as the repository does."""
+    assert "tether-check-" not in text and "/tree/" not in text, text
+
+
 def test_untracked_config_is_named(repo: Path) -> None:
     git(repo, "rm", "--cached", "--quiet", "pyproject.toml")
     rc, _, err = run_cli(repo, "check")
     assert rc == 2
-    assert "pyproject.toml" in err and "index" in err
+    assert "pyproject.toml is not in the index" in err and "git add -A" in err, err
+    assert "--worktree" in err
+    _no_temp_path(err)
+
+
+def test_a_check_before_staging_explains_itself(tmp_path: Path) -> None:
+    """Right after `tether init` the [tool.tether] table is on disk and the index holds the
+    repository's pyproject.toml without it."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "x"\n', encoding="utf-8")
+    git(root, "init", "--quiet")
+    git(root, "add", "-A")
+    git(root, "commit", "--quiet", "-m", "FIXTURE: before tether")
+    fixture_project(root, files={}, headline=None, doc_arches=())
+    (root / "docs_src").mkdir()
+    (root / "docs_src" / "notes.md.j2").write_text("FIXTURE: a template\n", encoding="utf-8")
+    rc, _, err = run_cli(root, "check")
+    assert rc == 2, err
+    assert "pyproject.toml in the index has no [tool.tether] table" in err, err
+    assert "not staged" in err and "git add -A" in err and "--worktree" in err, err
+    _no_temp_path(err)
+    git(root, "add", "-A")
+    rc, out, err = run_cli(root, "check")
+    assert rc == 0, out + err
+
+
+def test_a_broken_staged_config_is_named_as_staged(repo: Path) -> None:
+    (repo / "pyproject.toml").write_text("[tool.tether\n", encoding="utf-8")
+    git(repo, "add", "pyproject.toml")
+    (repo / "pyproject.toml").write_text('[tool.tether]\nstore = "results"\n', "utf-8")
+    rc, _, err = run_cli(repo, "check")
+    assert rc == 2 and "pyproject.toml (in the index): not valid TOML" in err, err
+    _no_temp_path(err)
+
+
+def test_the_diff_names_the_index_when_the_index_is_judged(repo: Path) -> None:
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8") + "\nhand edit\n", encoding="utf-8")
+    git(repo, "add", "README.md")
+    rc, out, _ = run_cli(repo, "check")
+    assert rc == 1 and "--- README.md (in the index)" in out, out
+    assert "(on disk)" not in out
+    rc, out, _ = run_cli(repo, "check", "--worktree")
+    assert rc == 1 and "--- README.md (on disk)" in out, out
 
 
 def test_the_snapshot_is_quick(repo: Path) -> None:

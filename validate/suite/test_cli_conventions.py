@@ -57,6 +57,25 @@ def test_each_verb_is_registered_by_the_module_verb_modules_names() -> None:
 
 
 @pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        pytest.param(["-V"], "unrecognized arguments: -V", id="top-level"),
+        pytest.param(["nosuch"], "invalid choice: 'nosuch'", id="unknown-verb"),
+        pytest.param(["check", "--rev"], "check: argument --rev: expected one", id="verb"),
+        pytest.param(["store", "nosuch"], "store: argument VERB: invalid choice", id="sub-verb"),
+    ],
+)
+def test_a_usage_error_names_tether_once(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """main prints "tether: error: " before the message, so the parser adds no second one."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tether: error: ") and says in err, err
+    assert err.count("tether") == 1, err
+
+
+@pytest.mark.parametrize(
     ("argv", "verb"),
     [
         pytest.param(["check", "--quiet"], "check", id="verb-first"),
@@ -148,6 +167,10 @@ def test_check_names_a_plugin_typo_without_importing_it(tmp_path: Path) -> None:
     rc, out, _ = run_cli(root, "check")
     assert rc == 1 and "module 'benchmark.tether_bnch' not found" in out, out
     assert "tether_kernels_plugin" not in out
+    # Reported at the line that names it, where the maintainer fixes it.
+    lines = (root / "pyproject.toml").read_text(encoding="utf-8").splitlines()
+    (line,) = [n for n, text in enumerate(lines, 1) if '"benchmark.tether_bnch"' in text]
+    assert line > 1 and f"pyproject.toml:{line}: [tool.tether] plugins" in out, out
     text = (root / "pyproject.toml").read_text(encoding="utf-8")
     (root / "pyproject.toml").write_text(text.replace("tether_bnch", "tether_bench"), "utf-8")
     rc, out, _ = run_cli(root, "check")

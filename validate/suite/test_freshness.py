@@ -465,8 +465,12 @@ def test_check_reports_compile_inputs_that_are_not_kernel_files(
     for rel in ("kernels/used.py", "kernels/tables.py", "docs/x.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("X = 1\n", encoding="utf-8")
-    found = [f.what for f in check_compiled_inputs(root)]
+    findings = check_compiled_inputs(root)
+    found = [f.what for f in findings]
     if match is None:
         assert found == []
     else:
         assert len(found) == 1 and match in found[0] and "compiled" in found[0]
+        # At the line that declares the pattern, not at the file's first line.
+        lines = (root / "pyproject.toml").read_text(encoding="utf-8").splitlines()
+        assert "compiled = " in lines[findings[0].line - 1], findings[0]

@@ -101,3 +101,35 @@ def test_paths_inside_are_kept(tmp_path: Path) -> None:
     proj = _load(root)
     assert proj.store == (root / "results").resolve()
     assert proj.render_files == {"docs/x/README.md": "README.md.j2"}
+
+
+CONFIG = """\
+[project]
+name = "fast_ops"
+
+[tool.tether]
+plugins = [
+  "fast_ops",
+  'fast_ops.bench',
+]
+
+[[tool.mypy.overrides]]
+module = "fast_ops.missing"
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        pytest.param("fast_ops", 6, id="inside-not-the-project-name"),
+        pytest.param("fast_ops.bench", 7, id="single-quoted"),
+        pytest.param("fast_ops.missing", 1, id="outside-the-table"),
+        pytest.param("nowhere", 1, id="absent"),
+    ],
+)
+def test_config_line_finds_a_value_inside_the_tether_table(
+    tmp_path: Path, value: str, line: int
+) -> None:
+    """Where a finding about a configured name points (a plugin typo, a compiled pattern)."""
+    (tmp_path / "pyproject.toml").write_text(CONFIG, encoding="utf-8")
+    assert project.config_line(tmp_path, value) == line

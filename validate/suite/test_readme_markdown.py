@@ -110,3 +110,22 @@ def test_the_list_check_can_fail(broken: str) -> None:
     """FIXTURE Markdown whose item lines the parser reads as prose."""
     assert prose_items(broken)
     assert not prose_items("- **sm90**: a line\n  - a nested item\n")
+
+
+# How another repository installs tether: a PEP 508 requirement with a URL, pip installing it.
+INSTALL = re.compile(r'`(pip install "tether\[kernels\] @ [^"`]+")`')
+
+
+def install_command(text: str) -> list[str]:
+    """The install commands a front page gives (test_adoption_venv runs the README's)."""
+    return INSTALL.findall(text)
+
+
+def test_both_front_pages_say_in_one_command_how_a_repository_installs_tether() -> None:
+    found = {
+        rel: install_command((ROOT / rel).read_text(encoding="utf-8"))
+        for rel in ("README.md", "examples/rmsnorm/README.md")
+    }
+    assert all(len(commands) == 1 for commands in found.values()), found
+    (command,) = {c for commands in found.values() for c in commands}
+    assert not re.search(r"&&|;|\|", command), command  # one command, not a pipeline

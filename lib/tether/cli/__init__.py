@@ -126,7 +126,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting, so in-process callers keep control."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        # main prints every UsageError after "tether: error: ", so the message names only the
+        # verb ("check: argument --rev: ..."), and nothing at the top, never "tether" twice.
+        verb = self.prog.removeprefix("tether").strip()
+        raise UsageError(f"{verb}: {message}" if verb else message)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:

@@ -1,7 +1,9 @@
 """The bench a measuring verb holds the host with: timing knobs, the guard, the store's preflight.
 
 Shared by ``tether sweep|tune|probe|gate|demo`` (cli/bench.py) and the sharded sweep's parent
-and workers (cli/shards.py), so neither verb module imports the other.
+and workers (cli/shards.py), so neither verb module imports the other. The timing engine and
+the stop-signal wrapper are imported inside ``bench_for``: the verbs' parsers import this
+module for KNOBS, and help must work without rich or torch (the base install).
 """
 
 from __future__ import annotations
@@ -13,12 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tether import registry
-from tether.bench.sweep import Target
 from tether.cli import Context
 from tether.errors import NotRunHereError
 from tether.guard.api import HostUnavailable, acquire
 from tether.guard.hold import write_not_measured
-from tether.stopping import SafeBench, StopSignals
 from tether.store.io import preflight
 
 # Timing knobs: option -> TimingPolicy field (see tether.bench.engine.TimingPolicy).
@@ -61,6 +61,8 @@ def bench_for(
 ) -> Iterator[Any]:
     """A Bench on this host, holding the guard unless --unguarded; refuses with exit 77 before
     taking anything when ``needs_gpu`` and the host has none."""
+    from tether.bench.sweep import Target
+    from tether.stopping import SafeBench, StopSignals
 
     # Before the host is held and anything measured: a store that cannot take the run
     # (read-only, full, another user's) is found now, not after the whole grid.

@@ -4,6 +4,10 @@ Each holds the host (the guard lock and idle evidence, recorded in the run) unle
 ``--unguarded`` (the run is then marked and can never be evidence), refuses early with exit 77
 when the hardware it needs is absent, and writes one run per measurement. Torch is imported
 inside the handlers only.
+
+The timing engine (``tether.bench``, which draws its progress bar with rich) is imported inside
+the handlers too: ``tether --help`` and ``tether VERB --help`` build every verb's parser, and
+they must work under the base install (jinja2 only), where neither rich nor torch is there.
 """
 
 from __future__ import annotations
@@ -14,13 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from tether import registry
-from tether.bench.demo import KEEP_SCRATCH_RUNS, prune_scratch, run_demo, summary_lines
-from tether.bench.gate import measure_gate, select_gates
-from tether.bench.probe import run_probe
-from tether.bench.sweep import Target
 from tether.cli import Context, Subparsers
 from tether.cli._bench_host import KNOBS, bench_for
-from tether.cli.shards import run_sharded
 from tether.errors import UsageError
 from tether.render.policy_file import policy
 from tether.store.audit import load_store_checked
@@ -170,6 +169,8 @@ def _report_run(run: Any, ctx: Context) -> int:
 
 
 def _sweep(args: argparse.Namespace, ctx: Context) -> int:
+    from tether.bench.demo import summary_lines
+    from tether.cli.shards import run_sharded
 
     reg = registry.for_project(ctx.project)
     if args.list:
@@ -178,7 +179,7 @@ def _sweep(args: argparse.Namespace, ctx: Context) -> int:
                 print(f"{name}: {sweep.description}", file=ctx.out)
         return 0
     if not args.name:
-        raise UsageError(f"tether {args.kind}: name one (or --list)")
+        raise UsageError(f"{args.kind}: name one (or --list)")
     sweep = reg.get_sweep(args.name)
     if sweep.kind != args.kind:
         raise UsageError(
@@ -204,6 +205,8 @@ def _store_runs(store: Any) -> list[Any]:
 
 
 def _gate(args: argparse.Namespace, ctx: Context) -> int:
+    from tether.bench.gate import measure_gate, select_gates
+    from tether.bench.sweep import Target
 
     found = policy(ctx.root)
     gates = found[1] if found else ()
@@ -220,12 +223,13 @@ def _gate(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _probe(args: argparse.Namespace, ctx: Context) -> int:
+    from tether.bench.probe import run_probe
 
     reg = registry.for_project(ctx.project)
     name = args.name
     if name is None:
         if len(reg.probes) != 1:
-            raise UsageError(f"tether probe: name one of {', '.join(sorted(reg.probes)) or 'none'}")
+            raise UsageError(f"probe: name one of {', '.join(sorted(reg.probes)) or 'none'}")
         name = next(iter(reg.probes))
     probe = reg.get_probe(name)
     with bench_for(
@@ -236,6 +240,8 @@ def _probe(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
+    from tether.bench.demo import KEEP_SCRATCH_RUNS, prune_scratch, run_demo, summary_lines
+    from tether.bench.sweep import Target
 
     if args.publish and ctx.store_given:
         raise UsageError("demo: --publish writes the project's store; --store names another")

@@ -59,7 +59,7 @@ def _compile(args: argparse.Namespace, ctx: Context) -> int:
     compilers = list(registry.for_project(ctx.project).compilers.values())
     if not compilers:
         raise UsageError(
-            "tether compile: no compiler registered by this project's plugins "
+            "compile: no compiler registered by this project's plugins "
             "(a plugin registers one with tether.registry.compiler)"
         )
     runs = load_store(ctx.store)
@@ -74,7 +74,7 @@ def _compile_with(engine: Any, args: argparse.Namespace, ctx: Context, runs: lis
     unknown = [a for a in arches if a not in engine.targets]
     if unknown:
         raise UsageError(
-            f"tether compile: {engine.name} has no compile target for {', '.join(unknown)}; "
+            f"compile: {engine.name} has no compile target for {', '.join(unknown)}; "
             f"targets: {', '.join(engine.targets)}"
         )
     key = engine.key(ctx.root)

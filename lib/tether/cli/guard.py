@@ -1,4 +1,8 @@
-"""``tether guard status``, ``tether guard --hold -- CMD`` and ``tether verify``."""
+"""``tether guard status``, ``tether guard --hold -- CMD`` and ``tether verify``.
+
+``tether.verify`` (which reads pytest's plugin, and the timing engine's run records) is
+imported inside the verify handler: help must work under the base install, without pytest.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ from tether.errors import GuardError, UsageError, guard_status_code
 from tether.guard import idle
 from tether.guard.hold import run_held
 from tether.guard.lock import HostLock
-from tether.verify import run_verify
 
 GUARD_DESCRIPTION = """\
 Hold the GPU host for a command, or say whether it can be had now.
@@ -148,6 +151,7 @@ def _guard(args: argparse.Namespace, ctx: Any) -> int:
 
 
 def _verify(args: argparse.Namespace, ctx: Any) -> int:
+    from tether.verify import run_verify
 
     # Off this vendor's hosts (a refusal, or a CPU-only run) the run goes to the scratch store
     # unless a store was named: it must not touch the committed store unasked.

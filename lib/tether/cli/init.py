@@ -6,11 +6,16 @@ It writes, and never overwrites:
 - a plugin module (default ``tether_bench.py``) with a case model, one example arm pair and a
   sweep that runs on the CPU, to be replaced by the project's own kernels;
 - a results template (``docs_src/results.md.j2``) that includes tether's built-in table;
-- a ``results`` region at the end of the Markdown README (created when there is none);
-- the ``tether check`` hook in ``.pre-commit-config.yaml`` (created when there is none).
+- a ``results`` region at the end of the Markdown README (created when there is none),
+  rendered from the store as it is (empty: it says no run is there yet);
+- the ``tether check`` hook in ``.pre-commit-config.yaml`` (created when there is none);
+- the scan baseline (``tether-scan-baseline.json``, what ``tether check --baseline`` writes),
+  when the repository's own text already types figures or claim words: the check reports
+  only new ones, so adopting tether asks no edit of text it did not write.
 
 Appended text takes each file's own line endings, so a CRLF file stays CRLF. Then
-``tether sweep example``, ``tether render`` and ``tether check`` work with no edit.
+``tether sweep example``, ``tether render``, ``git add -A`` and ``tether check`` pass with no
+edit (the check judges the index, what a commit records, so what init wrote is staged first).
 """
 
 from __future__ import annotations
@@ -22,9 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
+from tether import project
+from tether._scan import DEFAULT_BASELINE, scan_tree, write_baseline
 from tether.cli import Subparsers
 from tether.errors import UsageError
 from tether.project import CONFIG_FILE, TABLE
+from tether.render import write_all
 from tether.render.regions import syntax_for
 
 SWEEP = "example"
@@ -214,6 +222,8 @@ def plan(root: Path, plugin: str, templates: str, readme: str | None, store: str
         raise UsageError(f"{plugin}: exists; name another module with --plugin")
     if (root / templates / TEMPLATE).exists():
         raise UsageError(f"{templates}/{TEMPLATE}: exists; pass another --templates folder")
+    if (root / DEFAULT_BASELINE).exists():
+        raise UsageError(f"{DEFAULT_BASELINE}: exists; init writes the scan baseline there")
     if readme is None:
         readme = next(
             (n for n in ("README.md", "README.markdown") if (root / n).is_file()),
@@ -254,10 +264,24 @@ def apply(p: Plan, out: TextIO) -> list[str]:
     if addition:
         _append(hooks, addition)
         written.append(HOOKS)
+    # The region rendered now, from the store as it is (empty), so that the first check,
+    # before any sweep, finds it current.
+    write_all(p.root, project.get(p.root).store)
     for rel in written:
         print(f"wrote {rel}", file=out)
+    # The text that was already there (init's own files are not: they type no figure) is
+    # baselined, as `tether check --baseline` would, so the first check asks no edit of it.
+    typed = scan_tree(p.root, skip=(module, template))
+    if typed:
+        baseline = write_baseline(p.root, typed).relative_to(p.root).as_posix()
+        written.append(baseline)
+        print(
+            f"wrote {baseline}: {len(typed)} figure(s) or claim word(s) already typed in this "
+            "repository's text, which tether check will not report (only new ones fail)",
+            file=out,
+        )
     print(
-        f"next: tether sweep {SWEEP} && tether render && tether check "
+        f"next: tether sweep {SWEEP} && tether render && git add -A && tether check "
         f"(then replace the example arms in {p.plugin_path} with your kernels)",
         file=out,
     )
