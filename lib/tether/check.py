@@ -62,6 +62,7 @@ from tether.store.cite import StaleFiles, by_id, cited, latest_ok, siblings
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.provenance import definition_digests
 from tether.store.signing import keygen, verify_run
+from tether.textfile import read_text
 
 if TYPE_CHECKING:
     from tether.policy import Gate, Threshold
@@ -230,7 +231,7 @@ def _region_place(root: Path, region: str) -> tuple[str, int]:
     files = _policy_files(root)
     for path in (*files, *(root / rel for rel in sorted(proj.region_files))):
         if path.is_file():
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = read_text(path, proj.rel(path)).splitlines()
             for number, line in enumerate(lines, start=1):
                 if needle in line:
                     return proj.rel(path), number
@@ -364,7 +365,7 @@ def check_front_page(root: Path, runs: list[Run], stale: StaleFiles | None = Non
     a figure describing a population the caller never reaches)."""
     proj = project.get(root)
     config = root / project.CONFIG_FILE
-    text = config.read_text(encoding="utf-8").split("\n") if config.is_file() else []
+    text = read_text(config, project.CONFIG_FILE).split("\n") if config.is_file() else []
     findings = []
     stale = stale or kernel_staleness(root, runs)
     for row in proj.summary_rows:
@@ -901,7 +902,7 @@ def check_arch_scopes(root: Path) -> list[Finding]:
                 )
             )
             continue
-        defined = definition_digests(path.read_text(encoding="utf-8"))
+        defined = definition_digests(read_text(path, rel))
         if defined is None:
             findings.append(Finding("pyproject.toml", 1, f"{where}: {rel!r} does not parse"))
             continue

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tether.arch import ARCH_RE
-from tether.errors import UsageError
+from tether.errors import OSFailure, UsageError
+from tether.textfile import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -333,7 +334,7 @@ def load(root: Path) -> Project:
     root = Path(root).resolve()
     path = root / CONFIG_FILE
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path))
     except FileNotFoundError:
         raise UsageError(f"{path}: not found; a tether project declares [{TABLE}] there") from None
     except tomllib.TOMLDecodeError as exc:
@@ -457,9 +458,9 @@ def find_root(start: Path | None = None) -> Path:
         path = cand / CONFIG_FILE
         if path.is_file():
             try:
-                text = path.read_text(encoding="utf-8")
-            except OSError:
-                continue
+                text = read_text(path)
+            except (OSError, OSFailure):
+                continue  # unreadable here: look further up (a binary one is this one's error)
             try:
                 data = tomllib.loads(text)
             except tomllib.TOMLDecodeError as exc:

@@ -21,6 +21,7 @@ from tether.render.regions import RegionError
 from tether.render.summary import summary_context
 from tether.render.tables import table_context
 from tether.render.targets import figure_specs, render_files, render_regions
+from tether.textfile import read_text
 
 __all__ = [
     "FigureSpec",
@@ -55,10 +56,10 @@ def render_data(proj: Any) -> dict[str, Any]:
     for name, rel in proj.render_data.items():
         path = proj.root / rel
         try:
-            out[name] = tomllib.loads(path.read_text(encoding="utf-8"))
+            out[name] = tomllib.loads(read_text(path, rel))
         except FileNotFoundError:
             raise UsageError(f"{rel}: [tool.tether.render] data {name!r} names no file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"{rel}: render data {name!r} is not valid TOML: {exc}") from None
     return out
 
