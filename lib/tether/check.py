@@ -37,7 +37,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tether import project
 from tether._scan import Finding, apply_baseline, scan_tree
@@ -54,6 +54,7 @@ from tether.render import embedded_digest, render_parts
 from tether.render.context import UNKNOWN, kernel_staleness, tuned_doc
 from tether.render.context import policy as checkout_policy
 from tether.render.env import rate
+from tether.render.outlock import tree_lock
 from tether.render.policy_file import tuned_choices
 from tether.render.targets import missing_tune_regions
 from tether.stats import MIN_RUNS, aggregate, cell_stats, evaluate, rate_of
@@ -786,6 +787,7 @@ def run_check(
     full: bool = False,
     since: str | None = None,
     baseline: bool = True,
+    err: TextIO | None = None,
 ) -> list[Finding]:
     """Every finding for the checkout at ``root`` against the store at ``store``, sorted.
 
@@ -793,7 +795,24 @@ def run_check(
     ``full`` redraws every figure and compares bytes (see ``figures_to_compare``). ``since``:
     a git revision; run files held at its merge-base with HEAD must be unchanged.
     ``baseline``: leave out the scan findings the project's scan baseline records.
+
+    The tree is read under the output tree's lock, shared (``tether.render.outlock``): a
+    render writing it is waited for (``err`` says so), so the check judges a whole tree.
     """
+    with tree_lock(root, shared=True, err=err):
+        return _run_check(root, store, diff_out, policy, gates, full, since, baseline)
+
+
+def _run_check(
+    root: Path,
+    store: Path,
+    diff_out: list[str] | None,
+    policy: Iterable[Threshold] | None,
+    gates: Iterable[Gate] | None,
+    full: bool,
+    since: str | None,
+    baseline: bool,
+) -> list[Finding]:
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
     if loaded is not None:

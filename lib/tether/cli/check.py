@@ -48,7 +48,9 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
     with snapshot(ctx.root, rev=args.rev, worktree=args.worktree) as snap:
         # The store travels with the snapshot when it lies in the project; a --store outside
         # it is judged as given.
-        findings = run_check(snap.root, snap.moved(store, ctx.root), diffs, full=args.full)
+        findings = run_check(
+            snap.root, snap.moved(store, ctx.root), diffs, full=args.full, err=ctx.err
+        )
     if args.since:
         # Append-only is a question for git about the repository itself, not the snapshot.
 

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import tomllib
 
@@ -17,6 +17,7 @@ from tether.errors import UsageError
 from tether.render.context import build_context, load_runs
 from tether.render.env import BUILTIN_PREFIX, TemplateError, make_env, render_template
 from tether.render.figures import FigureSpec, embedded_digest
+from tether.render.outlock import tree_lock
 from tether.render.regions import RegionError
 from tether.render.summary import summary_context
 from tether.render.tables import table_context
@@ -108,15 +109,26 @@ def render_all(root: Path, store: Path | Any) -> dict[Path, bytes]:
     return dict(sorted(out.items()))
 
 
-def write_all(root: Path, store: Path | Any, out_root: Path | None = None) -> list[Path]:
+def write_all(
+    root: Path, store: Path | Any, out_root: Path | None = None, err: TextIO | None = None
+) -> list[Path]:
     """Write every target whose content changed under ``out_root`` (default ``root``).
 
     Everything is rendered before anything is written, so a failing template leaves every
     file as it was. Figures under docs/figures/ that no target produces any more are removed.
     Returns the paths written or removed, relative to the output root.
+
+    The output tree's lock (``tether.render.outlock``) is held from the first read to the
+    last write: renders serialize (the second renders from what the first wrote, region files
+    included), and no check reads the tree half written. ``err``: where waiting is said.
     """
     root = Path(root)
     dest = Path(out_root) if out_root is not None else root
+    with tree_lock(root, dest, err=err):
+        return _write_all(root, store, dest)
+
+
+def _write_all(root: Path, store: Path | Any, dest: Path) -> list[Path]:
     rendered = render_all(root, store)
     changed: list[Path] = []
     for rel, data in rendered.items():
