@@ -60,6 +60,7 @@ from tether.render.targets import missing_tune_regions
 from tether.stats import MIN_RUNS, aggregate, cell_stats, evaluate, rate_of
 from tether.store.audit import load_store_checked
 from tether.store.cite import StaleFiles, by_id, cited, latest_ok, siblings
+from tether.store.evidence import Barred, barred, citable
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.provenance import definition_digests
 from tether.store.signing import keygen, verify_run
@@ -392,6 +393,46 @@ def check_front_page(root: Path, runs: list[Run], stale: StaleFiles | None = Non
     return findings
 
 
+def _absent(gate: str, role: str, run_id: str | None, bar: Barred | None) -> str:
+    """Why a gate's cited run is not among the runs judged: not in the store, or barred."""
+    if bar is not None and run_id in bar.legacy:
+        return (
+            f"gate {gate}: {role} run {run_id} is recorded as legacy (unsigned); signed "
+            "evidence is required: measure it again on a signing host"
+        )
+    if bar is not None and run_id is not None and run_id in bar.refused:
+        return (
+            f"gate {gate}: {role} run {run_id} {bar.refused[run_id]}; signed evidence is "
+            "required ([tool.tether.signing])"
+        )
+    return f"gate {gate}: {role} run {run_id!r} is not in the store"
+
+
+def _barred(root: Path, runs: list[Run]) -> tuple[Barred | None, list[Finding]]:
+    """Under require, the runs that may not be cited, and a finding for each ``ok`` one that
+    is neither signed by an allowed signer nor recorded as legacy: a forgery (re-sealed, an
+    unknown key, a copied signature) or a run its host did not sign, in the store even where
+    nothing cites it."""
+    proj = project.get(root)
+    try:
+        bar = barred(root, runs)
+    except (SigningError, UsageError) as exc:
+        return None, [Finding("pyproject.toml", 1, f"[tool.tether.signing] require: {exc}")]
+    findings = [
+        Finding(
+            _rel(_run_file(run), root),
+            1,
+            f"run {run.id} {bar.refused[run.id]}, and is not recorded as legacy: signed "
+            f"evidence is required, so no document may cite it (sign it with tether sign if "
+            f"its host measured it, or remove it; allowed signers in "
+            f"{proj.rel(proj.allowed_signers or root)})",
+        )
+        for run in runs
+        if run.id in bar.refused and run.status == "ok"
+    ]
+    return bar, findings
+
+
 def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
     """Each ``tune-<id>`` region names a tuning run the store holds."""
 
@@ -462,10 +503,15 @@ def check_tuned_choices(
 
 
 def check_gates(
-    root: Path, gates: Iterable[Gate], runs: list[Run], current: str | CurrentHarness
+    root: Path,
+    gates: Iterable[Gate],
+    runs: list[Run],
+    current: str | CurrentHarness,
+    bar: Barred | None = None,
 ) -> list[Finding]:
     """Each set gate sits strictly between its cited before and after measurements, clear of
-    both replicate bands; both are guarded, current and unthrottled."""
+    both replicate bands; both are guarded, current and unthrottled. ``bar``: the runs
+    ``runs`` lacks because signed evidence is required (they are named as such)."""
 
     findings = []
     for gate in gates:
@@ -480,9 +526,7 @@ def check_gates(
         for role, run_id, sample_role in cited:
             run = by_id(runs, run_id)
             if run is None:
-                findings.append(
-                    Finding(*where, f"gate {gate.id}: {role} run {run_id!r} is not in the store")
-                )
+                findings.append(Finding(*where, _absent(gate.id, role, run_id, bar)))
                 continue
             if not run.evidence_grade:
                 findings.append(
@@ -816,9 +860,13 @@ def _run_check(
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
     if loaded is not None:
-        runs = list(loaded)
+        bar, found = _barred(root, loaded)
+        findings += found
+        # Under [tool.tether.signing] require, what is not signed by an allowed signer is
+        # judged as the documents see it: absent (tether.store.evidence).
+        runs = citable(root, loaded, bar)
         try:
-            expected, figures = render_parts(root, loaded)
+            expected, figures = render_parts(root, runs)
             drawn, matched = figures_to_compare(root, figures, full)
             expected.update(drawn)
         except TetherError as exc:
@@ -840,7 +888,7 @@ def _run_check(
         findings += check_thresholds(root, the_policy, runs, current, stale)
         findings += check_tune_citations(root, runs)
         findings += check_front_page(root, runs, stale)
-        findings += check_gates(root, the_gates, runs, current)
+        findings += check_gates(root, the_gates, runs, current, bar)
         findings += check_compile_evidence(root, runs)
         findings += check_future_runs(root, runs)
         findings += check_recorded_commits(root, runs)

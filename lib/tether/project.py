@@ -32,6 +32,9 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 CONFIG_FILE = "pyproject.toml"
 TABLE = "tool.tether"
+# Where `tether legacy` records the runs that predate signed evidence ([tool.tether.signing]
+# legacy overrides it).
+DEFAULT_LEGACY = ".tether/legacy_runs.toml"
 # Keys of [tool.tether] and its sub-tables; anything else is a typo and refused by name.
 _KEYS = {
     "": {
@@ -60,7 +63,7 @@ _KEYS = {
         "subjects",
         "support_names",
     },
-    "signing": {"allowed_signers", "require"},
+    "signing": {"allowed_signers", "require", "legacy"},
     "summary": {"rows"},
 }
 
@@ -95,6 +98,9 @@ class Project:
     # signatures count, and whether cited evidence must carry one (tether.store.signing).
     allowed_signers: Path | None = None
     require_signed: bool = False
+    # The runs recorded as legacy (unsigned, measured before signatures were required): never
+    # cited under require (tether.store.evidence). Written by `tether legacy`.
+    legacy_runs: Path | None = None
     # Python files declaring POLICY, GATES, COMPILE_GATES (data the check judges), read in
     # order: routing thresholds beside the kernels they route to, gates where setting them
     # changes no kernel source. [tool.tether] policy may name one file or a list.
@@ -365,6 +371,7 @@ def load(root: Path) -> Project:
             f"{path}: [{TABLE}.signing] require = true needs allowed_signers, the file that "
             "says whose signatures count"
         )
+    legacy = _opt_str(signing.get("legacy"), "signing.legacy", path) or DEFAULT_LEGACY
     templated = _region_templates(render.get("region_templates"), path)
 
     def under(name: str, default: str) -> Path:
@@ -445,6 +452,7 @@ def load(root: Path) -> Project:
         if allowed
         else None,
         require_signed=require,
+        legacy_runs=_inside(root, legacy, "signing.legacy", path),
     )
 
 

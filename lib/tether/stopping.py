@@ -37,10 +37,12 @@ from datetime import datetime, timedelta, timezone
 from types import CodeType, FrameType
 from typing import Any
 
+from tether import project
 from tether.atomic import STAMP_FORMAT, utc_stamp
 from tether.bench.sweep import Bench, CellMeasurement, GridMeasurement
 from tether.guard.hold import STOP_SIGNALS
 from tether.store.model import GuardRecord, Run
+from tether.store.signing import sign_written
 
 # A wall clock that moved this much more (or less) than the steady clock during a run was
 # stepped; the step is recorded in the run.
@@ -199,6 +201,9 @@ class SafeBench(Bench):
 
     def write_run(self, run: Run) -> Run:
         written = super().write_run(run)
+        # Signed as written, with the host's key when one is configured (tether.store.signing):
+        # before the held signal is raised, so a stopped sweep's run is signed too.
+        sign_written(written.path, written.digest, project.get(self.root).allowed_signers)
         self._began = self._wall = None
         if self.signals is not None:
             self.signals.release()  # a signal held since the last cell: the run is on disk

@@ -24,6 +24,7 @@ from tether.render import write_all
 from tether.stats import MIN_RUNS, aggregate, judge
 from tether.stopping import SafeBench, StopSignals
 from tether.store.io import load_run, store_files
+from tether.store.signing import configured_signer
 
 KEEP_SCRATCH_RUNS = 5  # per (kind, name, arch): enough to compare the last few demos
 LISTED_CELLS = 12  # a map this small is listed cell by cell; a larger one by its extremes
@@ -65,6 +66,7 @@ def run_demo(
 ) -> DemoResult:
     """Run the demo sweep for this host under the guard and render docs from its store."""
 
+    configured_signer()  # a signing key set wrongly is said before anything is measured
     reg = registry.for_project(project)
     target = target or Target.detect()
     on_cpu = target.device == "cpu"

@@ -32,6 +32,7 @@ from tether.errors import StoreError
 from tether.gpus import hold_gpu_lock, list_gpus, pin_worker
 from tether.guard.lock import held_env
 from tether.stopping import Interrupted, StopSignals
+from tether.store.signing import sign_written
 
 
 def _worker(args: argparse.Namespace, ctx: Context, sweep: Any) -> int:
@@ -98,6 +99,7 @@ def run_sharded(args: argparse.Namespace, ctx: Context, sweep: Any) -> int:
             return 75 if all(c in (0, 75) for c in codes) else 1
         merged = merge_shards(sorted(Path(shard_dir).glob("*.shard*.json")))
         path = merged.write(ctx.store)
+        sign_written(path, merged.digest, ctx.project.allowed_signers)
     print(
         f"sweep {sweep.name}: {merged.status} ({len(merged.cells)} cells, {count} shards, "
         f"guard {merged.guard.mode}) -> {path}",
@@ -148,6 +150,7 @@ def _merge_stopped(ctx: Context, name: str, shard_dir: Path, count: int, signum:
               file=ctx.err)  # fmt: skip
     else:
         path = merged.write(ctx.store)
+        sign_written(path, merged.digest, ctx.project.allowed_signers)
         print(
             f"sweep {name}: stopped; {merged.status} ({len(merged.cells)} cells, {count} "
             f"shards) -> {path}",

@@ -22,6 +22,7 @@ from tether.render.regions import RegionError
 from tether.render.summary import summary_context
 from tether.render.tables import table_context
 from tether.render.targets import figure_specs, render_files, render_regions
+from tether.store.evidence import citable, signing_summary
 from tether.textfile import read_text
 
 __all__ = [
@@ -45,6 +46,7 @@ def extra_context(runs: Any, context: dict[str, Any], proj: Any) -> dict[str, An
         **table_context(runs, context),
         **summary_context(context, proj.summary_rows, proj.headline),
         "data": render_data(proj),
+        "signing": signing_summary(proj.root, runs),
     }
 
 
@@ -70,7 +72,8 @@ def render_builtin(root: Path, store: Path | Any, name: str) -> str:
     context, written nowhere (``tether render --pr-comment``)."""
 
     root = Path(root)
-    runs = load_runs(store)
+    # Under [tool.tether.signing] require, only runs signed by an allowed signer are cited.
+    runs = citable(root, load_runs(store))
     context = build_context(root, runs)
     proj = project.get(root)
     context.update(extra_context(runs, context, proj))
@@ -84,7 +87,8 @@ def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict
     ``store`` is a results folder (loaded and validated here) or an already loaded store.
     """
     root = Path(root)
-    runs = load_runs(store)
+    # Under [tool.tether.signing] require, only runs signed by an allowed signer are cited.
+    runs = citable(root, load_runs(store))
     context = build_context(root, runs)
 
     proj = project.get(root)
