@@ -23,6 +23,7 @@ from pathlib import Path
 from tether import project
 from tether._pysource import docstring_owners
 from tether.errors import UsageError
+from tether.textfile import read_text
 
 ALLOW_MARKER = "tether: allow-figure"
 
@@ -653,7 +654,9 @@ def scan_tree(root: Path, skip: Iterable[Path] = ()) -> list[Finding]:
         if path.resolve() in skipped:
             continue
         rel = path.relative_to(root).as_posix()
-        text = path.read_text(encoding="utf-8")
+        # A file the scan cannot read is an error, never a file passed unread (a figure typed
+        # into a UTF-16 file would otherwise go unjudged) nor a finding a baseline could absorb.
+        text = read_text(path, rel)
         if path.suffix == ".py":
             findings += scan_python(text, rel, vocab)
         elif path.suffix == ".md":

@@ -37,7 +37,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tether import project
 from tether._scan import Finding, apply_baseline, scan_tree
@@ -54,14 +54,17 @@ from tether.render import embedded_digest, render_parts
 from tether.render.context import UNKNOWN, kernel_staleness, tuned_doc
 from tether.render.context import policy as checkout_policy
 from tether.render.env import rate
+from tether.render.outlock import tree_lock
 from tether.render.policy_file import tuned_choices
 from tether.render.targets import missing_tune_regions
 from tether.stats import MIN_RUNS, aggregate, cell_stats, evaluate, rate_of
 from tether.store.audit import load_store_checked
 from tether.store.cite import StaleFiles, by_id, cited, latest_ok, siblings
+from tether.store.evidence import Barred, barred, citable
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.provenance import definition_digests
 from tether.store.signing import keygen, verify_run
+from tether.textfile import read_text
 
 if TYPE_CHECKING:
     from tether.policy import Gate, Threshold
@@ -233,7 +236,7 @@ def _region_place(root: Path, region: str) -> tuple[str, int]:
     files = _policy_files(root)
     for path in (*files, *(root / rel for rel in sorted(proj.region_files))):
         if path.is_file():
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = read_text(path, proj.rel(path)).splitlines()
             for number, line in enumerate(lines, start=1):
                 if needle in line:
                     return proj.rel(path), number
@@ -400,7 +403,7 @@ def check_front_page(root: Path, runs: list[Run], stale: StaleFiles | None = Non
     a figure describing a population the caller never reaches)."""
     proj = project.get(root)
     config = root / project.CONFIG_FILE
-    text = config.read_text(encoding="utf-8").split("\n") if config.is_file() else []
+    text = read_text(config, project.CONFIG_FILE).split("\n") if config.is_file() else []
     findings = []
     stale = stale or kernel_staleness(root, runs)
     for row in proj.summary_rows:
@@ -424,6 +427,46 @@ def check_front_page(root: Path, runs: list[Run], stale: StaleFiles | None = Non
                 )
             )
     return findings
+
+
+def _absent(gate: str, role: str, run_id: str | None, bar: Barred | None) -> str:
+    """Why a gate's cited run is not among the runs judged: not in the store, or barred."""
+    if bar is not None and run_id in bar.legacy:
+        return (
+            f"gate {gate}: {role} run {run_id} is recorded as legacy (unsigned); signed "
+            "evidence is required: measure it again on a signing host"
+        )
+    if bar is not None and run_id is not None and run_id in bar.refused:
+        return (
+            f"gate {gate}: {role} run {run_id} {bar.refused[run_id]}; signed evidence is "
+            "required ([tool.tether.signing])"
+        )
+    return f"gate {gate}: {role} run {run_id!r} is not in the store"
+
+
+def _barred(root: Path, runs: list[Run]) -> tuple[Barred | None, list[Finding]]:
+    """Under require, the runs that may not be cited, and a finding for each ``ok`` one that
+    is neither signed by an allowed signer nor recorded as legacy: a forgery (re-sealed, an
+    unknown key, a copied signature) or a run its host did not sign, in the store even where
+    nothing cites it."""
+    proj = project.get(root)
+    try:
+        bar = barred(root, runs)
+    except (SigningError, UsageError) as exc:
+        return None, [Finding("pyproject.toml", 1, f"[tool.tether.signing] require: {exc}")]
+    findings = [
+        Finding(
+            _rel(_run_file(run), root),
+            1,
+            f"run {run.id} {bar.refused[run.id]}, and is not recorded as legacy: signed "
+            f"evidence is required, so no document may cite it (sign it with tether sign if "
+            f"its host measured it, or remove it; allowed signers in "
+            f"{proj.rel(proj.allowed_signers or root)})",
+        )
+        for run in runs
+        if run.id in bar.refused and run.status == "ok"
+    ]
+    return bar, findings
 
 
 def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
@@ -496,10 +539,15 @@ def check_tuned_choices(
 
 
 def check_gates(
-    root: Path, gates: Iterable[Gate], runs: list[Run], current: str | CurrentHarness
+    root: Path,
+    gates: Iterable[Gate],
+    runs: list[Run],
+    current: str | CurrentHarness,
+    bar: Barred | None = None,
 ) -> list[Finding]:
     """Each set gate sits strictly between its cited before and after measurements, clear of
-    both replicate bands; both are guarded, current and unthrottled."""
+    both replicate bands; both are guarded, current and unthrottled. ``bar``: the runs
+    ``runs`` lacks because signed evidence is required (they are named as such)."""
 
     findings = []
     for gate in gates:
@@ -514,9 +562,7 @@ def check_gates(
         for role, run_id, sample_role in cited:
             run = by_id(runs, run_id)
             if run is None:
-                findings.append(
-                    Finding(*where, f"gate {gate.id}: {role} run {run_id!r} is not in the store")
-                )
+                findings.append(Finding(*where, _absent(gate.id, role, run_id, bar)))
                 continue
             if not run.evidence_grade:
                 findings.append(
@@ -822,6 +868,7 @@ def run_check(
     since: str | None = None,
     baseline: bool = True,
     where: str = "on disk",
+    err: TextIO | None = None,
 ) -> list[Finding]:
     """Every finding for the checkout at ``root`` against the store at ``store``, sorted.
 
@@ -830,13 +877,35 @@ def run_check(
     a git revision; run files held at its merge-base with HEAD must be unchanged.
     ``baseline``: leave out the scan findings the project's scan baseline records.
     ``where``: what ``root`` holds, for the diff headers (``Snapshot.where``).
+
+    The tree is read under the output tree's lock, shared (``tether.render.outlock``): a
+    render writing it is waited for (``err`` says so), so the check judges a whole tree.
     """
+    with tree_lock(root, shared=True, err=err):
+        return _run_check(root, store, diff_out, policy, gates, full, since, baseline, where)
+
+
+def _run_check(
+    root: Path,
+    store: Path,
+    diff_out: list[str] | None,
+    policy: Iterable[Threshold] | None,
+    gates: Iterable[Gate] | None,
+    full: bool,
+    since: str | None,
+    baseline: bool,
+    where: str,
+) -> list[Finding]:
     diffs = diff_out if diff_out is not None else []
     loaded, findings = load_checked_store(store, root)
     if loaded is not None:
-        runs = list(loaded)
+        bar, found = _barred(root, loaded)
+        findings += found
+        # Under [tool.tether.signing] require, what is not signed by an allowed signer is
+        # judged as the documents see it: absent (tether.store.evidence).
+        runs = citable(root, loaded, bar)
         try:
-            expected, figures = render_parts(root, loaded)
+            expected, figures = render_parts(root, runs)
             drawn, matched = figures_to_compare(root, figures, full)
             expected.update(drawn)
         except TetherError as exc:
@@ -858,7 +927,7 @@ def run_check(
         findings += check_thresholds(root, the_policy, runs, current, stale)
         findings += check_tune_citations(root, runs)
         findings += check_front_page(root, runs, stale)
-        findings += check_gates(root, the_gates, runs, current)
+        findings += check_gates(root, the_gates, runs, current, bar)
         findings += check_compile_evidence(root, runs)
         findings += check_future_runs(root, runs)
         findings += check_recorded_commits(root, runs)
@@ -945,7 +1014,7 @@ def check_arch_scopes(root: Path) -> list[Finding]:
                 )
             )
             continue
-        defined = definition_digests(path.read_text(encoding="utf-8"))
+        defined = definition_digests(read_text(path, rel))
         if defined is None:
             findings.append(Finding("pyproject.toml", line, f"{where}: {rel!r} does not parse"))
             continue

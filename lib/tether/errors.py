@@ -1,7 +1,7 @@
 """One root for every error tether raises, and the one table that maps them to exit codes.
 
-Exit codes (kept in ``EXIT_CODES`` only): 0 clean, 1 drift / check / gate failed or bad data,
-2 usage, 74 the system refused a read or write (EX_IOERR: no space, read-only, no permission),
+Exit codes (kept in ``EXIT_CODES`` only): 0 clean, 1 drift / check / gate failed or bad data
+(a run file, or a template or other text file that is not UTF-8 text), 2 usage, 74 the system refused a read or write (EX_IOERR: no space, read-only, no permission),
 75 host busy or not measured (EX_TEMPFAIL, so schedulers can retry), 77 not run here
 (the hardware a verb needs is absent: neither a pass nor a fail). ``tether guard status``
 answers with ``GUARD_STATUS_CODES``: 0 free, 75 held or busy, 69 unknown (EX_UNAVAILABLE).
@@ -50,6 +50,19 @@ class OSFailure(TetherError):
         cause = exc if isinstance(exc, str) else (exc.strerror or str(exc))
         self.cause = cause
         super().__init__(f"{self.path}: cannot {doing}: {cause}")
+
+
+class TextFileError(TetherError):
+    """A file tether reads as text (a template, a region file, the config, a scanned file) is
+    not: it is not UTF-8, or it holds a NUL byte (binary). Names the file, and the line where
+    it can tell, so the reader can fix it; not an internal error."""
+
+    def __init__(self, path: object, problem: str, line: int | None = None) -> None:
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        where = self.path if line is None else f"{self.path}:{line}"
+        super().__init__(f"{where}: {problem}")
 
 
 class UnsafeTextError(TetherError):

@@ -51,6 +51,7 @@ from tether.store.provenance import (
     source_digest,
 )
 from tether.store.results import CompileResults
+from tether.textfile import read_text
 
 GIT_TIMEOUT_S = 10.0
 
@@ -170,7 +171,7 @@ class KernelDiff:
         # commit's version: the judged tree may be a snapshot of the index, not the work tree.
         for rel in self.files:
             path = self.root / rel
-            now = path.read_text(encoding="utf-8") if path.is_file() else None
+            now = read_text(path, rel) if path.is_file() else None
             try:
                 then = _git(self.git_root, "show", f"{sha}:{self.prefix}{rel}")
             except GitUnavailable:
@@ -204,7 +205,7 @@ class KernelDiff:
         """The jitted kernels the checkout's ``rel`` defines, parsed once per KernelDiff."""
         if rel not in self._defined:
             path = self.root / rel
-            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+            text = read_text(path, rel) if path.is_file() else ""
             self._defined[rel] = jitted_kernels(text) if text else set()
         return self._defined[rel]
 

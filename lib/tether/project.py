@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tether.arch import ARCH_RE
-from tether.errors import NotAProjectError, UsageError
+from tether.errors import NotAProjectError, OSFailure, UsageError
+from tether.textfile import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,6 +33,9 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 CONFIG_FILE = "pyproject.toml"
 TABLE = "tool.tether"
+# Where `tether legacy` records the runs that predate signed evidence ([tool.tether.signing]
+# legacy overrides it).
+DEFAULT_LEGACY = ".tether/legacy_runs.toml"
 # Keys of [tool.tether] and its sub-tables; anything else is a typo and refused by name.
 _KEYS = {
     "": {
@@ -60,7 +64,7 @@ _KEYS = {
         "subjects",
         "support_names",
     },
-    "signing": {"allowed_signers", "require"},
+    "signing": {"allowed_signers", "require", "legacy"},
     "summary": {"rows"},
 }
 
@@ -95,6 +99,9 @@ class Project:
     # signatures count, and whether cited evidence must carry one (tether.store.signing).
     allowed_signers: Path | None = None
     require_signed: bool = False
+    # The runs recorded as legacy (unsigned, measured before signatures were required): never
+    # cited under require (tether.store.evidence). Written by `tether legacy`.
+    legacy_runs: Path | None = None
     # Python files declaring POLICY, GATES, COMPILE_GATES (data the check judges), read in
     # order: routing thresholds beside the kernels they route to, gates where setting them
     # changes no kernel source. [tool.tether] policy may name one file or a list.
@@ -334,7 +341,7 @@ def load(root: Path) -> Project:
     root = Path(root).resolve()
     path = root / CONFIG_FILE
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path))
     except FileNotFoundError:
         raise UsageError(f"{path}: not found; a tether project declares [{TABLE}] there") from None
     except tomllib.TOMLDecodeError as exc:
@@ -365,6 +372,7 @@ def load(root: Path) -> Project:
             f"{path}: [{TABLE}.signing] require = true needs allowed_signers, the file that "
             "says whose signatures count"
         )
+    legacy = _opt_str(signing.get("legacy"), "signing.legacy", path) or DEFAULT_LEGACY
     templated = _region_templates(render.get("region_templates"), path)
 
     def under(name: str, default: str) -> Path:
@@ -445,6 +453,7 @@ def load(root: Path) -> Project:
         if allowed
         else None,
         require_signed=require,
+        legacy_runs=_inside(root, legacy, "signing.legacy", path),
     )
 
 
@@ -458,9 +467,9 @@ def find_root(start: Path | None = None) -> Path:
         path = cand / CONFIG_FILE
         if path.is_file():
             try:
-                text = path.read_text(encoding="utf-8")
-            except OSError:
-                continue
+                text = read_text(path)
+            except (OSError, OSFailure):
+                continue  # unreadable here: look further up (a binary one is this one's error)
             try:
                 data = tomllib.loads(text)
             except tomllib.TOMLDecodeError as exc:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from tether import project
 from tether.bench.sweep import record_of
 from tether.errors import RunFileError, UsageError, WrongVendorError
 from tether.gpus import visible_gpus
@@ -32,6 +33,7 @@ from tether.guard.idle import detect_vendor
 from tether.pytest_plugin import FAILURES_ENV, SUMMARY_ENV, read_failures, read_routed_summary
 from tether.store import GuardRecord, new_run, write_run
 from tether.store.results import VerifyResults
+from tether.store.signing import configured_signer, sign_written
 
 VENDORS = ("auto", "cuda", "rocm")
 DEFAULT_SUITE = "validate"
@@ -216,6 +218,7 @@ def run_verify(
         print(f"[verify-{vendor}] NOT MEASURED: {exc} (recorded {path})", file=out)
         raise
     vendor = resolved
+    configured_signer()  # a signing key set wrongly is said before the suite runs
     if vendor == "cpu" and off_target_store is not None:
         store = off_target_store
         print(f"[verify-cpu] no GPU on this host: the run goes to {store}", file=err)
@@ -309,6 +312,7 @@ def run_verify(
         root=root,
     )
     path = write_run(run, store)
+    sign_written(path, run.digest, project.get(root).allowed_signers)
     for f in failures[:MAX_PRINTED_FAILURES]:
         first = (f["message"].splitlines() or [""])[0]
         print(f"[{tag}] failed: {f['nodeid']} ({f['when']}): {first}", file=out)

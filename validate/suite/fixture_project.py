@@ -35,6 +35,7 @@ def fixture_project(
     doc_arches: Iterable[str] = ("sm90", "gfx942", "gfx950", "gfx1151"),
     headline: str | None = "prefill-vs-sdpa",
     scan_exclude: Iterable[str] = (),
+    data: Mapping[str, str] | None = None,
     extra: str = "",
 ) -> Path:
     """Write a FIXTURE ``pyproject.toml`` for tether under ``root``; returns ``root``."""
@@ -77,6 +78,10 @@ def fixture_project(
     ]
     if figures:
         lines.append(f"figures = {json.dumps(figures)}")
+    if data:
+        lines.append(
+            "data = {" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in data.items()) + "}"
+        )
     lines.append(f"regions = {_toml_list(regions)}")
     lines += ["", "[tool.tether.scan]", f"exclude = {_toml_list(scan_exclude)}", "", extra]
     (root / "pyproject.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")

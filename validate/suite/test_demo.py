@@ -176,3 +176,40 @@ def test_the_cpu_demo_run_twice_compares_without_differences(
     assert "provisional: the band rests on 1 run" in texts[0]
     assert runs[0].evidence_grade and runs[1].evidence_grade  # the demo holds the guard
     assert "provisional: the band rests on" not in texts[1]
+
+
+def test_ctrl_c_in_the_demos_closing_idle_check_keeps_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The demo measured on a bare Bench: a Ctrl-C while the guard took its closing idle
+    # snapshot threw the complete run away (no run written, exit 130).
+    import os
+    import signal
+
+    from tether import registry
+    from tether.bench.engine import TimingPolicy
+    from tether.bench.sweep import Target
+    from tether.guard.api import Holding
+
+    toy = TimingPolicy(min_sample_s=2e-4, min_reps=3, max_reps=3, warmup_calls=1)
+    monkeypatch.setattr(
+        Target, "detect", staticmethod(lambda index=None: Target("cpu", "cpu", "cpu: test"))
+    )
+    reg = registry.load(["tether_kernels_plugin"])
+    sweep = reg.get_sweep("cpu-demo")
+    monkeypatch.setitem(reg.sweeps, "cpu-demo", sweep.replace(timing=toy))
+    real = Holding.recheck
+
+    def ctrl_c_then_look(self: Holding, full: bool = True) -> object:
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(self, full)
+
+    monkeypatch.setattr(Holding, "recheck", ctrl_c_then_look)
+    scratch = tmp_path / "s"
+    out, err = io.StringIO(), io.StringIO()
+    rc = main(["--root", str(ROOT), "demo", "--scratch", str(scratch)], out, err)
+    assert rc == 128 + signal.SIGINT, err.getvalue()
+    (run,) = load_store(scratch / "results")
+    assert run.status == "ok" and len(run.cells) == len(sweep.keys())
+    assert run.guard.after is not None
+    assert run.guard.after["interrupted"] == {"signal": "SIGINT", "arrived": "during"}

@@ -9,8 +9,11 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -238,3 +241,32 @@ def test_verify_on_a_host_without_gpu_records_in_scratch(
     assert not (project / "results").exists()
     assert len(list((project / "scratch" / "results").rglob("*.json"))) == 1
     assert "no GPU on this host" in err
+
+
+@pytest.mark.parametrize(
+    "signum",
+    [
+        pytest.param(signal.SIGINT, id="SIGINT"),
+        pytest.param(signal.SIGTERM, id="SIGTERM"),
+        pytest.param(signal.SIGHUP, id="SIGHUP"),
+    ],
+)
+def test_hold_forwards_each_stop_signal_to_its_command(
+    tmp_path: Path, guard_env: dict[str, str], signum: int
+) -> None:
+    # The command traps the signal and exits 7 only if it arrived: a guard that does not
+    # forward it (SIGHUP was not) dies of it itself, and its command never hears of it.
+    ready = tmp_path / "ready"
+    script = f"trap 'exit 7' {signal.Signals(signum).name[3:]}; touch {ready}; sleep 30 & wait"
+    guard = subprocess.Popen(
+        [sys.executable, "-m", "tether", "--root", str(ROOT), "--store", str(tmp_path / "s"),
+         "guard", "--hold", "--target", "cpu", "--", "sh", "-c", script],
+        env=guard_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert guard.poll() is None and time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    guard.send_signal(signum)
+    _, err = guard.communicate(timeout=60)
+    assert guard.returncode == 7, err.decode()

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tether import registry
-from tether.bench.sweep import Bench, Target
+from tether.bench.sweep import Target
 from tether.errors import RunFileError, UsageError
 from tether.guard.api import acquire
 from tether.render import write_all
 from tether.stats import MIN_RUNS, aggregate, judge
+from tether.stopping import SafeBench, StopSignals
 from tether.store.io import load_run, store_files
+from tether.store.signing import configured_signer
 
 KEEP_SCRATCH_RUNS = 5  # per (kind, name, arch): enough to compare the last few demos
 LISTED_CELLS = 12  # a map this small is listed cell by cell; a larger one by its extremes
@@ -64,17 +66,29 @@ def run_demo(
 ) -> DemoResult:
     """Run the demo sweep for this host under the guard and render docs from its store."""
 
+    configured_signer()  # a signing key set wrongly is said before anything is measured
     reg = registry.for_project(project)
     target = target or Target.detect()
     on_cpu = target.device == "cpu"
     sweep = demo_sweep(reg, on_cpu, project.headline)
-    with acquire(
-        target="cpu" if on_cpu else "auto",
-        wait_s=wait_s,
-        purpose=f"tether demo {sweep.name}",
-        err=err,
-    ) as holding:
-        run = Bench(project.root, store, reg, target, holding=holding, err=err).sweep(sweep)
+    # As every measuring verb: a stop signal writes the cells measured so far, and one after
+    # the last cell waits until the run is on disk (tether.stopping). A bare Bench lost the
+    # whole run to a Ctrl-C in the guard's closing idle check.
+    with StopSignals() as sigs:
+        try:
+            with acquire(
+                target="cpu" if on_cpu else "auto",
+                wait_s=wait_s,
+                purpose=f"tether demo {sweep.name}",
+                err=err,
+            ) as holding:
+                bench = SafeBench(
+                    project.root, store, reg, target, holding=holding, err=err, signals=sigs
+                )
+                run = bench.sweep(sweep)
+            sigs.release()
+        except KeyboardInterrupt as exc:
+            raise sigs.as_raised(exc) from None
     written: list[Path] = []
     if docs is not None:
         written = list(write_all(project.root, store, out_root=docs))

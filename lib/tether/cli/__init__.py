@@ -12,6 +12,8 @@ Verbs (``tether VERB --help`` for each):
   collect                 merge the nightly's per-host runs, then render and check
   compile                 compile every kernel variant per arch with no GPU (compile runs)
   sign                    sign runs with a host's SSH key (ssh-keygen -Y sign, as git does)
+  legacy                  record the store's unsigned runs as legacy (never cited once
+                          [tool.tether.signing] require is true)
   init                    set up tether in an existing repository (config, plugin, template)
 
 Global options (--root, --store, --debug) work before or after the verb. Exit codes: 0 ok,
@@ -69,6 +71,7 @@ VERB_MODULES: dict[str, str] = {
     "compare": "tether.cli.compare",
     "compile": "tether.cli.compile",  # compile evidence, no GPU
     "sign": "tether.cli.sign",  # a measuring host signs its runs
+    "legacy": "tether.cli.legacy",  # record unsigned runs as legacy (never cited under require)
     "init": "tether.cli.init",  # adopt tether in an existing repository
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(VERB_MODULES.values()))

@@ -20,6 +20,7 @@ from tether.errors import NotRunHereError
 from tether.guard.api import HostUnavailable, acquire
 from tether.guard.hold import write_not_measured
 from tether.store.io import preflight
+from tether.store.signing import configured_signer
 
 # Timing knobs: option -> TimingPolicy field (see tether.bench.engine.TimingPolicy).
 KNOBS = {
@@ -67,6 +68,7 @@ def bench_for(
     # Before the host is held and anything measured: a store that cannot take the run
     # (read-only, full, another user's) is found now, not after the whole grid.
     preflight(ctx.store)
+    configured_signer()  # a signing key set wrongly is said now, not after the grid
     reg = registry.for_project(ctx.project)
     target = Target.detect(getattr(args, "device", None))
     if needs_gpu and target.device == "cpu":

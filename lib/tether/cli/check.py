@@ -49,7 +49,12 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
         # The store travels with the snapshot when it lies in the project; a --store outside
         # it is judged as given.
         findings = run_check(
-            snap.root, snap.moved(store, ctx.root), diffs, full=args.full, where=snap.where
+            snap.root,
+            snap.moved(store, ctx.root),
+            diffs,
+            full=args.full,
+            where=snap.where,
+            err=ctx.err,
         )
     if args.since:
         # Append-only is a question for git about the repository itself, not the snapshot.

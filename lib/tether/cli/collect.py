@@ -43,10 +43,10 @@ def _collect(args: argparse.Namespace, ctx: Context) -> int:
     )
     if args.no_render:
         return 0
-    for rel in write_all(ctx.root, ctx.store):
+    for rel in write_all(ctx.root, ctx.store, err=ctx.err):
         print(f"rendered {rel}", file=ctx.out)
     diffs: list[str] = []
-    findings = run_check(ctx.root, ctx.store, diffs)
+    findings = run_check(ctx.root, ctx.store, diffs, err=ctx.err)
     for finding in findings:
         print(finding, file=ctx.out)
     return 1 if findings else 0

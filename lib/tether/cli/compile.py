@@ -20,6 +20,7 @@ from tether.freshness import CompileFreshness, fresh_compile_run
 from tether.render.compiled import compile_gates
 from tether.store import load_store, write_run
 from tether.store.results import CompileResults
+from tether.store.signing import configured_signer, sign_written
 
 
 def register(sub: Subparsers) -> None:
@@ -62,6 +63,7 @@ def _compile(args: argparse.Namespace, ctx: Context) -> int:
             "compile: no compiler registered by this project's plugins "
             "(a plugin registers one with tether.registry.compiler)"
         )
+    configured_signer()  # a signing key set wrongly is said before minutes of compiling
     runs = load_store(ctx.store)
     for engine in compilers:
         _compile_with(engine, args, ctx, runs)
@@ -91,6 +93,9 @@ def _compile_with(engine: Any, args: argparse.Namespace, ctx: Context, runs: lis
             continue
         run = engine.compile_arch(arch, ctx.root, workers=args.workers or None, err=ctx.err)
         path = write_run(run, ctx.store)
+        signed = sign_written(path, run.digest, ctx.project.allowed_signers)
+        if signed is not None:
+            print(f"compile {arch}: signed {signed}", file=ctx.out)
         r = CompileResults.from_json(run.results, path)
         print(
             f"compile {arch}: {r.variants} variants, {r.spills_total} registers spilled "

@@ -62,7 +62,7 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
     out_root: Path | None = args.out.resolve() if args.out else None
     where = out_root or ctx.root
     refuse_empty_store(ctx, store, where)
-    changed = write_all(ctx.root, store, out_root=out_root)
+    changed = write_all(ctx.root, store, out_root=out_root, err=ctx.err)
     for rel in changed:
         print(f"rendered {where / rel}", file=ctx.out)
     if not changed:

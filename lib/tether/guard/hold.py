@@ -1,9 +1,9 @@
 """``tether guard --hold -- CMD``: run a command while holding the host.
 
 CMD runs in its own process group with the lock descriptor inherited (pass_fds), so a guard
-killed with SIGKILL leaves the host locked until CMD and its children are gone. SIGINT and
-SIGTERM sent to the guard are forwarded to CMD's group; the guard then waits for CMD and exits
-with its status. When the host cannot be had in time a ``not_measured`` verify run is written
+killed with SIGKILL leaves the host locked until CMD and its children are gone. SIGINT,
+SIGTERM and SIGHUP sent to the guard are forwarded to CMD's group; the guard then waits for
+CMD and exits with its status. When the host cannot be had in time a ``not_measured`` verify run is written
 (so the docs can say "not measured" instead of going quiet) and HostBusyError -> exit 75.
 """
 
@@ -27,6 +27,11 @@ from tether.guard.lock import ENV_HELD, held_env
 from tether.store import new_run, write_run
 from tether.store.model import GuardRecord
 from tether.store.safe import sanitize
+
+# The signals that stop a measurement and still record what it did: the guard forwards them to
+# its command (a closed terminal's SIGHUP as well as Ctrl-C and a scheduler's SIGTERM), and the
+# bench writes the cells measured so far on each (tether.stopping).
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def safe_reason(text: str, limit: int = 480) -> str:
@@ -143,7 +148,7 @@ def run_held(
 
         # signal handlers can only be installed from the main thread
         main = threading.current_thread() is threading.main_thread()
-        sigs = (signal.SIGINT, signal.SIGTERM) if main else ()
+        sigs = STOP_SIGNALS if main else ()
         old = {s: signal.signal(s, forward) for s in sigs}
         try:
             rc = child.wait()

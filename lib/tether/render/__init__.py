@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import tomllib
 
@@ -17,10 +17,13 @@ from tether.errors import UsageError
 from tether.render.context import build_context, load_runs
 from tether.render.env import BUILTIN_PREFIX, TemplateError, make_env, render_template
 from tether.render.figures import FigureSpec, embedded_digest
+from tether.render.outlock import tree_lock
 from tether.render.regions import RegionError
 from tether.render.summary import summary_context
 from tether.render.tables import table_context
 from tether.render.targets import figure_specs, render_files, render_regions
+from tether.store.evidence import citable, signing_summary
+from tether.textfile import read_text
 
 __all__ = [
     "FigureSpec",
@@ -43,6 +46,7 @@ def extra_context(runs: Any, context: dict[str, Any], proj: Any) -> dict[str, An
         **table_context(runs, context),
         **summary_context(context, proj.summary_rows, proj.headline),
         "data": render_data(proj),
+        "signing": signing_summary(proj.root, runs),
     }
 
 
@@ -55,10 +59,10 @@ def render_data(proj: Any) -> dict[str, Any]:
     for name, rel in proj.render_data.items():
         path = proj.root / rel
         try:
-            out[name] = tomllib.loads(path.read_text(encoding="utf-8"))
+            out[name] = tomllib.loads(read_text(path, rel))
         except FileNotFoundError:
             raise UsageError(f"{rel}: [tool.tether.render] data {name!r} names no file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"{rel}: render data {name!r} is not valid TOML: {exc}") from None
     return out
 
@@ -68,7 +72,8 @@ def render_builtin(root: Path, store: Path | Any, name: str) -> str:
     context, written nowhere (``tether render --pr-comment``)."""
 
     root = Path(root)
-    runs = load_runs(store)
+    # Under [tool.tether.signing] require, only runs signed by an allowed signer are cited.
+    runs = citable(root, load_runs(store))
     context = build_context(root, runs)
     proj = project.get(root)
     context.update(extra_context(runs, context, proj))
@@ -82,7 +87,8 @@ def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict
     ``store`` is a results folder (loaded and validated here) or an already loaded store.
     """
     root = Path(root)
-    runs = load_runs(store)
+    # Under [tool.tether.signing] require, only runs signed by an allowed signer are cited.
+    runs = citable(root, load_runs(store))
     context = build_context(root, runs)
 
     proj = project.get(root)
@@ -107,15 +113,26 @@ def render_all(root: Path, store: Path | Any) -> dict[Path, bytes]:
     return dict(sorted(out.items()))
 
 
-def write_all(root: Path, store: Path | Any, out_root: Path | None = None) -> list[Path]:
+def write_all(
+    root: Path, store: Path | Any, out_root: Path | None = None, err: TextIO | None = None
+) -> list[Path]:
     """Write every target whose content changed under ``out_root`` (default ``root``).
 
     Everything is rendered before anything is written, so a failing template leaves every
     file as it was. Figures under docs/figures/ that no target produces any more are removed.
     Returns the paths written or removed, relative to the output root.
+
+    The output tree's lock (``tether.render.outlock``) is held from the first read to the
+    last write: renders serialize (the second renders from what the first wrote, region files
+    included), and no check reads the tree half written. ``err``: where waiting is said.
     """
     root = Path(root)
     dest = Path(out_root) if out_root is not None else root
+    with tree_lock(root, dest, err=err):
+        return _write_all(root, store, dest)
+
+
+def _write_all(root: Path, store: Path | Any, dest: Path) -> list[Path]:
     rendered = render_all(root, store)
     changed: list[Path] = []
     for rel, data in rendered.items():

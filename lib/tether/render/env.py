@@ -8,11 +8,16 @@ clock or randomness, so the same store always renders to the same bytes.
 from __future__ import annotations
 
 import math
+import os
+import posixpath
+from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
+from jinja2.loaders import split_template_path
 
 from tether.errors import TetherError, UnsafeTextError
+from tether.textfile import read_text
 
 # Characters that would change Markdown structure or inject markup, and their escapes.
 _MD_ESCAPES = {
@@ -105,6 +110,35 @@ BUILTIN_TEMPLATES = Path(__file__).resolve().parent / "templates"
 BUILTIN_PREFIX = "tether/"
 
 
+class TextLoader(jinja2.FileSystemLoader):
+    """jinja2's folder loader, reading through ``tether.textfile``: a template that is not
+    UTF-8, or binary, or that the system refuses to read is an error naming the file (jinja2's
+    own loader lets the UnicodeDecodeError out, which names no file). ``label`` is how
+    messages name the folder."""
+
+    def __init__(self, folder: Path, label: str) -> None:
+        super().__init__(str(folder), encoding="utf-8")
+        self.label = label
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
+        pieces = split_template_path(template)  # refuses ".." out of the folder, as jinja2 does
+        filename = posixpath.join(self.searchpath[0], *pieces)
+        if not os.path.isfile(filename):
+            raise jinja2.TemplateNotFound(template)
+        contents = read_text(filename, posixpath.join(self.label, *pieces))
+        mtime = os.path.getmtime(filename)
+
+        def uptodate() -> bool:
+            try:
+                return os.path.getmtime(filename) == mtime
+            except OSError:
+                return False
+
+        return contents, os.path.normpath(filename), uptodate
+
+
 def make_env(templates: Path, label: str | None = None) -> jinja2.Environment:
     """The strict environment over the folder ``templates`` (the project's configured
     ``templates``), plus tether's built-in partials under ``tether/``. ``label`` is how messages
@@ -116,9 +150,13 @@ def make_env(templates: Path, label: str | None = None) -> jinja2.Environment:
         loader=jinja2.ChoiceLoader(
             [
                 jinja2.PrefixLoader(
-                    {BUILTIN_PREFIX.rstrip("/"): jinja2.FileSystemLoader(str(BUILTIN_TEMPLATES))}
+                    {
+                        BUILTIN_PREFIX.rstrip("/"): TextLoader(
+                            BUILTIN_TEMPLATES, f"tether's built-in {BUILTIN_PREFIX.rstrip('/')}"
+                        )
+                    }
                 ),
-                jinja2.FileSystemLoader(str(templates), encoding="utf-8"),
+                TextLoader(templates, label),
             ]
         ),
         undefined=jinja2.StrictUndefined,

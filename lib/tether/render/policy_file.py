@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tether import project
+from tether.errors import OSFailure
 from tether.policy import Gate, Threshold, TunedChoice
 from tether.render.env import TemplateError
 from tether.store.provenance import source_digest
+from tether.textfile import decode_text
 
 __all__ = ["EMPTY", "PolicyData", "policy", "policy_module_data", "tuned_choices"]
 
@@ -63,7 +65,7 @@ def policy_module_data(root: Path) -> PolicyData | None:
     paths = proj.policies or ((proj.policy,) if proj.policy is not None else ())
     if not paths:
         return None
-    found = [_one_file(path) for path in paths]
+    found = [_one_file(path, proj.rel(path)) for path in paths]
     # Each part (POLICY, GATES, ...) of every file, concatenated in the files' order.
     return PolicyData(*(tuple(x for one in part for x in one) for part in zip(*found, strict=True)))
 
@@ -73,10 +75,14 @@ def tuned_choices(root: Path) -> tuple[TunedChoice, ...]:
     return (policy_module_data(root) or EMPTY).tuned
 
 
-def _one_file(path: Path) -> PolicyData:
+def _one_file(path: Path, label: str) -> PolicyData:
     if not path.is_file():
         raise TemplateError(f"{path}: the project's policy file is missing")
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise OSFailure(label, "read it", exc) from None
+    decode_text(raw, label)  # not text: the file's error, named, before Python is asked
     for name, module in list(sys.modules.items()):
         # This loader's own loads (below) are never what a caller imported or patched: one
         # found first would hide the imported module of the same code (its tests' patches).
@@ -98,7 +104,11 @@ def _one_file(path: Path) -> PolicyData:
             raise TemplateError(f"{path}: cannot load the policy module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses resolve their module through sys.modules
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            del sys.modules[name]
+            raise TemplateError(f"{label}:{exc.lineno}: not valid Python: {exc.msg}") from None
         _POLICY_CACHE[key] = _policy_of(module)
     return _POLICY_CACHE[key]
 

@@ -17,6 +17,7 @@ from tether.render import plots
 from tether.render.env import TemplateError, render_template
 from tether.render.figures import FigureSpec, inputs_digest
 from tether.render.regions import RegionError, find_regions, replace_regions, syntax_for
+from tether.textfile import read_text
 
 THRESHOLD_TEMPLATE = "policy_threshold.py.j2"
 GATE_TEMPLATE = "policy_gate.py.j2"
@@ -121,10 +122,11 @@ def _check_python_region(path: str, region: str, body: str) -> None:
 TUNE_PREFIX = "tune-"
 
 
-def read_text_exact(path: Path) -> str:
+def read_text_exact(path: Path, label: str | None = None) -> str:
     """The file's text with its line endings as they are (``read_text`` would turn CRLF into
-    LF, and a render would then rewrite every line of a CRLF file)."""
-    return path.read_bytes().decode("utf-8")
+    LF, and a render would then rewrite every line of a CRLF file); a file that is not UTF-8
+    text is a TextFileError naming ``label`` (default: the path)."""
+    return read_text(path, label, exact=True)
 
 
 def missing_tune_regions(root: Path, run_ids: set[str]) -> list[tuple[str, str]]:
@@ -136,7 +138,7 @@ def missing_tune_regions(root: Path, run_ids: set[str]) -> list[tuple[str, str]]
         path = root / rel
         if not path.is_file():
             continue
-        for region in find_regions(read_text_exact(path), Path(rel)):
+        for region in find_regions(read_text_exact(path, rel), Path(rel)):
             if region.startswith(TUNE_PREFIX) and region[len(TUNE_PREFIX) :] not in run_ids:
                 found.append((rel, region))
     return found
@@ -158,11 +160,7 @@ def render_regions(
     # Each threshold and gate region belongs in the policy file that declares it; with several
     # policy files, the one holding its marker (the first, which then reports it missing).
     policy_files = [proj.rel(p) for p in (proj.policies or ((proj.policy,) if proj.policy else ()))]
-    texts = {
-        rel: (root / rel).read_text(encoding="utf-8")
-        for rel in policy_files
-        if (root / rel).is_file()
-    }
+    texts = {rel: read_text(root / rel, rel) for rel in policy_files if (root / rel).is_file()}
 
     def home(region: str) -> str:
         needle = f"BEGIN GENERATED: {region} "
@@ -175,7 +173,7 @@ def render_regions(
     for rel in files:
         source = root / rel
         try:
-            text = read_text_exact(source)
+            text = read_text_exact(source, rel)
         except FileNotFoundError as exc:
             raise TemplateError(f"{rel}: declared region file not found") from exc
         declared: dict[str, Any] = {

@@ -14,7 +14,14 @@ around a copied guard record. A host that measures evidence therefore signs each
 
 With ``[tool.tether.signing] require = true`` the check fails on a cited run that is
 unsigned, signed by a key the file does not allow, or whose signature does not match its
-digest. Nothing here needs a GPU or a network: only python and ssh-keygen.
+digest (and no document cites such a run: tether.store.evidence). Nothing here needs a GPU or
+a network: only python and ssh-keygen.
+
+A host that measures signs as it writes when it is given a key: ``TETHER_SIGNING_KEY`` (the
+private key file) and ``TETHER_SIGNING_PRINCIPAL`` (its name in the allowed-signers file) make
+the measuring verbs, ``tether verify`` and ``tether compile`` sign each run they write
+(``sign_written``), with the same function ``tether sign`` uses. A key is the host's, never the
+project's, so it is named by the environment, not by pyproject.toml.
 
 What a document shows (``signature_label``) is read from the sidecar alone, in pure Python
 (the signing key's type and SHA256 fingerprint, as ``ssh-keygen -l`` prints it), so rendering
@@ -281,3 +288,46 @@ def sign_run_file(
                     f"{allowed}; add the key's public half there under that name"
                 )
     return write_bytes_once(sidecar(run_path), armored.encode("ascii"))
+
+
+# -- the host's own key: signing as runs are written -----------------------------------------
+
+ENV_KEY = "TETHER_SIGNING_KEY"
+ENV_PRINCIPAL = "TETHER_SIGNING_PRINCIPAL"
+
+
+@dataclass(frozen=True)
+class Signer:
+    """The key this host signs its runs with, and its name in the allowed-signers file."""
+
+    key: Path
+    principal: str
+
+
+def configured_signer() -> Signer | None:
+    """The signer the environment names (``TETHER_SIGNING_KEY``, ``TETHER_SIGNING_PRINCIPAL``),
+    or None when no key is set. Checked before anything is measured: a key that is set but
+    missing, or set without its principal, is a SigningError, not a run left unsigned."""
+    key = os.environ.get(ENV_KEY, "").strip()
+    if not key:
+        return None
+    principal = os.environ.get(ENV_PRINCIPAL, "").strip()
+    if not principal:
+        raise SigningError(
+            f"{ENV_KEY} is set but {ENV_PRINCIPAL} is not: name the key's principal in the "
+            "allowed-signers file"
+        )
+    if not Path(key).is_file():
+        raise SigningError(f"{ENV_KEY}={key}: no such private key file")
+    keygen()
+    return Signer(Path(key), principal)
+
+
+def sign_written(run_path: Path | None, digest: str, allowed: Path | None) -> Path | None:
+    """Sign the run just written at ``run_path`` with the configured signer (``sign_run_file``:
+    verified against ``allowed`` before the sidecar is written); the sidecar, or None when no
+    signer is configured (or nothing was written)."""
+    signer = configured_signer()
+    if signer is None or run_path is None:
+        return None
+    return sign_run_file(run_path, digest, signer.key, signer.principal, allowed)
