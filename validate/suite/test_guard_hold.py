@@ -270,3 +270,34 @@ def test_hold_forwards_each_stop_signal_to_its_command(
     guard.send_signal(signum)
     _, err = guard.communicate(timeout=60)
     assert guard.returncode == 7, err.decode()
+
+
+def test_a_stop_signal_right_after_the_command_starts_still_reaches_it(
+    private_guard: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The signal lands as the command starts, before run_held's next line: the guard must
+    # keep it and forward it (a loaded CI host sent SIGHUP there, and the command, never told,
+    # ran to its end with status 0). The test's own SIGHUP handler stands in for whatever the
+    # process had before, so a guard that misses the signal fails here instead of dying.
+    from tether.guard import hold
+
+    real_popen = subprocess.Popen
+
+    def popen_then_signal(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        child = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        time.sleep(0.5)  # the child's trap is set by now
+        os.kill(os.getpid(), signal.SIGHUP)
+        return child
+
+    monkeypatch.setattr(hold.subprocess, "Popen", popen_then_signal)
+    previous = signal.signal(signal.SIGHUP, lambda *_: None)
+    try:
+        rc, _ = hold.run_held(
+            ["sh", "-c", "trap 'exit 7' HUP; sleep 5 & wait"],
+            target="cpu",
+            lock_path=private_guard,
+            err=io.StringIO(),
+        )
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert rc == 7

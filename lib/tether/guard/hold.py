@@ -137,20 +137,32 @@ def run_held(
             fds = (held.lock.fd,)
         else:
             env[ENV_HELD] = os.environ.get(ENV_HELD, "")
-        try:
-            child = subprocess.Popen(list(cmd), env=env, pass_fds=fds, start_new_session=True)
-        except OSError as exc:
-            raise UsageError(f"guard --hold: cannot run {cmd[0]!r}: {exc.strerror}") from exc
+        # The handlers go in before the command starts: a stop signal that came between the
+        # start and the handlers reached no one (the command ran on to its end, its status 0,
+        # as a loaded CI host showed), so one that comes before the child exists is kept and
+        # forwarded as soon as it does.
+        started: list[subprocess.Popen[bytes]] = []
+        pending: list[int] = []
 
         def forward(signum: int, _frame: FrameType | None) -> None:
+            if not started:
+                pending.append(signum)
+                return
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signum)
+                os.killpg(started[0].pid, signum)
 
         # signal handlers can only be installed from the main thread
         main = threading.current_thread() is threading.main_thread()
         sigs = STOP_SIGNALS if main else ()
         old = {s: signal.signal(s, forward) for s in sigs}
         try:
+            try:
+                child = subprocess.Popen(list(cmd), env=env, pass_fds=fds, start_new_session=True)
+            except OSError as exc:
+                raise UsageError(f"guard --hold: cannot run {cmd[0]!r}: {exc.strerror}") from exc
+            started.append(child)
+            for signum in pending:
+                forward(signum, None)
             rc = child.wait()
         finally:
             for s, h in old.items():
