@@ -28,6 +28,7 @@ from tether_kernels import gates, policy
 
 from validate.suite.fixture_project import fixture_project, run_cli
 from validate.suite.runfactory import make_sweep_run, resealed
+from validate.suite.signing_keys import keypair, require_ssh_keygen
 from validate.suite.test_check import (  # noqa: F401 (checkout: the fixture, used by name)
     POLICY_REGION,
     Checkout,
@@ -39,20 +40,7 @@ from validate.suite.test_check import (  # noqa: F401 (checkout: the fixture, us
 HOST = "fixture-host"
 FORGERIES = ("resealed", "unknown-key", "copied-signature")
 
-if shutil.which("ssh-keygen") is None:
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("ssh-keygen is required under CI to test signed evidence")
-    pytest.skip("ssh-keygen is not on PATH: signatures cannot be made", allow_module_level=True)
-
-
-def _keypair(folder: Path, name: str) -> Path:
-    key = folder / name
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)],
-        check=True,
-        capture_output=True,
-    )
-    return key
+require_ssh_keygen()
 
 
 def _allow(root: Path, key: Path, require: bool = True) -> None:
@@ -123,7 +111,7 @@ class Signed:
 def signed(checkout: Checkout, tmp_path: Path) -> Signed:  # noqa: F811 (the imported fixture)
     keys = tmp_path / "keys"
     keys.mkdir()
-    host, forger = _keypair(keys, "host"), _keypair(keys, "forger")
+    host, forger = keypair(keys, "host"), keypair(keys, "forger")
     _allow(checkout.root, host)
     made = Signed(checkout, host, forger)
     rc, out, err = made.cli("sign", "--key", str(host), "--principal", HOST, "--unsigned")
@@ -267,7 +255,7 @@ def signing_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Pa
     root = fixture_project(tmp_path / "repo", plugins=["tether_kernels_plugin"], headline=None)
     keys = tmp_path / "keys"
     keys.mkdir()
-    key = _keypair(keys, "host")
+    key = keypair(keys, "host")
     _allow(root, key)
     monkeypatch.setenv(ENV_KEY, str(key))
     monkeypatch.setenv(ENV_PRINCIPAL, HOST)

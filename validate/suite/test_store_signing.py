@@ -8,7 +8,6 @@ forger's key that is not.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import replace
@@ -27,24 +26,12 @@ from tether.store.signing import (
 
 from validate.suite.fixture_project import fixture_project, run_cli
 from validate.suite.runfactory import make_sweep_run, resealed
+from validate.suite.signing_keys import keypair, require_ssh_keygen
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "fixture-host"
 
-if shutil.which("ssh-keygen") is None:
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("ssh-keygen is required under CI to test signed evidence")
-    pytest.skip("ssh-keygen is not on PATH: signatures cannot be made", allow_module_level=True)
-
-
-def _keypair(folder: Path, name: str) -> Path:
-    key = folder / name
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)],
-        check=True,
-        capture_output=True,
-    )
-    return key
+require_ssh_keygen()
 
 
 def _render(root: Path) -> None:
@@ -78,8 +65,8 @@ class Project:
 def _project(tmp_path: Path, require: bool = True) -> Project:
     keys = tmp_path / "keys"
     keys.mkdir()
-    host_key = _keypair(keys, "host")
-    forger_key = _keypair(keys, "forger")
+    host_key = keypair(keys, "host")
+    forger_key = keypair(keys, "forger")
     extra = (
         "[tool.tether.signing]\n"
         'allowed_signers = "ci/allowed_signers"\n'
