@@ -39,6 +39,7 @@ from pathlib import Path, PurePosixPath
 
 from tether import project
 from tether.errors import RunFileError, UsageError
+from tether.gitobjects import GitObjectError, reader
 from tether.store import layout
 from tether.store.cite import latest_ok
 from tether.store.history import origin
@@ -74,6 +75,16 @@ def _git(root: Path, *args: str) -> str:
     if done.returncode != 0:
         raise GitUnavailable(done.stderr.strip() or f"git {' '.join(args)} failed")
     return done.stdout
+
+
+def _decoded(raw: bytes | None) -> str | None:
+    """A file's bytes from git as text, as ``git show`` gave it; None when absent or not UTF-8."""
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def jitted_kernels(text: str) -> set[str]:
@@ -162,20 +173,24 @@ class KernelDiff:
 
         if not sha or sha == "unknown":
             return "the run recorded no git commit"
+        cat = reader(self.git_root)
         try:
-            _git(self.git_root, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}")
-        except GitUnavailable as exc:
+            if cat.read(f"{sha}^{{commit}}") is None:
+                return f"git cannot compare commit {sha[:12]} with the checkout (no such commit)"
+        except GitObjectError as exc:
             return f"git cannot compare commit {sha[:12]} with the checkout ({exc})"
         out = []
         # Every declared file, compared as code (docstrings and comments aside) with the
         # commit's version: the judged tree may be a snapshot of the index, not the work tree.
+        # The commit's files come through one cat-file process (tether.gitobjects).
         for rel in self.files:
             path = self.root / rel
             now = read_text(path, rel) if path.is_file() else None
             try:
-                then = _git(self.git_root, "show", f"{sha}:{self.prefix}{rel}")
-            except GitUnavailable:
-                then = None
+                raw = cat.read(f"{sha}:{self.prefix}{rel}")
+            except GitObjectError:
+                raw = None
+            then = _decoded(raw)
             if now is None or then is None or source_digest(now) != source_digest(then):
                 out.append(rel)
                 arches = confined_to(then, now, self.arch_scoped.get(rel, {}))
@@ -326,8 +341,12 @@ class CommitKernels:
         if not sha or sha == "unknown":
             return None
         try:
-            config = _git(self.git_root, "show", f"{sha}:{self.prefix}{project.CONFIG_FILE}")
-        except GitUnavailable:
+            config = _decoded(
+                reader(self.git_root).read(f"{sha}:{self.prefix}{project.CONFIG_FILE}")
+            )
+        except GitObjectError:
+            return None
+        if config is None:
             return None
         with tempfile.TemporaryDirectory(prefix="tether-commit-") as tmp:
             top = Path(tmp)
