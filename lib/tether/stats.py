@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,9 +67,14 @@ class StatsError(TetherError):
 
 
 def median(xs: Sequence[float]) -> float:
-    if not len(xs):
+    """``statistics.median`` of the samples as floats, the same arithmetic without its
+    generic dispatch: a check takes half a million medians."""
+    data = sorted(map(float, xs))
+    n = len(data)
+    if not n:
         raise ValueError("median of no samples")
-    return float(statistics.median(float(x) for x in xs))
+    mid = n // 2
+    return data[mid] if n % 2 else (data[mid - 1] + data[mid]) / 2
 
 
 def _halves(xs: Sequence[float]) -> tuple[Sequence[float], Sequence[float]]:
@@ -243,7 +247,31 @@ def _ratio(cell: Cell) -> float:
     return median(cell.samples["A"]) / median(cell.samples["B"])
 
 
+# (id(run), ids of its siblings) -> (the run, the siblings, its stats): a render and a check
+# judge each run several times over (its section, its trend, the policy, the tuned choices).
+# Identity, not equality, keys it (runs are compared by value, slowly); the entry holds the
+# objects so an id cannot be reused while it is kept.
+_JUDGED: dict[tuple[int, tuple[int, ...]], tuple[Run, tuple[Run, ...], tuple[CellStat, ...]]]
+_JUDGED = {}
+_JUDGED_MAX = 8192
+
+
 def cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:
+    """The cells of a run with roles A, A2 and B, judged and sorted by key (``_cell_stats``),
+    remembered for the same run and siblings."""
+    sibs = tuple(siblings)
+    key = (id(run), tuple(map(id, sibs)))
+    hit = _JUDGED.get(key)
+    if hit is not None and hit[0] is run:
+        return hit[2]
+    stats = _cell_stats(run, sibs)
+    if len(_JUDGED) >= _JUDGED_MAX:
+        _JUDGED.clear()
+    _JUDGED[key] = (run, sibs, stats)
+    return stats
+
+
+def _cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:
     """The cells of a run with roles A, A2 and B, judged and sorted by key.
 
     ``siblings``: other runs of the same sweep, commit and harness; each cell's band then also
