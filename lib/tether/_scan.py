@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tether import project
 from tether._pysource import docstring_owners
@@ -645,10 +646,34 @@ def _under(path: Path, folders: Iterable[Path]) -> bool:
     return any(path.resolve().is_relative_to(f) for f in folders)
 
 
-def scan_tree(root: Path, skip: Iterable[Path] = ()) -> list[Finding]:
-    """Every stray figure or claim word in hand-written text under ``root``."""
+class ScanCache(Protocol):
+    """Findings already known for a file's text under a vocabulary (``tether.checkcache``)."""
+
+    def get(self, rel: str, text: str, vocabulary: str) -> list[Finding] | None: ...
+
+    def put(self, rel: str, text: str, vocabulary: str, findings: list[Finding]) -> None: ...
+
+
+def scan_file(text: str, rel: str, vocab: Vocabulary) -> list[Finding]:
+    """The findings of one hand-written file, by its kind (its suffix)."""
+    if rel.endswith(".py"):
+        return scan_python(text, rel, vocab)
+    if rel.endswith(".md"):
+        return scan_markdown(text, rel, vocab)
+    if rel.endswith(".j2"):
+        return scan_template(text, rel, vocab)
+    return []
+
+
+def scan_tree(
+    root: Path, skip: Iterable[Path] = (), cache: ScanCache | None = None
+) -> list[Finding]:
+    """Every stray figure or claim word in hand-written text under ``root``; ``cache`` gives
+    the findings of a text already scanned under the same [tool.tether.scan] table."""
     skipped = {p.resolve() for p in skip}
     vocab = project_vocabulary(root)
+    # What the vocabulary is made of: the table it is read from (the word lists are code).
+    table = json.dumps(project.get(root).raw.get("scan", {}), sort_keys=True, default=str)
     findings: list[Finding] = []
     for path in scanned_files(root):
         if path.resolve() in skipped:
@@ -657,12 +682,12 @@ def scan_tree(root: Path, skip: Iterable[Path] = ()) -> list[Finding]:
         # A file the scan cannot read is an error, never a file passed unread (a figure typed
         # into a UTF-16 file would otherwise go unjudged) nor a finding a baseline could absorb.
         text = read_text(path, rel)
-        if path.suffix == ".py":
-            findings += scan_python(text, rel, vocab)
-        elif path.suffix == ".md":
-            findings += scan_markdown(text, rel, vocab)
-        elif path.suffix == ".j2":
-            findings += scan_template(text, rel, vocab)
+        known = cache.get(rel, text, table) if cache is not None else None
+        if known is None:
+            known = scan_file(text, rel, vocab)
+            if cache is not None:
+                cache.put(rel, text, table, known)
+        findings += known
     return findings
 
 

@@ -35,12 +35,13 @@ from __future__ import annotations
 import difflib
 import itertools
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tether import project
-from tether._scan import Finding, apply_baseline, scan_tree
+from tether._scan import Finding, ScanCache, apply_baseline, scan_tree
 from tether.atomic import STAMP_FORMAT, utc_stamp
 from tether.errors import SigningError, TetherError, UsageError
 from tether.freshness import (
@@ -58,7 +59,7 @@ from tether.render.outlock import tree_lock
 from tether.render.policy_file import tuned_choices
 from tether.render.targets import missing_tune_regions
 from tether.stats import MIN_RUNS, aggregate, cell_stats, evaluate, rate_of
-from tether.store.audit import load_store_checked
+from tether.store.audit import RunCache, load_store_checked
 from tether.store.cite import StaleFiles, by_id, cited, latest_ok, siblings
 from tether.store.evidence import Barred, barred, citable
 from tether.store.harness import CurrentHarness, is_superseded
@@ -78,11 +79,14 @@ FIX_COMMAND = "tether render"
 
 __all__ = [
     "FIX_COMMAND",
+    "Evidence",
     "Finding",
     "check_compile_evidence",
     "check_gates",
     "check_rendered",
     "check_thresholds",
+    "finish_check",
+    "judge_evidence",
     "load_checked_store",
     "run_check",
 ]
@@ -100,11 +104,13 @@ def _rel(path: object, root: Path) -> str:
         return str(path)
 
 
-def load_checked_store(store: Path, root: Path) -> tuple[Any, list[Finding]]:
+def load_checked_store(
+    store: Path, root: Path, runs_cache: RunCache | None = None
+) -> tuple[Any, list[Finding]]:
     """The loaded store, or None and one finding per bad file (every one, not the first):
     malformed runs, misplaced or misnamed files, links, FIFOs, ids claimed twice."""
 
-    found = load_store_checked(store)
+    found = load_store_checked(store, runs_cache)
     if found.ok:
         return sorted(found.runs, key=lambda r: (r.started, r.id)), []
     findings = []
@@ -673,21 +679,27 @@ def check_future_runs(
     """A run that started in the future of the machine checking it came from a host whose
     clock is wrong (or was forged); it is a finding whether or not it is cited. ("Newest"
     orders by git history first, so such a run cannot win by its stamp: tether.store.cite.)"""
+    return future_runs(((_rel(_run_file(r), root), r.id, r.started) for r in runs), now)
+
+
+def future_runs(
+    started: Iterable[tuple[str, str, str]], now: datetime | None = None
+) -> list[Finding]:
+    """``check_future_runs`` over (file, run id, started stamp) triples."""
     moment = now or datetime.now(timezone.utc)
     findings = []
-    for run in runs:
+    for path, run_id, stamp in started:
         try:
-            started = datetime.strptime(run.started, STAMP_FORMAT).replace(tzinfo=timezone.utc)
+            began = datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=timezone.utc)
         except ValueError:
             continue  # validated at load; unreachable for a loaded run
-        ahead = (started - moment).total_seconds()
+        ahead = (began - moment).total_seconds()
         if ahead > FUTURE_SLACK_S:
-            path = _run_file(run)
             findings.append(
                 Finding(
-                    _rel(path, root),
+                    path,
                     1,
-                    f"run {run.id} started {run.started}, {ahead / 86400:.1f} days in the future "
+                    f"run {run_id} started {stamp}, {ahead / 86400:.1f} days in the future "
                     f"of this machine ({utc_stamp(moment)}): the measuring host's clock is wrong",
                 )
             )
@@ -857,6 +869,20 @@ def check_append_only(root: Path, store: Path, since: str) -> list[Finding]:
 # -- the whole check -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What the check judged of the evidence (the store, the rendered targets, the policy
+    against its runs): a pure function of the judged tree and git's immutable history, so
+    ``tether.checkcache`` may keep it by the content of its inputs. Left out, because they
+    are not such a function: the scan (cached per file), the configuration's plugins (the
+    environment's) and the runs started in the future (the clock's), for which ``started``
+    keeps each run's (file, id, stamp)."""
+
+    findings: tuple[Finding, ...]
+    diffs: tuple[str, ...]
+    started: tuple[tuple[str, str, str], ...]
+
+
 def run_check(
     root: Path,
     store: Path,
@@ -869,6 +895,8 @@ def run_check(
     baseline: bool = True,
     where: str = "on disk",
     err: TextIO | None = None,
+    runs_cache: RunCache | None = None,
+    scan_cache: ScanCache | None = None,
 ) -> list[Finding]:
     """Every finding for the checkout at ``root`` against the store at ``store``, sorted.
 
@@ -877,27 +905,33 @@ def run_check(
     a git revision; run files held at its merge-base with HEAD must be unchanged.
     ``baseline``: leave out the scan findings the project's scan baseline records.
     ``where``: what ``root`` holds, for the diff headers (``Snapshot.where``).
+    ``runs_cache`` and ``scan_cache``: what ``tether.checkcache`` already knows of run files
+    and scanned files by their content (None: judge every file afresh).
 
     The tree is read under the output tree's lock, shared (``tether.render.outlock``): a
     render writing it is waited for (``err`` says so), so the check judges a whole tree.
     """
     with tree_lock(root, shared=True, err=err):
-        return _run_check(root, store, diff_out, policy, gates, full, since, baseline, where)
+        evidence = judge_evidence(root, store, full, where, policy, gates, runs_cache)
+        if diff_out is not None:
+            diff_out.extend(evidence.diffs)
+        return finish_check(root, evidence, since, baseline, scan_cache, store)
 
 
-def _run_check(
+def judge_evidence(
     root: Path,
     store: Path,
-    diff_out: list[str] | None,
-    policy: Iterable[Threshold] | None,
-    gates: Iterable[Gate] | None,
-    full: bool,
-    since: str | None,
-    baseline: bool,
-    where: str,
-) -> list[Finding]:
-    diffs = diff_out if diff_out is not None else []
-    loaded, findings = load_checked_store(store, root)
+    full: bool = False,
+    where: str = "on disk",
+    policy: Iterable[Threshold] | None = None,
+    gates: Iterable[Gate] | None = None,
+    runs_cache: RunCache | None = None,
+) -> Evidence:
+    """The store loaded and validated, the targets re-rendered and diffed, and the policy,
+    gates, tuned choices and compile runs judged against the runs they cite."""
+    diffs: list[str] = []
+    loaded, findings = load_checked_store(store, root, runs_cache)
+    runs: list[Run] = []
     if loaded is not None:
         bar, found = _barred(root, loaded)
         findings += found
@@ -911,8 +945,8 @@ def _run_check(
         except TetherError as exc:
             # A broken marker or template stops the render; report it among the other findings
             # so the scan and the policy checks below still run.
-            where = _rel(getattr(exc, "path", project.get(root).templates), root)
-            findings.append(Finding(where, 1, f"cannot render: {exc}"))
+            place = _rel(getattr(exc, "path", project.get(root).templates), root)
+            findings.append(Finding(place, 1, f"cannot render: {exc}"))
         else:
             findings += check_rendered(root, expected, diffs, matched, where)
             findings += check_signatures(root, cited_ids(runs, expected))
@@ -929,14 +963,31 @@ def _run_check(
         findings += check_front_page(root, runs, stale)
         findings += check_gates(root, the_gates, runs, current, bar)
         findings += check_compile_evidence(root, runs)
-        findings += check_future_runs(root, runs)
         findings += check_recorded_commits(root, runs)
         the_tuned = tuned_choices(root)
         findings += check_tuned_choices(root, the_tuned, runs, current, stale)
         findings += check_timing_freshness(root, runs, the_policy, the_gates, the_tuned, stale)
+    started = tuple((_rel(_run_file(r), root), r.id, r.started) for r in runs)
+    return Evidence(tuple(findings), tuple(diffs), started)
+
+
+def finish_check(
+    root: Path,
+    evidence: Evidence,
+    since: str | None = None,
+    baseline: bool = True,
+    scan_cache: ScanCache | None = None,
+    store: Path | None = None,
+) -> list[Finding]:
+    """``evidence``'s findings with what is judged afresh on every check: runs started in the
+    future of this machine's clock, the append-only rule (``since``, with ``store``), the scan
+    of hand-written text less the baseline, and the configuration."""
+    findings = list(evidence.findings)
+    findings += future_runs(evidence.started)
     if since is not None:
+        assert store is not None, "the append-only rule needs the store"
         findings += check_append_only(root, store, since)
-    scanned = scan_tree(root)
+    scanned = scan_tree(root, cache=scan_cache)
     if baseline:
         scanned = apply_baseline(root, scanned)
     findings += scanned

@@ -48,11 +48,12 @@ class Snapshot:
         return self.root / rel
 
 
-def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+def _git(cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> str:
     try:
         done = subprocess.run(
             ["git", *args],
             cwd=cwd,
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT_S,
@@ -83,7 +84,7 @@ def git_toplevel(root: Path) -> Path | None:
     return Path(done.stdout.strip()).resolve()
 
 
-def _index_env(top: Path) -> dict[str, str]:
+def index_env(top: Path) -> dict[str, str]:
     """The environment for git, with a relative GIT_INDEX_FILE (hooks get one) made absolute
     against the work tree's top, where git resolves it."""
     env = dict(os.environ)
@@ -94,9 +95,18 @@ def _index_env(top: Path) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def snapshot(root: Path, *, rev: str | None = None, worktree: bool = False) -> Iterator[Snapshot]:
+def snapshot(
+    root: Path,
+    *,
+    rev: str | None = None,
+    worktree: bool = False,
+    leave_out: tuple[str, ...] = (),
+) -> Iterator[Snapshot]:
     """The project at ``root`` as committed: the index, ``rev``'s tree, or (``worktree``)
-    the folder itself; the temp copy is removed on exit."""
+    the folder itself; the temp copy is removed on exit. ``leave_out``: folders (paths from
+    the repository's top) not written into the copy, for a check that already knows what they
+    hold by their blob ids (``tether.checkcache``: a store of thousands of runs is most of the
+    copy's cost)."""
     root = Path(root).resolve()
     if worktree:
         if rev is not None:
@@ -112,7 +122,7 @@ def snapshot(root: Path, *, rev: str | None = None, worktree: bool = False) -> I
     prefix = root.relative_to(top)
     with tempfile.TemporaryDirectory(prefix="tether-check-") as tmp:
         tree = Path(tmp) / "tree"
-        env = _index_env(top)
+        env = index_env(top)
         if rev is not None:
             try:
                 sha = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{tree}}").strip()
@@ -123,7 +133,22 @@ def snapshot(root: Path, *, rev: str | None = None, worktree: bool = False) -> I
             what = f"revision {rev}"
         else:
             what = "the index"
-        _git(top, "checkout-index", "--all", "--force", f"--prefix={tree}/", env=env)
+        if leave_out:
+            names = _git(top, "ls-files", "-z", env=env).split("\0")
+            skip = tuple(folder.rstrip("/") + "/" for folder in leave_out)
+            kept = "".join(n + "\0" for n in names if n and not n.startswith(skip))
+            _git(
+                top,
+                "checkout-index",
+                "--force",
+                "--stdin",
+                "-z",
+                f"--prefix={tree}/",
+                env=env,
+                stdin=kept,
+            )
+        else:
+            _git(top, "checkout-index", "--all", "--force", f"--prefix={tree}/", env=env)
         inside = tree / prefix
         _configured(inside, root, prefix / project.CONFIG_FILE, what, staged=rev is None)
         # The copy has no .git: its runs are ordered by the repository's own history.

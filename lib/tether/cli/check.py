@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
+from tether import checkcache
 from tether._scan import scan_tree, write_baseline
-from tether.check import FIX_COMMAND, check_append_only, run_check
+from tether.check import FIX_COMMAND, check_append_only
 from tether.cli import Context, Subparsers
-from tether.snapshot import snapshot
 
 CHECK_DESCRIPTION = """\
 Fail when the rendered docs, the store or the policy have drifted. Read-only, no GPU.
@@ -43,19 +43,17 @@ def _write_baseline(ctx: Context) -> int:
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
     if args.baseline:
         return _write_baseline(ctx)
-    diffs: list[str] = []
     store = ctx.read_store()
-    with snapshot(ctx.root, rev=args.rev, worktree=args.worktree) as snap:
-        # The store travels with the snapshot when it lies in the project; a --store outside
-        # it is judged as given.
-        findings = run_check(
-            snap.root,
-            snap.moved(store, ctx.root),
-            diffs,
-            full=args.full,
-            where=snap.where,
-            err=ctx.err,
-        )
+    outcome = checkcache.check(
+        ctx.root,
+        store,
+        rev=args.rev,
+        worktree=args.worktree,
+        full=args.full,
+        err=ctx.err,
+        use_cache=not args.no_cache,
+    )
+    findings, diffs = outcome.findings, outcome.diffs
     if args.since:
         # Append-only is a question for git about the repository itself, not the snapshot.
 
@@ -124,6 +122,13 @@ def register(sub: Subparsers) -> None:
         metavar="REV",
         help="also fail when a run file the store held at the merge-base of REV and HEAD is "
         "modified or gone (the store is append-only; pre-commit and CI pass the main branch)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="judge every run and file afresh, reading and writing no cache (the cache, in "
+        "the clone's git folder, keys each verdict by the content it was drawn from; "
+        "TETHER_NO_CACHE=1 does the same)",
     )
     parser.add_argument(
         "--baseline",

@@ -11,6 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from tether.arch import ARCH_RE
 from tether.errors import RunFileError, SigningError, StoreError
@@ -55,7 +56,16 @@ def store_root_for(path: Path, store: Path) -> Path:
     return path.parent.parent
 
 
-def audit(store: Path, under: Path | None = None) -> Audit:
+class RunCache(Protocol):
+    """Runs already validated, by their file's content (``tether.checkcache``): ``get`` gives
+    the run a file holds, or None to load it; ``put`` records one that loaded."""
+
+    def get(self, path: Path) -> Run | None: ...
+
+    def put(self, path: Path, run: Run) -> None: ...
+
+
+def audit(store: Path, under: Path | None = None, runs_cache: RunCache | None = None) -> Audit:
     """Audit the store ``store``, or only ``under`` (a folder or file inside it).
 
     Ids must be unique over the whole store, so duplicates are looked for in all of it and
@@ -66,11 +76,19 @@ def audit(store: Path, under: Path | None = None) -> Audit:
     found = Audit(root=store, problems=list(part.problems), temps=list(part.temps))
     for path in part.runs:
         found.run_files.add(path)
+        known = runs_cache.get(path) if runs_cache is not None else None
+        if known is not None:
+            found.runs.append(known)
+            continue
         try:
-            found.runs.append(load_run(path))
+            run = load_run(path)
         except RunFileError as exc:
             found.malformed.add(path)
             found.problems.append(Problem(path, f"{exc.field}: {exc.problem}"))
+        else:
+            found.runs.append(run)
+            if runs_cache is not None:
+                runs_cache.put(path, run)
     loaded = {layout.sig_path(r.path) for r in found.runs if r.path is not None}
     for sig in part.sigs:
         if sig not in loaded:
@@ -117,9 +135,9 @@ def orphan_temps(temps: list[Path], min_age_s: float = ORPHAN_AGE_S) -> list[Pat
     return orphans
 
 
-def load_store_checked(store: Path) -> Audit:
+def load_store_checked(store: Path, runs_cache: RunCache | None = None) -> Audit:
     """The whole store audited; a store that is a file (not a folder) is one problem."""
     try:
-        return audit(store)
+        return audit(store, runs_cache=runs_cache)
     except StoreError:
         return Audit(root=Path(store), problems=[Problem(Path(store), "not a folder")])

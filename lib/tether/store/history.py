@@ -80,6 +80,12 @@ def added_order(store: Path) -> dict[str, int]:
     if where is None:
         return {}
     top, rel, rev = where
+    return order_in(top, rel, rev)
+
+
+def order_in(top: Path, rel: str, rev: str | None = None) -> dict[str, int]:
+    """``added_order`` for the store at ``rel`` (from ``top``) in ``rev``'s history (HEAD's
+    when None); {} when git cannot tell."""
     log = _git(
         top,
         "log",

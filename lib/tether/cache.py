@@ -1,0 +1,176 @@
+"""The check's content-addressed cache, kept where git keeps per-clone state.
+
+Run files are immutable and named by content (git's blob id), so what the check learned of a
+blob (that it validates, what it parsed to) holds for as long as the blob exists. The cache
+keeps such facts under ``<git common dir>/tether/cache``: never committed, shared by the
+clone's worktrees, gone with the clone.
+
+Rules that keep a cache from ever turning a finding into a pass:
+
+- every key is a content address (blob ids, text digests), never an mtime or a path alone;
+- every entry names the tool that wrote it (``tool_digest``: the tether sources themselves,
+  the Python and the libraries whose output a check compares), the entry's kind and its full
+  key, and carries a SHA-256 of its payload. An entry whose header or checksum does not match,
+  that does not unpickle, or whose value is not of the expected type, is deleted and treated
+  as absent: the caller recomputes it. A cache written by another tool version is never read;
+- writes go to a temp file renamed into place, so a reader sees a whole entry or none.
+
+The cache is a local accelerator: CI checks a fresh clone, so it judges without one, and
+``TETHER_NO_CACHE=1`` (or ``tether check --no-cache``) judges without it anywhere. The
+payload is pickled: the folder lives inside the clone's own ``.git``, which only its owner
+writes, like the hooks git already runs from there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.metadata
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+FORMAT = "tether-cache/1"
+NO_CACHE_ENV = "TETHER_NO_CACHE"
+GIT_TIMEOUT_S = 10.0
+# Libraries whose output a cached result holds: the templates' engine, the figures' drawer.
+_LIBRARIES = ("jinja2", "matplotlib")
+
+T = TypeVar("T")
+
+
+@functools.cache
+def tool_digest() -> str:
+    """What wrote an entry: every file of the tether package (its code and templates), the
+    Python, and the versions of the libraries a check's output depends on. An edit to tether
+    itself, an editable install included, changes it and so retires every entry."""
+    package = Path(__file__).resolve().parent
+    h = hashlib.sha256(FORMAT.encode())
+    h.update(sys.version.encode())
+    for name in _LIBRARIES:
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "absent"
+        h.update(f"\0{name}={version}".encode())
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".j2", ".toml", ".json", ".typed"):
+            h.update(b"\0" + path.relative_to(package).as_posix().encode() + b"\0")
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def digest(*parts: object) -> str:
+    """A key made of ``parts`` (strings, bytes or anything with a stable repr)."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part if isinstance(part, bytes) else str(part).encode("utf-8", "surrogateescape")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def _folder_for(top: Path) -> Path | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(top), "rev-parse", "--git-common-dir"],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    common = Path(done.stdout.strip())
+    if not common.is_absolute():
+        common = top / common
+    return common / "tether" / "cache"
+
+
+class Cache:
+    """Entries by (kind, key) under ``folder``; a Cache with no folder keeps nothing."""
+
+    def __init__(self, folder: Path | None):
+        self.folder = folder
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def for_repository(cls, top: Path | None) -> Cache:
+        """The cache of the clone at ``top`` (None: outside git), or an empty one when
+        ``TETHER_NO_CACHE`` is set or git cannot say where the clone keeps its state."""
+        if top is None or os.environ.get(NO_CACHE_ENV, "") not in ("", "0"):
+            return cls(None)
+        return cls(_folder_for(top))
+
+    @property
+    def enabled(self) -> bool:
+        return self.folder is not None
+
+    def _path(self, kind: str, key: str) -> Path:
+        assert self.folder is not None
+        name = digest(FORMAT, tool_digest(), kind, key)
+        return self.folder / kind / name[:2] / name
+
+    def _header(self, kind: str, key: str) -> bytes:
+        return f"{FORMAT}\n{tool_digest()}\n{kind}\n{key}\n".encode("utf-8", "surrogateescape")
+
+    def get(self, kind: str, key: str, expect: type[T]) -> T | None:
+        """The value stored under (kind, key) if it is whole, written by this tool and a
+        ``expect``; otherwise None (and a damaged entry is removed)."""
+        if self.folder is None:
+            return None
+        path = self._path(kind, key)
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            self.misses += 1
+            return None
+        value = self._decode(raw, kind, key, expect)
+        if value is None:
+            self.misses += 1
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        self.hits += 1
+        return value
+
+    def _decode(self, raw: bytes, kind: str, key: str, expect: type[T]) -> T | None:
+        header = self._header(kind, key)
+        if not raw.startswith(header):
+            return None
+        rest = raw[len(header) :]
+        checksum, sep, payload = rest.partition(b"\n")
+        if not sep or hashlib.sha256(payload).hexdigest().encode() != checksum:
+            return None
+        try:
+            value = pickle.loads(payload)
+        except Exception:
+            return None
+        return value if isinstance(value, expect) else None
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        """Store ``value``; a cache that cannot be written is skipped, never an error."""
+        if self.folder is None:
+            return
+        path = self._path(kind, key)
+        payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        data = self._header(kind, key) + hashlib.sha256(payload).hexdigest().encode() + b"\n"
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data + payload)
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
