@@ -76,8 +76,8 @@ def prose_files(proj: project.Project, paths: Iterable[str], prefix: str) -> fro
     """The Markdown files among ``paths`` (from the top; the project lies at ``prefix``) that
     nothing but the scan reads: not a rendered target, not a file holding rendered regions,
     not a template, a render data file, a figure or anything in the store, the scratch folder,
-    the kernels or the harness. The suite checks the rule against the files the evidence
-    judgement actually opens."""
+    the kernels or the harness. Nothing yet tests this list against the files the evidence
+    judgement opens: a prose file that the judgement did read would give a stale cache hit."""
     read = set(proj.render_files) | set(proj.region_files) | set(proj.region_templates)
     read |= set(proj.render_data.values())
     folders = [proj.rel(p) for p in (proj.store, proj.scratch, proj.templates)]
