@@ -256,3 +256,78 @@ def test_check_safe_text_kernel_rule() -> None:
     assert check_safe_text("f<int>[2]", "k", kernel=True) == "f<int>[2]"
     with pytest.raises(UnsafeTextError):
         check_safe_text("f\n", "k", kernel=True)
+
+
+def _unsafe_by_category(ch: str, kernel: bool) -> bool:
+    # The rule as safe.py's docstring states it, character by character (the fast path for
+    # ASCII text must agree with it everywhere).
+    import unicodedata
+
+    forbidden = "|\n\r`" if kernel else "|\n\r<>[]`"
+    return ch in forbidden or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+
+
+@pytest.mark.parametrize("kernel", [False, True], ids=["text", "kernel"])
+def test_check_safe_text_agrees_with_the_per_character_rule(kernel: bool) -> None:
+    # Every ASCII character and a sample of the rest (C1 controls, bidi and zero-width
+    # formats, line and paragraph separators, letters), each inside an ASCII and a non-ASCII
+    # string: the regex path and the per-character path must refuse exactly the same.
+    points = [*range(0x80), *range(0x80, 0xA1), 0x200B, 0x202E, 0x2028, 0x2029, 0xE9, 0x1F600]
+    for cp in points:
+        ch = chr(cp)
+        for text in (f"ab{ch}c", f"\u00e9{ch}"):
+            try:
+                check_safe_text(text, "t", kernel=kernel)
+                refused = False
+            except UnsafeTextError:
+                refused = True
+            assert refused == _unsafe_by_category(ch, kernel), (hex(cp), text)
+
+
+def _random_json(rng: Any, depth: int = 0) -> object:
+    pick = rng.random()
+    if depth > 7 or pick < 0.3:
+        return "".join(rng.choice('[]{}"\\ab\n\u00e9') for _ in range(rng.randint(0, 6)))
+    if pick < 0.6:
+        return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {
+        str(_random_json(rng, 99)): _random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))
+    }
+
+
+def test_json_depth_agrees_with_the_exact_count() -> None:
+    import random
+
+    from tether.store.schema import MAX_DEPTH, json_depth, nesting_depth
+
+    rng = random.Random(46)
+    for _ in range(3000):
+        text = json.dumps(_random_json(rng), ensure_ascii=rng.random() < 0.5)
+        assert json_depth(text) == nesting_depth(text), text
+    # Strings full of brackets and escaped quotes, and nesting past the limit.
+    tricky = json.dumps({"a": ['\\"]]]', {"b": "[[[{"}], "c": "\\\\"})
+    assert json_depth(tricky) == nesting_depth(tricky) == 3
+    deep = "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5)
+    assert json_depth(deep) == MAX_DEPTH + 5
+    assert json_depth("[[]") == nesting_depth("[[]")  # not JSON: the exact count answers
+
+
+def test_a_number_that_overflows_a_float_is_refused_where_it_stands(
+    tmp_path: Path, sweep_json: dict[str, Any]
+) -> None:
+    # The C scanner parses 1e999 as infinity; the samples' own check names the sample, and a
+    # free-form field fails the digest's canonical JSON (which allows no infinity).
+    good = json.dumps(sweep_json, indent=1)
+    stem = sweep_json["id"]
+    sample = sweep_json["cells"][0]["samples"]["A"][0]
+    in_samples = good.replace(json.dumps(sample), "1e999", 1)
+    path = _write(tmp_path / "a" / "sm90" / f"{stem}.json", in_samples)
+    with pytest.raises(RunFileError, match=r"cells\[0\]\.samples\.A\[0\]: not finite"):
+        load_run(path)
+    data = copy.deepcopy(sweep_json)
+    data["cells"][0]["extra"]["huge"] = "HUGE"
+    in_extra = json.dumps(data).replace('"HUGE"', "1e999")
+    path = _write(tmp_path / "b" / "sm90" / f"{stem}.json", in_extra)
+    with pytest.raises(RunFileError, match="not finite") as info:
+        load_run(path)
+    assert str(path) in str(info.value)

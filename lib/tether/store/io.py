@@ -196,7 +196,7 @@ def load_run(path: Path) -> Run:
     path = Path(path)
     data = read_run_data(path)
     stem = layout.run_id_of(path) or path.stem
-    return run_from_json(data, path, stem=stem, arch_dir=path.parent.name, path=path)
+    return run_from_json(data, path, stem=stem, arch_dir=path.parent.name, path=path, parsed=True)
 
 
 def store_files(store: Path) -> list[Path]:

@@ -30,6 +30,26 @@ def _control(ch: str) -> bool:
     return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
 
 
+# ASCII has no Cf, Zl or Zp characters, so an ASCII string is safe exactly when it holds none of
+# the forbidden characters and no C0 control or DEL: one regex search instead of a Python loop
+# over every character (kernel names run to thousands of characters, and a store holds
+# hundreds of thousands of strings, which made this loop a third of a cold `tether check`).
+_ASCII_UNSAFE = re.compile(r"[\x00-\x1f\x7f|<>\[\]`]")
+_ASCII_KERNEL_UNSAFE = re.compile(r"[\x00-\x1f\x7f|`]")
+
+
+def _first_unsafe(value: str, kernel: bool) -> str | None:
+    """The first character of ``value`` the rule refuses, or None."""
+    if value.isascii():
+        m = (_ASCII_KERNEL_UNSAFE if kernel else _ASCII_UNSAFE).search(value)
+        return m.group() if m else None
+    forbidden = KERNEL_FORBIDDEN if kernel else FORBIDDEN
+    for ch in value:
+        if ch in forbidden or _control(ch):
+            return ch
+    return None
+
+
 def check_safe_text(value: object, what: str = "text", *, kernel: bool = False) -> str:
     """Return ``value`` if it is a string that is safe to place in Markdown, else raise.
 
@@ -41,10 +61,9 @@ def check_safe_text(value: object, what: str = "text", *, kernel: bool = False) 
     limit = MAX_KERNEL if kernel else MAX_TEXT
     if len(value) > limit:
         raise UnsafeTextError(f"{what}: longer than {limit} characters")
-    forbidden = KERNEL_FORBIDDEN if kernel else FORBIDDEN
-    for ch in value:
-        if ch in forbidden or _control(ch):
-            raise UnsafeTextError(f"{what}: unsafe character {ch!r} in {value[:80]!r}")
+    ch = _first_unsafe(value, kernel)
+    if ch is not None:
+        raise UnsafeTextError(f"{what}: unsafe character {ch!r} in {value[:80]!r}")
     return value
 
 
