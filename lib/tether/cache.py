@@ -24,6 +24,7 @@ writes, like the hooks git already runs from there.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import importlib.metadata
@@ -32,6 +33,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -174,3 +176,23 @@ class Cache:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
+
+
+# The cache that pure functions deep in a check consult (``current``): a source text's digest,
+# a run's statistics. They are keyed by content, so a wrong entry needs a hash collision.
+_ACTIVE: contextvars.ContextVar[Cache | None] = contextvars.ContextVar("tether_cache", default=None)
+
+
+@contextlib.contextmanager
+def active(cache: Cache) -> Iterator[None]:
+    """Within the block, ``current()`` is ``cache`` (None when it keeps nothing)."""
+    token = _ACTIVE.set(cache if cache.enabled else None)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def current() -> Cache | None:
+    """The cache made active by the caller (``active``), or None."""
+    return _ACTIVE.get()

@@ -35,7 +35,7 @@ from typing import TextIO
 
 from tether import project
 from tether._scan import Finding
-from tether.cache import NO_CACHE_ENV, Cache, digest
+from tether.cache import NO_CACHE_ENV, Cache, active, digest
 from tether.check import Evidence, finish_check, judge_evidence, run_check
 from tether.errors import TetherError
 from tether.gitobjects import GitObjectError, listing
@@ -76,8 +76,9 @@ def prose_files(proj: project.Project, paths: Iterable[str], prefix: str) -> fro
     """The Markdown files among ``paths`` (from the top; the project lies at ``prefix``) that
     nothing but the scan reads: not a rendered target, not a file holding rendered regions,
     not a template, a render data file, a figure or anything in the store, the scratch folder,
-    the kernels or the harness. Nothing yet tests this list against the files the evidence
-    judgement opens: a prose file that the judgement did read would give a stale cache hit."""
+    the kernels or the harness. A prose file the judgement did read would give a stale cache
+    hit, so the suite records every file the judgement opens and asserts none is on this list
+    (validate/suite/test_check_cache.py)."""
     read = set(proj.render_files) | set(proj.region_files) | set(proj.region_templates)
     read |= set(proj.render_data.values())
     folders = [proj.rel(p) for p in (proj.store, proj.scratch, proj.templates)]
@@ -218,7 +219,7 @@ def check(
                 ):
                     found = finish_check(snap.root, evidence, scan_cache=scans)
                 return Outcome(found, list(evidence.diffs), snap.what, cached=True)
-    with snapshot(root, rev=rev) as snap:
+    with snapshot(root, rev=rev) as snap, active(cache):
         moved = snap.moved(store, root)
         blobs = _snapshot_blobs(snap, files or {}, prefix, store_rel)
         with tree_lock(snap.root, shared=True, err=err):

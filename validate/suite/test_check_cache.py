@@ -89,3 +89,76 @@ def test_damaged_entries_are_rebuilt_not_believed(repo: Path, damage: str) -> No
     git(repo, "add", "README.md")
     rc, out = _same_as_uncached(repo)
     assert rc == 1, out
+
+
+def test_kept_source_digests_are_read_back_and_damage_is_recomputed(tmp_path: Path) -> None:
+    # The kernel sources' digests a check keeps (tether.cache.active): the second process reads
+    # them back, and a damaged or wrong-typed entry is recomputed, never believed.
+    from tether.cache import Cache, active
+    from tether.store import provenance
+
+    code = "def f(x):\n    '''doc'''\n    return x + 1  # note\n"
+    broken = "def f(:\n"
+    plain = provenance._source_digest(code)
+    folder = tmp_path / "cache"
+    cache = Cache(folder)
+    provenance.source_digest.cache_clear()
+    with active(cache):
+        assert provenance.source_digest(code) == plain
+        assert provenance.definition_digests(broken) is None
+    entries = sorted(p for p in folder.rglob("*") if p.is_file())
+    assert len(entries) == 2, entries
+    provenance.source_digest.cache_clear()
+    with active(cache):
+        assert provenance.source_digest(code) == plain
+        assert provenance.definition_digests(broken) is None
+    assert cache.hits == 2
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[:-3] + b"bad")
+    key = __import__("hashlib").sha256(code.encode()).hexdigest()
+    provenance.source_digest.cache_clear()
+    with active(cache):
+        assert provenance.source_digest(code) == plain  # damaged: recomputed
+        cache.put("source-digest", key, (123,))  # whole, but not a digest
+        provenance.source_digest.cache_clear()
+        assert provenance.source_digest(code) == plain
+        assert provenance.definition_digests(broken) is None
+    provenance.source_digest.cache_clear()
+
+
+_OPENED: list[str] | None = None
+
+
+def _record_opens(event: str, args: tuple[object, ...]) -> None:
+    if _OPENED is not None and event == "open" and isinstance(args[0], str | Path):
+        _OPENED.append(str(args[0]))
+
+
+def test_the_evidence_judgement_opens_no_prose_file(repo: Path) -> None:
+    # The cached verdict leaves the prose files' blob ids out of its key (prose_files), so the
+    # judgement must never read one: every file it opens is recorded by an audit hook.
+    global _OPENED
+    import sys
+
+    from tether import project
+    from tether.check import judge_evidence
+    from tether.checkcache import prose_files
+    from tether.gitobjects import listing
+
+    (repo / "NOTES.md").write_text("Hand-written notes.\n", encoding="utf-8")
+    (repo / "docs" / "howto.md").write_text("How to adopt.\n", encoding="utf-8")
+    git(repo, "add", "-A")
+    files = listing(repo, None)
+    prose = prose_files(project.get(repo), files, "")
+    assert {"NOTES.md", "docs/howto.md"} <= prose, prose
+    assert "README.md" not in prose  # rendered: the judgement reads it
+    sys.addaudithook(_record_opens)  # hooks cannot be removed; _OPENED switches it
+    _OPENED = []
+    try:
+        judge_evidence(repo, repo / "results", False, "in the index")
+        opened = {Path(p).resolve() for p in _OPENED}
+    finally:
+        _OPENED = None
+    assert any(p.name == "README.md" for p in opened), "the hook saw no rendered target"
+    read_prose = sorted(p for p in prose if (repo / p).resolve() in opened)
+    assert not read_prose, f"the evidence judgement read prose files: {read_prose}"
