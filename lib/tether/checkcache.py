@@ -43,7 +43,7 @@ from tether.render.outlock import tree_lock
 from tether.snapshot import Snapshot, git_toplevel, index_env, snapshot
 from tether.store import history, layout
 from tether.store.io import max_run_bytes
-from tether.store.model import Run
+from tether.store.model import Run, content_digest, placed, remember_digest
 
 # Kinds of entry (tether.cache): what each maps from, see the module's docstring.
 RUN = "run"
@@ -114,13 +114,19 @@ class BlobRuns:
 
     def get(self, path: Path) -> Run | None:
         key = self._key(path)
-        run = None if key is None else self.cache.get(RUN, key, Run)
-        return None if run is None else dataclasses.replace(run, path=path)
+        entry = None if key is None else self.cache.get(RUN, key, tuple)
+        if entry is None or len(entry) != 2:
+            return None
+        kept, sealed = entry
+        if not isinstance(kept, Run) or not isinstance(sealed, str):
+            return None
+        remember_digest(kept, sealed)  # the digest the file was verified against when kept
+        return placed(kept, path=path)
 
     def put(self, path: Path, run: Run) -> None:
         key = self._key(path)
         if key is not None:
-            self.cache.put(RUN, key, dataclasses.replace(run, path=None, added=None))
+            self.cache.put(RUN, key, (placed(run, path=None, added=None), content_digest(run)))
 
 
 class TextScans:

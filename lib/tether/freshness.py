@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import subprocess
 import tarfile
 import tempfile
@@ -37,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from tether import project
+from tether import cache, project
 from tether.errors import RunFileError, UsageError
 from tether.gitobjects import GitObjectError, reader
 from tether.store import layout
@@ -48,6 +49,7 @@ from tether.store.model import Run
 from tether.store.provenance import (
     definition_digests,
     fingerprint,
+    kept_by_text,
     kernels_fingerprint,
     source_digest,
 )
@@ -89,10 +91,14 @@ def _decoded(raw: bytes | None) -> str | None:
 
 def jitted_kernels(text: str) -> set[str]:
     """Names of the functions ``text`` decorates with a ``*.jit`` (triton, gluon) decorator."""
+    return set(kept_by_text("jitted-kernels", text, _jitted_kernels, (frozenset,)))
+
+
+def _jitted_kernels(text: str) -> frozenset[str]:
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        return set()
+        return frozenset()
     names = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
@@ -102,7 +108,7 @@ def jitted_kernels(text: str) -> set[str]:
             last = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
             if last == "jit":
                 names.add(node.name)
-    return names
+    return frozenset(names)
 
 
 def recorded_kernels(run: Run) -> set[str]:
@@ -320,6 +326,10 @@ def confined_to(
     return frozenset(arches)
 
 
+COMMIT_KERNELS = "commit-kernels"
+_FULL_SHA = re.compile(r"[0-9a-f]{40}")
+
+
 class CommitKernels:
     """The kernels fingerprint of the tree at a commit, computed as a run computes it (the
     commit's own [tool.tether.fingerprint] kernels, its files' code), cached per commit: a
@@ -334,8 +344,24 @@ class CommitKernels:
     def at(self, sha: str) -> str | None:
         """The fingerprint of ``sha``'s kernel sources; None when git cannot tell."""
         if sha not in self._at:
-            self._at[sha] = self._compute(sha)
+            self._at[sha] = self._kept(sha)
         return self._at[sha]
+
+    def _kept(self, sha: str) -> str | None:
+        """``_compute``, kept in the active cache (``tether.cache.active``) by the full commit
+        id: a commit's tree never changes, so its fingerprint is worked out once per clone
+        (an archive and a parse per commit a run names: a sixth of a check after a kernel
+        edit). "Git cannot tell" is not kept: it may be able to next time."""
+        kept = cache.current()
+        if kept is None or not _FULL_SHA.fullmatch(sha):
+            return self._compute(sha)
+        key = cache.digest(sha, self.prefix)
+        found = kept.get(COMMIT_KERNELS, key, str)
+        if found is None:
+            found = self._compute(sha)
+            if found is not None:
+                kept.put(COMMIT_KERNELS, key, found)
+        return found
 
     def _compute(self, sha: str) -> str | None:
         if not sha or sha == "unknown":

@@ -44,10 +44,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tether import cache
 from tether.errors import RunFileError, TetherError, UsageError
 from tether.policy import WHOLE_MAP, Evidence, Population, shape_fields
 from tether.store.cite import same_setup, siblings
-from tether.store.model import CONTROL, Cell, Run
+from tether.store.model import CONTROL, Cell, Run, content_digest
 
 # The axes a curve may be drawn over, in order of preference; then any other numeric axis.
 CURVE_AXES = ("seqlen", "kv_len", "qo_len")
@@ -264,10 +265,30 @@ def cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:
     hit = _JUDGED.get(key)
     if hit is not None and hit[0] is run:
         return hit[2]
-    stats = _cell_stats(run, sibs)
+    stats = _kept_cell_stats(run, sibs)
     if len(_JUDGED) >= _JUDGED_MAX:
         _JUDGED.clear()
     _JUDGED[key] = (run, sibs, stats)
+    return stats
+
+
+CELL_STATS = "cell-stats"  # the kind of entry _kept_cell_stats keeps
+
+
+def _kept_cell_stats(run: Run, siblings: tuple[Run, ...]) -> tuple[CellStat, ...]:
+    """``_cell_stats``, kept in the active cache (``tether.cache.active``) by the content
+    digests of the run and its siblings: a check after a kernel edit re-renders every
+    document, and judging the store's cells again was half of what it did. A run that yields
+    no statistic raises, and nothing is kept."""
+    kept = cache.current()
+    if kept is None:
+        return _cell_stats(run, siblings)
+    key = cache.digest(content_digest(run), *(content_digest(s) for s in siblings))
+    found = kept.get(CELL_STATS, key, tuple)
+    if found is not None and all(isinstance(s, CellStat) for s in found):
+        return found
+    stats = _cell_stats(run, siblings)
+    kept.put(CELL_STATS, key, stats)
     return stats
 
 

@@ -162,3 +162,41 @@ def test_the_evidence_judgement_opens_no_prose_file(repo: Path) -> None:
     assert any(p.name == "README.md" for p in opened), "the hook saw no rendered target"
     read_prose = sorted(p for p in prose if (repo / p).resolve() in opened)
     assert not read_prose, f"the evidence judgement read prose files: {read_prose}"
+
+
+def test_kept_cell_stats_follow_the_runs_content(tmp_path: Path) -> None:
+    # Statistics are kept by the content digests of the run and its siblings: a copy with one
+    # sample edited (another object, another digest) is judged afresh, and a damaged entry is
+    # recomputed.
+    import dataclasses
+
+    from tether.cache import Cache, active
+    from tether.stats import _cell_stats, cell_stats
+
+    run = make_sweep_run(ratio=0.9)
+    cell = run.cells[0]
+    slower = tuple(v * 3 for v in cell.samples["B"])
+    edited = dataclasses.replace(
+        run, cells=(dataclasses.replace(cell, samples={**cell.samples, "B": slower}),)
+    )
+    cache = Cache(tmp_path / "cache")
+    with active(cache):
+        kept = cell_stats(run)
+        other = cell_stats(edited)
+    assert kept == _cell_stats(run) and other == _cell_stats(edited) and kept != other
+    entries = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    assert len(entries) == 2
+    for entry in entries:
+        entry.write_bytes(b"garbage")
+    fresh_copy = dataclasses.replace(run, path=None)  # a new object: not the in-process memo
+    with active(cache):
+        assert cell_stats(fresh_copy) == _cell_stats(run)
+
+
+def test_placed_refuses_to_change_content() -> None:
+    from tether.store.model import placed
+
+    run = make_sweep_run()
+    assert placed(run, added=3).added == 3
+    with pytest.raises(ValueError, match="cells"):
+        placed(run, cells=())

@@ -170,6 +170,32 @@ def test_a_run_naming_a_commit_whose_kernels_it_did_not_run_is_a_finding(repo: P
     assert "measured from other code than it names" in findings[0].what
 
 
+def test_kept_commit_fingerprints_agree_and_git_cannot_tell_is_not_kept(
+    repo: Path, tmp_path: Path
+) -> None:
+    # The same finding with the commits' fingerprints computed, then read back from the cache
+    # (a second CommitKernels); a commit git does not have is asked again, never kept.
+    from tether.cache import Cache, active
+    from tether.check import check_recorded_commits
+    from tether.freshness import COMMIT_KERNELS, CommitKernels
+
+    old = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "kernels" / "used.py").write_text(USED.replace("return x", "return x + 2"))
+    git(repo, "commit", "-qam", "FIXTURE: a kernel changes")
+    measured_now = make_sweep_run(root=repo)
+    stamped_old = resealed(measured_now, provenance={"git_sha": old, "git_dirty": False})
+    plain = check_recorded_commits(repo, [stamped_old])
+    cache = Cache(tmp_path / "cache")
+    with active(cache):
+        first = check_recorded_commits(repo, [stamped_old])
+        again = check_recorded_commits(repo, [stamped_old])
+        assert CommitKernels(repo).at("f" * 40) is None
+    assert [f.what for f in first] == [f.what for f in again] == [f.what for f in plain]
+    assert len(plain) == 1 and cache.hits >= 1
+    kept = list((tmp_path / "cache" / COMMIT_KERNELS).rglob("*"))
+    assert len([p for p in kept if p.is_file()]) == 1  # the old commit's; not the unknown one
+
+
 # -- arch-scoped definitions ([tool.tether.fingerprint] arch_scoped) ---------------------------
 
 TABLES = '''"""Launch tables: no kernel here; each table serves one arch."""

@@ -65,6 +65,7 @@ from tether.store.provenance import (
     engine_files,
     fingerprint,
     harness_files,
+    kept_by_text,
 )
 from tether.store.schema import HARNESS_RE
 
@@ -168,7 +169,8 @@ def _parsed(path: Path) -> tuple[list[Definition], dict[str, str]]:
     raw = path.read_bytes()
     key = hashlib.sha256(raw).digest()
     if key not in _PARSED:
-        _PARSED[key] = module_definitions(raw.decode("utf-8", errors="surrogateescape"))
+        text = raw.decode("utf-8", errors="surrogateescape")
+        _PARSED[key] = kept_by_text("module-definitions", text, module_definitions, (tuple,))
     return _PARSED[key]
 
 

@@ -16,14 +16,13 @@ import stat
 import tempfile
 import zlib
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 
 from tether.atomic import write_atomic
 from tether.errors import OSFailure, RunFileError, StoreError, UsageError
 from tether.store import layout
 from tether.store.history import added_order
-from tether.store.model import Run
+from tether.store.model import Run, placed
 from tether.store.schema import parse_json_text, run_from_json, validate_run
 
 # A run file larger than this is refused before it is read (the largest real run is a few
@@ -250,4 +249,4 @@ def with_history(runs: list[Run], store: Path) -> list[Run]:
     order = added_order(store)
     if not order:
         return runs
-    return [replace(r, added=order.get(r.id)) for r in runs]
+    return [placed(r, added=order.get(r.id)) for r in runs]

@@ -330,6 +330,45 @@ class Run:
         return LIFECYCLE["write"](self, store)
 
 
+# id(run) -> (the run, its content digest): the digest run_from_json verified against the
+# file, or one computed here, remembered per object (runs are frozen, and an edited copy,
+# dataclasses.replace, is another object). The entry holds the run so its id cannot be reused
+# while it is kept. A digest costs a canonical JSON dump of every sample, about 1 ms a run.
+_DIGESTS: dict[int, tuple[Run, str]] = {}
+_DIGESTS_MAX = 65536
+
+
+def remember_digest(run: Run, digest: str) -> None:
+    """Record ``digest`` as ``run``'s content digest (a caller that has just verified it)."""
+    if len(_DIGESTS) >= _DIGESTS_MAX:
+        _DIGESTS.clear()
+    _DIGESTS[id(run)] = (run, digest)
+
+
+def placed(run: Run, **place: Any) -> Run:
+    """``run`` with fields that are not file content (NOT_CONTENT: where it was read from,
+    when git added it) replaced, its remembered content digest carried over."""
+    unknown = set(place) - set(NOT_CONTENT)
+    if unknown:
+        raise ValueError(f"placed() changes only {NOT_CONTENT}, not {sorted(unknown)}")
+    moved = replace(run, **place)
+    hit = _DIGESTS.get(id(run))
+    if hit is not None and hit[0] is run:
+        remember_digest(moved, hit[1])
+    return moved
+
+
+def content_digest(run: Run) -> str:
+    """``run.digest`` (what its file's ``digest`` field must hold), computed once per object:
+    the key by which a run's statistics are kept (``tether.stats.cell_stats``)."""
+    hit = _DIGESTS.get(id(run))
+    if hit is not None and hit[0] is run:
+        return hit[1]
+    found = run.digest
+    remember_digest(run, found)
+    return found
+
+
 # -- the run's shape, derived from the dataclasses (SCHEMA.md describes the same) -----------
 
 # Fields of a Run that are not file content: where it was loaded from, when git added it.

@@ -112,11 +112,12 @@ def _canonical(node: object) -> str:
     return repr(node)
 
 
-def _kept(kind: str, text: str, compute: Callable[[str], T], expect: tuple[type, ...]) -> T:
+def kept_by_text(kind: str, text: str, compute: Callable[[str], T], expect: tuple[type, ...]) -> T:
     """``compute(text)``, kept in the active cache (``tether.cache.active``) by the text's
     SHA-256: the kernel files' versions at every commit a run names are parsed once per clone,
     not once per check (parsing them was a fifth of a check after a kernel edit). An entry whose
-    value is not one of ``expect`` is computed again."""
+    value is not one of ``expect`` is computed again. ``compute`` must be a pure function of
+    the text (and of tether's own code, which the entry's header names)."""
     kept = cache.current()
     if kept is None:
         return compute(text)
@@ -135,7 +136,7 @@ def source_digest(text: str) -> str:
 
     Cached by the text itself: a check compares the checkout's kernel files with their
     version at every commit a run names, the same few texts many times over."""
-    return _kept("source-digest", text, _source_digest, (str,))
+    return kept_by_text("source-digest", text, _source_digest, (str,))
 
 
 def _source_digest(text: str) -> str:
@@ -154,7 +155,7 @@ def definition_digests(text: str) -> dict[str, str] | None:
     A function, class or assignment to plain names counts under its name (twice-defined
     names, overloads say, under one key); every other top-level statement (imports, calls,
     tuple or subscript targets) under the key "", which names no definition."""
-    return _kept("definition-digests", text, _definition_digests, (dict, type(None)))
+    return kept_by_text("definition-digests", text, _definition_digests, (dict, type(None)))
 
 
 def _definition_digests(text: str) -> dict[str, str] | None:

@@ -35,6 +35,7 @@ from tether.store.model import (
     Run,
     digest_of,
     id_tail,
+    remember_digest,
 )
 from tether.store.results import BY_KIND
 from tether.store.safe import check_id, check_name, check_safe_text
@@ -668,7 +669,9 @@ def run_from_json(
             f"does not end with its digest's first {ID_DIGITS} hex digits ({id_tail(want)}): "
             "ids are content-addressed",
         )
-    return Run(run_id, kind, name, status, reason, prov, guard, config, cells, results, path)
+    run = Run(run_id, kind, name, status, reason, prov, guard, config, cells, results, path)
+    remember_digest(run, want)  # verified just now: the statistics' cache key costs nothing
+    return run
 
 
 def _check_cells(
