@@ -33,7 +33,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -196,3 +196,41 @@ def active(cache: Cache) -> Iterator[None]:
 def current() -> Cache | None:
     """The cache made active by the caller (``active``), or None."""
     return _ACTIVE.get()
+
+
+def kept(
+    kind: str,
+    key: Callable[[], str],
+    compute: Callable[[], T],
+    valid: Callable[[object], bool],
+) -> T:
+    """``compute()``, kept in the active cache (``active``) under (``kind``, ``key()``).
+
+    Without an active cache it is just ``compute()``: ``key`` is only called when there is
+    one (a run's content digest is a dump of every sample). An entry whose value fails
+    ``valid`` is computed again, and a computed value that fails ``valid`` is not kept (a
+    "git cannot tell" may be told next time). ``compute`` must be a pure function of what
+    ``key`` names and of tether's own code, which every entry's header names."""
+    cache = current()
+    if cache is None:
+        return compute()
+    name = key()
+    found = cache.get(kind, name, tuple)
+    if found is not None and len(found) == 1 and valid(found[0]):
+        return found[0]  # type: ignore[no-any-return]  # checked by valid
+    value = compute()
+    if valid(value):
+        cache.put(kind, name, (value,))
+    return value
+
+
+def kept_by_text(kind: str, text: str, compute: Callable[[str], T], expect: tuple[type, ...]) -> T:
+    """``compute(text)`` kept by the text's SHA-256 (``kept``), valid when one of ``expect``:
+    the kernel files' versions at every commit a run names are parsed once per clone, not
+    once per check."""
+    return kept(
+        kind,
+        lambda: hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        lambda: compute(text),
+        lambda value: isinstance(value, expect),
+    )

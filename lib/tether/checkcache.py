@@ -120,8 +120,9 @@ class BlobRuns:
         kept, sealed = entry
         if not isinstance(kept, Run) or not isinstance(sealed, str):
             return None
-        remember_digest(kept, sealed)  # the digest the file was verified against when kept
-        return placed(kept, path=path)
+        run = placed(kept, path=path)
+        remember_digest(run, sealed)  # the digest the file was verified against when kept
+        return run
 
     def put(self, path: Path, run: Run) -> None:
         key = self._key(path)

@@ -49,7 +49,6 @@ from tether.store.model import Run
 from tether.store.provenance import (
     definition_digests,
     fingerprint,
-    kept_by_text,
     kernels_fingerprint,
     source_digest,
 )
@@ -91,7 +90,7 @@ def _decoded(raw: bytes | None) -> str | None:
 
 def jitted_kernels(text: str) -> set[str]:
     """Names of the functions ``text`` decorates with a ``*.jit`` (triton, gluon) decorator."""
-    return set(kept_by_text("jitted-kernels", text, _jitted_kernels, (frozenset,)))
+    return set(cache.kept_by_text("jitted-kernels", text, _jitted_kernels, (frozenset,)))
 
 
 def _jitted_kernels(text: str) -> frozenset[str]:
@@ -348,20 +347,18 @@ class CommitKernels:
         return self._at[sha]
 
     def _kept(self, sha: str) -> str | None:
-        """``_compute``, kept in the active cache (``tether.cache.active``) by the full commit
-        id: a commit's tree never changes, so its fingerprint is worked out once per clone
-        (an archive and a parse per commit a run names: a sixth of a check after a kernel
-        edit). "Git cannot tell" is not kept: it may be able to next time."""
-        kept = cache.current()
-        if kept is None or not _FULL_SHA.fullmatch(sha):
+        """``_compute``, kept by the full commit id (``tether.cache.kept``): a commit's tree
+        never changes, so its fingerprint is worked out once per clone, where each check
+        archived and parsed every commit a run names. "Git cannot tell" (None) is not kept:
+        it may be able to next time."""
+        if not _FULL_SHA.fullmatch(sha):
             return self._compute(sha)
-        key = cache.digest(sha, self.prefix)
-        found = kept.get(COMMIT_KERNELS, key, str)
-        if found is None:
-            found = self._compute(sha)
-            if found is not None:
-                kept.put(COMMIT_KERNELS, key, found)
-        return found
+        return cache.kept(
+            COMMIT_KERNELS,
+            lambda: cache.digest(sha, self.prefix),
+            lambda: self._compute(sha),
+            lambda value: isinstance(value, str),
+        )
 
     def _compute(self, sha: str) -> str | None:
         if not sha or sha == "unknown":

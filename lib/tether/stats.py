@@ -276,20 +276,16 @@ CELL_STATS = "cell-stats"  # the kind of entry _kept_cell_stats keeps
 
 
 def _kept_cell_stats(run: Run, siblings: tuple[Run, ...]) -> tuple[CellStat, ...]:
-    """``_cell_stats``, kept in the active cache (``tether.cache.active``) by the content
-    digests of the run and its siblings: a check after a kernel edit re-renders every
-    document, and judging the store's cells again was half of what it did. A run that yields
-    no statistic raises, and nothing is kept."""
-    kept = cache.current()
-    if kept is None:
-        return _cell_stats(run, siblings)
-    key = cache.digest(content_digest(run), *(content_digest(s) for s in siblings))
-    found = kept.get(CELL_STATS, key, tuple)
-    if found is not None and all(isinstance(s, CellStat) for s in found):
-        return found
-    stats = _cell_stats(run, siblings)
-    kept.put(CELL_STATS, key, stats)
-    return stats
+    """``_cell_stats``, kept by the content digests of the run and its siblings
+    (``tether.cache.kept``): a check after a kernel edit re-renders every document and so
+    judged every cell of the store again. A run that yields no statistic raises, and nothing
+    is kept."""
+    return cache.kept(
+        CELL_STATS,
+        lambda: cache.digest(content_digest(run), *(content_digest(s) for s in siblings)),
+        lambda: _cell_stats(run, siblings),
+        lambda value: isinstance(value, tuple) and all(isinstance(s, CellStat) for s in value),
+    )
 
 
 def _cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:

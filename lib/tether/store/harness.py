@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether import project
+from tether import cache, project
 from tether.registry import REGISTRY
 from tether.store.model import Run
 from tether.store.provenance import (
@@ -65,7 +65,6 @@ from tether.store.provenance import (
     engine_files,
     fingerprint,
     harness_files,
-    kept_by_text,
 )
 from tether.store.schema import HARNESS_RE
 
@@ -170,7 +169,7 @@ def _parsed(path: Path) -> tuple[list[Definition], dict[str, str]]:
     key = hashlib.sha256(raw).digest()
     if key not in _PARSED:
         text = raw.decode("utf-8", errors="surrogateescape")
-        _PARSED[key] = kept_by_text("module-definitions", text, module_definitions, (tuple,))
+        _PARSED[key] = cache.kept_by_text("module-definitions", text, module_definitions, (tuple,))
     return _PARSED[key]
 
 

@@ -333,9 +333,9 @@ class Run:
 # id(run) -> (the run, its content digest): the digest run_from_json verified against the
 # file, or one computed here, remembered per object (runs are frozen, and an edited copy,
 # dataclasses.replace, is another object). The entry holds the run so its id cannot be reused
-# while it is kept. A digest costs a canonical JSON dump of every sample, about 1 ms a run.
+# while it is kept. A digest is a canonical JSON dump of every sample, so it is not redone.
 _DIGESTS: dict[int, tuple[Run, str]] = {}
-_DIGESTS_MAX = 65536
+_DIGESTS_MAX = 8192  # as stats._JUDGED_MAX: a long process (a test session) holds no more
 
 
 def remember_digest(run: Run, digest: str) -> None:

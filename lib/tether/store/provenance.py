@@ -17,9 +17,9 @@ import hashlib
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from tether import cache, project
 from tether._pysource import docstring_owners
@@ -43,7 +43,6 @@ PRESENTATION_SOURCES: tuple[str, ...] = ("progress", "report", "demo")
 GIT_TIMEOUT_S = 5.0
 UNKNOWN = "unknown"
 BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
-T = TypeVar("T")
 
 
 def default_root() -> Path:
@@ -112,31 +111,13 @@ def _canonical(node: object) -> str:
     return repr(node)
 
 
-def kept_by_text(kind: str, text: str, compute: Callable[[str], T], expect: tuple[type, ...]) -> T:
-    """``compute(text)``, kept in the active cache (``tether.cache.active``) by the text's
-    SHA-256: the kernel files' versions at every commit a run names are parsed once per clone,
-    not once per check (parsing them was a fifth of a check after a kernel edit). An entry whose
-    value is not one of ``expect`` is computed again. ``compute`` must be a pure function of
-    the text (and of tether's own code, which the entry's header names)."""
-    kept = cache.current()
-    if kept is None:
-        return compute(text)
-    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    found = kept.get(kind, key, tuple)
-    if found is not None and len(found) == 1 and isinstance(found[0], expect):
-        return found[0]  # type: ignore[return-value]  # checked against expect
-    value = compute(text)
-    kept.put(kind, key, (value,))
-    return value
-
-
 @functools.lru_cache(maxsize=4096)
 def source_digest(text: str) -> str:
     """A stable text for hashing: the canonical AST without docstrings, or the raw text.
 
     Cached by the text itself: a check compares the checkout's kernel files with their
     version at every commit a run names, the same few texts many times over."""
-    return kept_by_text("source-digest", text, _source_digest, (str,))
+    return cache.kept_by_text("source-digest", text, _source_digest, (str,))
 
 
 def _source_digest(text: str) -> str:
@@ -155,7 +136,7 @@ def definition_digests(text: str) -> dict[str, str] | None:
     A function, class or assignment to plain names counts under its name (twice-defined
     names, overloads say, under one key); every other top-level statement (imports, calls,
     tuple or subscript targets) under the key "", which names no definition."""
-    return kept_by_text("definition-digests", text, _definition_digests, (dict, type(None)))
+    return cache.kept_by_text("definition-digests", text, _definition_digests, (dict, type(None)))
 
 
 def _definition_digests(text: str) -> dict[str, str] | None:

@@ -33,7 +33,7 @@ def _control(ch: str) -> bool:
 # ASCII has no Cf, Zl or Zp characters, so an ASCII string is safe exactly when it holds none of
 # the forbidden characters and no C0 control or DEL: one regex search instead of a Python loop
 # over every character (kernel names run to thousands of characters, and a store holds
-# hundreds of thousands of strings, which made this loop a third of a cold `tether check`).
+# hundreds of thousands of strings, so that loop dominated loading a store).
 _ASCII_UNSAFE = re.compile(r"[\x00-\x1f\x7f|<>\[\]`]")
 _ASCII_KERNEL_UNSAFE = re.compile(r"[\x00-\x1f\x7f|`]")
 
