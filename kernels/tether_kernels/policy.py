@@ -92,6 +92,15 @@ _SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
 # head, GROUP in the kernels) of 1 (MHA) to 16 and up to 128 query heads, which hold every
 # per-GPU layout of the model catalog (kernels/models.toml at TP 1 to 8) but none wider.
 _SM90_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 128)))
+# Causal squares up to 32 query heads: from 64 on, cuDNN led both the Gluon kernel (long
+# squares) and the Triton kernel (short ones) in the design's 64/8, 128/8 and 128/128 cells
+# measured on an H100, so those squares keep the route order, and the sweeps still time them
+# (the design spans the full range) so the store shows why.
+_SM90_SQUARE_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
+# Ragged batches from 16 query heads: with one or a few heads a batch of two requests gives the
+# one launch too few tiles to fill the GPU, and per_request (each request its own launch) led it
+# in the design's 1/1 cells on an H100.
+_SM90_RAGGED_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (16, 128)))
 
 
 def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object], ...]) -> Evidence:
@@ -111,7 +120,12 @@ _SM90_CHUNKED_SCOPE = (
 )
 # Causal squares: the long ones' and the short ones' scopes differ only in the head_dims their
 # evidence covers and the short ones' upper bound.
-_SM90_SQUARE = (("causal", "==", True), ("kv_len", "==", "qo_len"), *_SM90_HALF, *_SM90_LAYOUTS)
+_SM90_SQUARE = (
+    ("causal", "==", True),
+    ("kv_len", "==", "qo_len"),
+    *_SM90_HALF,
+    *_SM90_SQUARE_LAYOUTS,
+)
 _SM90_SQUARE_SCOPE = (*_SM90_SQUARE, ("head_dim", "in", (64, 128)))
 _SM90_SQUARE_SHORT_SCOPE = (
     *_SM90_SQUARE,
@@ -138,7 +152,7 @@ _SM90_RAGGED_SCOPE = (
     ("kv_len", "==", "qo_len"),
     *_SM90_HALF,
     ("head_dim", "in", (64, 128)),
-    *_SM90_LAYOUTS,
+    *_SM90_RAGGED_LAYOUTS,
 )
 _SM90_BATCH_SCOPE = (
     ("causal", "==", True),
@@ -222,7 +236,9 @@ _SM90 = Threshold(
     entry="single_prefill",
     arm="gluon",
     otherwise="sdpa_cudnn",
-    evidence=_sm90_evidence("policy-square-sm90", "single_prefill", (("qo_len", ">=", 2048),)),
+    evidence=_sm90_evidence(
+        "policy-square-sm90", "single_prefill", (("qo_len", ">=", 2048), *_SM90_SQUARE_LAYOUTS)
+    ),
     takes=(("qo_len", ">=", 2048),),
     scope=_SM90_SQUARE_SCOPE,
 )
@@ -263,7 +279,7 @@ _SM90_SQUARE_SHORT = Threshold(
     evidence=_sm90_evidence(
         "policy-square-short-sm90",
         "single_prefill",
-        (("qo_len", ">=", 128), ("qo_len", "<", 2048)),
+        (("qo_len", ">=", 128), ("qo_len", "<", 2048), *_SM90_SQUARE_LAYOUTS),
     ),
     takes=(("qo_len", ">=", 128),),
     scope=_SM90_SQUARE_SHORT_SCOPE,
@@ -408,7 +424,9 @@ _SM90_RAGGED = Threshold(
     arm="gluon",
     otherwise=PER_REQUEST,
     evidence=_sm90_evidence(
-        "policy-ragged-sm90", "ragged_prefill", (("batch", ">=", 2), ("qo_len", ">=", 256))
+        "policy-ragged-sm90",
+        "ragged_prefill",
+        (("batch", ">=", 2), ("qo_len", ">=", 256), *_SM90_RAGGED_LAYOUTS),
     ),
     takes=(("batch", ">=", 2), ("qo_len", ">=", 256)),
     scope=_SM90_RAGGED_SCOPE,

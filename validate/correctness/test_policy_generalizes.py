@@ -49,31 +49,50 @@ def _gluon_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gluon_arm, "_triton_reason", lambda: None)
 
 
-def _layouts(rng: random.Random, n: int) -> list[tuple[int, int]]:
-    """``n`` layouts (hq, hkv) drawn inside sm90's ranges: a group of 1 to 16 and 1 to 128
-    query heads, uniformly over groups so the wide ones are drawn as often as MHA."""
+def _layouts(rng: random.Random, n: int, lo: int = 1, hi: int = 128) -> list[tuple[int, int]]:
+    """``n`` layouts (hq, hkv) drawn inside sm90's ranges: a group of 1 to 16 and ``lo`` to
+    ``hi`` query heads, uniformly over groups so the wide ones are drawn as often as MHA."""
     out = []
     while len(out) < n:
         group = rng.randint(1, 16)
-        hkv = rng.randint(1, 128 // group)
+        if hi // group < -(-lo // group):
+            continue
+        hkv = rng.randint(-(-lo // group), hi // group)
         out.append((group * hkv, hkv))
     return out
 
 
-# (what the call is, its (qo_len, kv_len) drawer, the head_dims, the arm the policy gives it)
+# (what the call is, its (qo_len, kv_len) drawer, the head_dims, the query heads drawn, the
+# arm the policy gives it). Squares from 33 query heads are drawn too: they are outside the
+# square scopes (cuDNN led there) and must take the route order, cuDNN, not a kernel of ours.
 _REGIONS = (
-    ("chunk", lambda r: (r.randint(16, 8192), r.randint(8193, 131072)), (64, 128), "gluon"),
-    ("long square", lambda r: (n := r.randint(2048, 32768), n), (64, 128), "gluon"),
-    ("short square", lambda r: (n := r.randint(128, 2047), n), (128,), "triton"),
-    ("wide", lambda r: (r.randint(16, 8192), r.randint(16, 65536)), (96, 256), "gluon"),
+    (
+        "chunk",
+        lambda r: (r.randint(16, 8192), r.randint(8193, 131072)),
+        (64, 128),
+        (1, 128),
+        "gluon",
+    ),
+    ("long square", lambda r: (n := r.randint(2048, 32768), n), (64, 128), (1, 32), "gluon"),
+    ("short square", lambda r: (n := r.randint(128, 2047), n), (128,), (1, 32), "triton"),
+    (
+        "many-head square",
+        lambda r: (n := r.randint(128, 32768), n),
+        (64, 128),
+        (33, 128),
+        "sdpa_cudnn",
+    ),
+    ("wide", lambda r: (r.randint(16, 8192), r.randint(16, 65536)), (96, 256), (1, 128), "gluon"),
 )
+# The regions whose draws a set threshold of ours scopes.
+_OURS = ("gluon", "triton")
 
 
 def _draws() -> list[tuple[str, Shape, str]]:
     rng = random.Random(SEED)
     cases = []
-    for region, lengths, head_dims, arm in _REGIONS:
-        for hq, hkv in _layouts(rng, DRAWS):
+    for region, lengths, head_dims, (lo, hi), arm in _REGIONS:
+        for hq, hkv in _layouts(rng, DRAWS, lo, hi):
             qo, kv = lengths(rng)
             dtype = rng.choice(("f16", "bf16"))
             shape = Shape(1, qo, kv, hq, hkv, rng.choice(head_dims), dtype, True)
@@ -94,7 +113,9 @@ def test_random_layouts_inside_the_scopes_route_to_tethers_arms() -> None:
 def test_the_drawn_layouts_fall_inside_a_scope_that_states_ranges() -> None:
     # The draw is what the scopes say: each drawn call is in some set threshold's scope, and
     # that scope holds it through ranges (a scope enumerating the sweeps' pairs would not).
-    for region, shape, _ in _draws():
+    for region, shape, arm in _draws():
+        if arm not in _OURS:
+            continue
         scoped = [th for th in thresholds_for("sm90") if th.is_set and th.applies(shape.key())]
         assert scoped, f"{region} {shape.key()} is in no sm90 scope (seed {SEED})"
         assert any(op == "within" for th in scoped for _, op, _ in th.scope), [
@@ -103,9 +124,10 @@ def test_the_drawn_layouts_fall_inside_a_scope_that_states_ranges() -> None:
 
 
 @pytest.mark.parametrize("tp", TP_DEGREES)
-def test_every_catalog_layout_takes_the_gluon_kernel(tp: int) -> None:
-    # The calls a serving engine makes for the catalog's models on one GPU: a long chunk and a
-    # long square, bf16.
+def test_every_catalog_layout_takes_the_fastest_arm_measured(tp: int) -> None:
+    # The calls a serving engine makes for the catalog's models on one GPU: a tiny and a long
+    # chunk and a long square, bf16. Each takes the Gluon kernel, except a square with more
+    # than 32 query heads at head_dim 64 or 128, which takes cuDNN (the square scopes' bound).
     missed = []
     for model in load_catalog():
         layout = model.tp[tp]
@@ -115,8 +137,10 @@ def test_every_catalog_layout_takes_the_gluon_kernel(tp: int) -> None:
         # and 256 by the wide one.
         for qo, kv in ((2048, 16384), (8192, 8192), (64, 16384)):
             shape = Shape(1, qo, kv, *layout, model.head_dim, "bf16", True)
-            if (got := route("single_prefill", shape, "sm90")) != "gluon":
-                missed.append(f"{model.name} tp{tp} {layout} q{qo} kv{kv}: {got}")
+            many_head_square = qo == kv and layout[0] > 32 and model.head_dim in (64, 128)
+            want = "sdpa_cudnn" if many_head_square else "gluon"
+            if (got := route("single_prefill", shape, "sm90")) != want:
+                missed.append(f"{model.name} tp{tp} {layout} q{qo} kv{kv}: {got}, not {want}")
     assert not missed, "; ".join(missed)
 
 
