@@ -172,19 +172,14 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 16
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 16, kv_len > qo_len).
-# run 20261203T150722Z-sweep-policy-chunked-sm90-sm90-d876e2a0c2e7
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 48 cells, geomean 3.703,
-# noise 0.981-1.020 (A/A floor 0.996-1.004
-# times replicate band 0.985-1.015): faster;
-# cells 48 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 head_dim=64 hq/hkv=32/32 kv_len=32768 qo_len=1024
-# at 1.752.
+# run 20261206T043227Z-sweep-policy-chunked-sm90-sm90-54ac22498daf
+# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# 80 cells, geomean 3.082,
+# noise 0.982-1.019 (A/A floor 0.998-1.002
+# times replicate band 0.984-1.017): faster;
+# cells 80 faster, 0 slower, 0 level;
+# worst cell head_dim=128 hq/hkv/dtype=128/128/bf16 kv_len=32768 qo_len=1024
+# at 1.098.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -209,26 +204,21 @@ _SM90_CHUNKED = Threshold(
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
 #   hq//hkv within 1 to 16
-#   hq within 1 to 128
+#   hq within 1 to 32
 #   head_dim in (64 or 128)
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
-# (reachable from single_prefill, qo_len >= 2048).
-# run 20261203T150751Z-sweep-policy-square-sm90-sm90-9710b743e4fa
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 12 cells, geomean 1.208,
-# noise 0.987-1.013 (A/A floor 0.996-1.004
-# times replicate band 0.991-1.009): faster;
-# cells 12 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 hq/hkv=32/8 seqlen=16384
-# at 1.116.
+# (reachable from single_prefill, qo_len >= 2048, hq//hkv within 1 to 16, hq within 1 to 32).
+# run 20261206T043326Z-sweep-policy-square-sm90-sm90-c9b00bb617cc
+# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# 36 cells, geomean 1.260,
+# noise 0.974-1.026 (A/A floor 0.994-1.006
+# times replicate band 0.980-1.020): faster;
+# cells 32 faster, 2 slower, 2 level;
+# worst cell head_dim=64 hq/hkv/dtype=1/1/f16 seqlen=16384
+# at 0.942.
 # geomean_win: holds
-# no_loss_outside_floor: holds
+# no_loss_outside_floor: does not hold
 # END GENERATED: policy-single-prefill-sm90
 _SM90 = Threshold(
     region="policy-single-prefill-sm90",
@@ -249,24 +239,21 @@ _SM90 = Threshold(
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
 #   hq//hkv within 1 to 16
-#   hq within 1 to 128
+#   hq within 1 to 32
 #   head_dim == 128
 #   qo_len < 2048
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
-# (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261203T150807Z-sweep-policy-square-short-sm90-sm90-2355851806c0
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
-# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 18 cells, geomean 1.316,
-# noise 0.967-1.034 (A/A floor 0.989-1.011
-# times replicate band 0.978-1.022): faster;
-# cells 18 faster, 0 slower, 0 level;
-# worst cell dtype=f16 hq/hkv=32/8 seqlen=512
-# at 1.126.
+# (reachable from single_prefill, qo_len >= 128, qo_len < 2048, hq//hkv within 1 to 16, hq within
+# 1 to 32).
+# run 20261206T043422Z-sweep-policy-square-short-sm90-sm90-6ffca3d92423
+# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# 18 cells, geomean 1.383,
+# noise 0.896-1.117 (A/A floor 0.959-1.043
+# times replicate band 0.934-1.071): faster;
+# cells 16 faster, 0 slower, 2 level;
+# worst cell hq/hkv/dtype=16/1/bf16 seqlen=1024
+# at 1.144.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -295,19 +282,14 @@ _SM90_SQUARE_SHORT = Threshold(
 #   qo_len >= 16
 # sweep policy-wide-sm90, population policy-wide-sm90-region
 # (reachable from single_prefill, qo_len >= 16).
-# run 20261203T150823Z-sweep-policy-wide-sm90-sm90-1df19a2e3270
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 48 cells, geomean 3.207,
-# noise 0.984-1.017 (A/A floor 0.998-1.002
-# times replicate band 0.986-1.014): faster;
-# cells 48 faster, 0 slower, 0 level;
-# worst cell dtype=f16 head_dim=96 hq/hkv=8/1 kv_len=2048 qo_len=2048
-# at 1.239.
+# run 20261206T043451Z-sweep-policy-wide-sm90-sm90-dc144c6402cd
+# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# 60 cells, geomean 3.191,
+# noise 0.973-1.027 (A/A floor 0.997-1.003
+# times replicate band 0.976-1.025): faster;
+# cells 59 faster, 0 slower, 1 level;
+# worst cell head_dim=96 hq/hkv/dtype=128/128/bf16 qo_len/kv_len=2048/16384
+# at 0.989.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-wide
@@ -363,26 +345,22 @@ _SM90_BATCH = Threshold(
 #   dtype in (f16 or bf16)
 #   head_dim in (64 or 128)
 #   hq//hkv within 1 to 16
-#   hq within 1 to 128
+#   hq within 16 to 128
 #   batch >= 2
 #   qo_len >= 256
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
-# (reachable from ragged_prefill, batch >= 2, qo_len >= 256).
-# run 20261203T150850Z-sweep-policy-ragged-sm90-sm90-c6f9a42dea82
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
-# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
-# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 96 cells, geomean 2.084,
-# noise 0.972-1.029 (A/A floor 0.991-1.009
-# times replicate band 0.981-1.019): faster;
-# cells 96 faster, 0 slower, 0 level;
-# worst cell batch=8 dtype=bf16 head_dim=128 hq/hkv=32/32 seqlen=4096
-# at 1.052.
+# (reachable from ragged_prefill, batch >= 2, qo_len >= 256, hq//hkv within 1 to 16, hq within 16
+# to 128).
+# run 20261206T043543Z-sweep-policy-ragged-sm90-sm90-232facb3df97
+# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# 64 cells, geomean 1.538,
+# noise 0.972-1.029 (A/A floor 0.987-1.013
+# times replicate band 0.985-1.015): faster;
+# cells 55 faster, 7 slower, 2 level;
+# worst cell batch=2 head_dim=128 hq/hkv/dtype=128/128/bf16 seqlen=4096
+# at 0.689.
 # geomean_win: holds
-# no_loss_outside_floor: holds
+# no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-ragged-prefill
 # batch_prefill's short squares: the Triton kernel (64-row tiles for short calls) against
 # cuDNN, as for single_prefill's short squares.
