@@ -93,14 +93,16 @@ _SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
 # per-GPU layout of the model catalog (kernels/models.toml at TP 1 to 8) but none wider.
 _SM90_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 128)))
 # Causal squares up to 32 query heads: from 64 on, cuDNN led both the Gluon kernel (long
-# squares) and the Triton kernel (short ones) in the design's 64/8, 128/8 and 128/128 cells
-# measured on an H100, so those squares keep the route order, and the sweeps still time them
-# (the design spans the full range) so the store shows why.
-_SM90_SQUARE_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
-# Ragged batches from 16 query heads: with one or a few heads a batch of two requests gives the
-# one launch too few tiles to fill the GPU, and per_request (each request its own launch) led it
-# in the design's 1/1 cells on an H100.
-_SM90_RAGGED_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (16, 128)))
+# squares) and the Triton kernel (short ones) in every 64/8, 128/8 and 128/128 cell of the
+# design, in both runs of 2026-12-06 (H100), so those squares keep the route order; the sweeps
+# still time the whole design, so the store shows why. Long squares start at 8 query heads: with
+# a single head the Gluon kernel trailed cuDNN at head_dim 64 and 16K.
+_SM90_SQUARE_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (8, 32)))
+_SM90_SHORT_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
+# Ragged batches of 16 to 32 query heads: per_request (each request its own single_prefill)
+# led the one launch at 1/1 (too few tiles for a batch of two) and at 128/128 (where
+# single_prefill takes cuDNN), in both runs of 2026-12-06.
+_SM90_RAGGED_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (16, 32)))
 
 
 def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object], ...]) -> Evidence:
@@ -120,15 +122,11 @@ _SM90_CHUNKED_SCOPE = (
 )
 # Causal squares: the long ones' and the short ones' scopes differ only in the head_dims their
 # evidence covers and the short ones' upper bound.
-_SM90_SQUARE = (
-    ("causal", "==", True),
-    ("kv_len", "==", "qo_len"),
-    *_SM90_HALF,
-    *_SM90_SQUARE_LAYOUTS,
-)
-_SM90_SQUARE_SCOPE = (*_SM90_SQUARE, ("head_dim", "in", (64, 128)))
+_SM90_SQUARE = (("causal", "==", True), ("kv_len", "==", "qo_len"), *_SM90_HALF)
+_SM90_SQUARE_SCOPE = (*_SM90_SQUARE, *_SM90_SQUARE_LAYOUTS, ("head_dim", "in", (64, 128)))
 _SM90_SQUARE_SHORT_SCOPE = (
     *_SM90_SQUARE,
+    *_SM90_SHORT_LAYOUTS,
     ("head_dim", "==", 128),
     # Below the Gluon threshold's region: the two never both take a call.
     ("qo_len", "<", 2048),
@@ -266,7 +264,7 @@ _SM90_SQUARE_SHORT = Threshold(
     evidence=_sm90_evidence(
         "policy-square-short-sm90",
         "single_prefill",
-        (("qo_len", ">=", 128), ("qo_len", "<", 2048), *_SM90_SQUARE_LAYOUTS),
+        (("qo_len", ">=", 128), ("qo_len", "<", 2048), *_SM90_SHORT_LAYOUTS),
     ),
     takes=(("qo_len", ">=", 128),),
     scope=_SM90_SQUARE_SHORT_SCOPE,

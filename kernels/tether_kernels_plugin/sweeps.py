@@ -408,12 +408,14 @@ _single_block(
 # arm a call otherwise takes (A), each through the arm's own per-call path, from the shortest
 # call its region routes. A threshold's scope states ranges of layouts (policy._SM90_LAYOUTS:
 # GQA groups 1 to 16, up to 128 query heads); the evidence is a designed sample spanning them,
-# LAYOUT_DESIGN: each end of both ranges (1/1, 16/1, 128/128, 128/8), a spread inside that
+# LAYOUT_DESIGN: each end of both ranges (1/1, 16/1, 128/128, 128/8) and of the narrower ones
+# the square and ragged scopes state (8/1 and 32/32: 8 and 32 query heads, MHA), a spread inside that
 # includes the catalog's awkward groups (28/4: Qwen2.5-7B, 64/8: Llama-70B and Qwen3-32B, 32/8:
 # Llama-8B), in bf16 (what serving stacks run) and a corner-and-middle subset in f16, as one
 # "hq/hkv/dtype" axis so the grid is that sample and not its cross product.
 LAYOUT_DESIGN = (
-    *(f"{h}/bf16" for h in ("1/1", "16/1", "128/128", "128/8", "32/8", "28/4", "64/8")),
+    *(f"{h}/bf16" for h in ("1/1", "8/1", "16/1", "32/32", "128/128", "128/8", "32/8", "28/4")),
+    "64/8/bf16",
     *(f"{h}/f16" for h in ("1/1", "128/8", "32/8")),
 )
 _LAYOUTS = {"hq/hkv/dtype": LAYOUT_DESIGN}

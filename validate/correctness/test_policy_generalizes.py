@@ -63,8 +63,9 @@ def _layouts(rng: random.Random, n: int, lo: int = 1, hi: int = 128) -> list[tup
 
 
 # (what the call is, its (qo_len, kv_len) drawer, the head_dims, the query heads drawn, the
-# arm the policy gives it). Squares from 33 query heads are drawn too: they are outside the
-# square scopes (cuDNN led there) and must take the route order, cuDNN, not a kernel of ours.
+# arm the policy gives it). Squares from 33 query heads, and long ones under 8, are drawn too:
+# they are outside the square scopes (cuDNN led there) and must take the route order, cuDNN,
+# not a kernel of ours.
 _REGIONS = (
     (
         "chunk",
@@ -73,7 +74,14 @@ _REGIONS = (
         (1, 128),
         "gluon",
     ),
-    ("long square", lambda r: (n := r.randint(2048, 32768), n), (64, 128), (1, 32), "gluon"),
+    ("long square", lambda r: (n := r.randint(2048, 32768), n), (64, 128), (8, 32), "gluon"),
+    (
+        "few-head long square",
+        lambda r: (n := r.randint(2048, 32768), n),
+        (64, 128),
+        (1, 7),
+        "sdpa_cudnn",
+    ),
     ("short square", lambda r: (n := r.randint(128, 2047), n), (128,), (1, 32), "triton"),
     (
         "many-head square",
@@ -126,8 +134,8 @@ def test_the_drawn_layouts_fall_inside_a_scope_that_states_ranges() -> None:
 @pytest.mark.parametrize("tp", TP_DEGREES)
 def test_every_catalog_layout_takes_the_fastest_arm_measured(tp: int) -> None:
     # The calls a serving engine makes for the catalog's models on one GPU: a tiny and a long
-    # chunk and a long square, bf16. Each takes the Gluon kernel, except a square with more
-    # than 32 query heads at head_dim 64 or 128, which takes cuDNN (the square scopes' bound).
+    # chunk and a long square, bf16. Each takes the Gluon kernel, except a square outside 8 to
+    # 32 query heads at head_dim 64 or 128, which takes cuDNN (the square scopes' bounds).
     missed = []
     for model in load_catalog():
         layout = model.tp[tp]
@@ -137,8 +145,8 @@ def test_every_catalog_layout_takes_the_fastest_arm_measured(tp: int) -> None:
         # and 256 by the wide one.
         for qo, kv in ((2048, 16384), (8192, 8192), (64, 16384)):
             shape = Shape(1, qo, kv, *layout, model.head_dim, "bf16", True)
-            many_head_square = qo == kv and layout[0] > 32 and model.head_dim in (64, 128)
-            want = "sdpa_cudnn" if many_head_square else "gluon"
+            off_square = qo == kv and not 8 <= layout[0] <= 32 and model.head_dim in (64, 128)
+            want = "sdpa_cudnn" if off_square else "gluon"
             if (got := route("single_prefill", shape, "sm90")) != want:
                 missed.append(f"{model.name} tp{tp} {layout} q{qo} kv{kv}: {got}, not {want}")
     assert not missed, "; ".join(missed)

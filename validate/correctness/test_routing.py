@@ -413,13 +413,15 @@ def test_tile_head_dim() -> None:
         (Shape(1, 1024, 1024, 32, 32, 128, "f16", True), "triton"),
         (Shape(1, 1024, 1024, 28, 4, 128, "bf16", True), "triton"),
         (Shape(1, 512, 512, 8, 1, 64, "bf16", True), "sdpa_cudnn"),
-        # Long squares: Gluon at head_dim 64 and 128, MHA included, up to 32 query heads;
-        # from 33 the route order (cuDNN led there), short squares too.
+        # Long squares: Gluon at head_dim 64 and 128, MHA included, from 8 to 32 query heads;
+        # outside them the route order (cuDNN led there); short squares up to 32.
         (Shape(1, 4096, 4096, 8, 1, 128, "bf16", True), "gluon"),
         (Shape(1, 2048, 2048, 32, 32, 128, "bf16", True), "gluon"),
         (Shape(1, 4096, 4096, 28, 4, 64, "f16", True), "gluon"),
         (Shape(1, 4096, 4096, 64, 8, 64, "f16", True), "sdpa_cudnn"),
         (Shape(1, 1024, 1024, 40, 8, 128, "bf16", True), "sdpa_cudnn"),
+        (Shape(1, 16384, 16384, 1, 1, 64, "f16", True), "sdpa_cudnn"),
+        (Shape(1, 1024, 1024, 1, 1, 128, "f16", True), "triton"),
         (Shape(1, 4096, 4096, 64, 2, 128, "f16", True), "sdpa_cudnn"),
         # head_dim 96 and 256 (cuDNN serves neither here): Gluon, chunked and square, every
         # layout in range, from 16 queries; below that the Triton kernel (the threshold's
