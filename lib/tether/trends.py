@@ -99,20 +99,43 @@ def figure_name(arch: str, sweep: str, sharded: bool = False) -> str:
     return f"trend-{arch}-{sweep}{'-sharded' if sharded else ''}.svg"
 
 
+def _grid(run: Run) -> frozenset[tuple[tuple[str, str], ...]]:
+    """The cells a run measured, by key: its whole-map geomean is over these."""
+    return frozenset(tuple(sorted((k, repr(v)) for k, v in c.key.items())) for c in run.cells)
+
+
+def incomparable(old: Run, new: Run) -> str | None:
+    """Why the headlines of two runs of one sweep are not one series (None: they are). A
+    whole-map geomean over another grid, or from another device, describes another population:
+    a move between them is no change of the kernels, and calling it one would put a figure on a
+    population neither run measured (the seeds' failure)."""
+    if old.provenance.device != new.provenance.device:
+        return f"device {old.provenance.device} to {new.provenance.device}"
+    if _grid(old) != _grid(new):
+        return f"grid of {len(old.cells)} cells to another of {len(new.cells)}"
+    return None
+
+
 def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
     """Template data: ``{"trends": [...]}``, one entry per (arch, sweep, sharded), sorted.
 
     Each entry: ``arch``, ``sweep``, ``sharded``, ``points`` (oldest first, see ``headline``),
     ``changes`` (consecutive runs whose headline moved beyond their noise and the sweep's
-    run-to-run band), ``latest`` and ``figure`` (its file name in the figures folder).
+    run-to-run band), ``breaks`` (consecutive runs not compared, ``incomparable``), ``latest``
+    and ``figure`` (its file name in the figures folder).
     """
     trends = []
     pool = list(runs)
     for (arch, sweep, sharded), history in sorted(_series(pool).items()):
         points = [headline(r, pool) for r in history]
         pairs = [(a, b) for a, b in itertools.combinations(history, 2) if same_setup(a, b)]
-        changes = []
+        changes: list[dict[str, Any]] = []
+        breaks: list[dict[str, Any]] = []
         for (ra, pa), (rb, pb) in itertools.pairwise(list(zip(history, points, strict=True))):
+            why = incomparable(ra, rb)
+            if why is not None:
+                breaks.append({"from_run": ra.id, "to_run": rb.id, "why": why})
+                continue
             if same_setup(ra, rb):
                 # Replicates of one setup (same commit, fingerprints, sweep): how far they
                 # moved is the run-to-run band itself, never a change.
@@ -129,6 +152,7 @@ def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
                 "points": points,
                 "measured": len(points),
                 "changes": changes,
+                "breaks": breaks,
                 "latest": points[-1],
                 "figure": figure_name(arch, sweep, sharded),
             }

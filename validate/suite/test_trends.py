@@ -129,3 +129,28 @@ def test_consecutive_replicates_are_never_a_change() -> None:
                        started="2026-11-01T03:00:00Z")  # fmt: skip
     (trend,) = trend_context([a, b])["trends"]
     assert trend["changes"] == []
+
+
+@pytest.mark.parametrize("differs", ["device", "grid"])
+def test_runs_of_another_grid_or_device_are_not_compared(differs: str) -> None:
+    # A whole-map geomean over another grid, or from another GPU, describes another population:
+    # the move between them (here far beyond the noise) is a break in the series, not a change.
+    old = _night(1, 0.9)
+    kwargs = {"device": "NVIDIA H100 80GB HBM3"} if differs == "device" else {}
+    axes = AXES if differs == "device" else {"hq": [16, 32, 64], "seqlen": [256, 512]}
+    new = make_sweep_run(
+        axes=axes, ratio=1.2, noise=0.002, seed=2, started="2026-11-02T02:00:00Z",
+        git_sha=f"{2:040x}", **kwargs,
+    )  # fmt: skip
+    (trend,) = trend_context([old, new])["trends"]
+    assert trend["changes"] == []
+    (gap,) = trend["breaks"]
+    assert (gap["from_run"], gap["to_run"]) == (old.id, new.id)
+    assert ("device" in gap["why"]) == (differs == "device")
+    # The same pair on one device and grid is a change: the break is what hid it.
+    same = make_sweep_run(
+        axes=AXES, ratio=1.2, noise=0.002, seed=2, started="2026-11-02T02:00:00Z",
+        git_sha=f"{2:040x}",
+    )  # fmt: skip
+    (trend,) = trend_context([old, same])["trends"]
+    assert trend["breaks"] == [] and len(trend["changes"]) == 1
