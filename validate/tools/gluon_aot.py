@@ -112,6 +112,16 @@ def compile_variant(
 def _tool(name: str) -> Path:
     import triton
 
+    if name == "ptxas":
+        # The ptxas the compiler itself runs for sm90: from Triton 3.7 on that is the bundled
+        # CUDA 13 one (get_ptxas: "ptxas-blackwell" from arch 90), and its PTX (.version 9.x)
+        # is refused by the legacy CUDA 12 "ptxas" beside it; 3.6 has no such resolver.
+        try:
+            from triton.backends.nvidia.compiler import get_ptxas
+        except ImportError:
+            pass
+        else:
+            return Path(get_ptxas(90).path)
     return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
 
 
@@ -133,9 +143,12 @@ def inspect(compiled: Any) -> dict[str, Any]:
             [str(_tool("ptxas")), "-arch=sm_90a", "-v", str(ptx_path), "-o", f"{tmp}/k.cubin"],
             capture_output=True,
             text=True,
-            check=True,
+            check=False,
         )
         info = res.stdout + res.stderr
+        if res.returncode != 0:
+            # ptxas says why on stderr; a bare exit status names nothing to fix.
+            raise RuntimeError(f"ptxas exit {res.returncode}: {' '.join(info.split()[-40:])}")
         regs = re.search(r"Used (\d+) registers", info)
         spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
         row["registers"] = int(regs.group(1)) if regs else None
