@@ -19,6 +19,12 @@
 #   archive, its modules and the tvm-ffi wheel, by name (.peers/fi-run.tar.xz,
 #   .peers/fi-jit-sm90.tar.xz, .peers/apache_tvm_ffi-*.whl): the tracked tree and those must fit
 #   the 64 MiB a call carries (the store is packed: tether store pack after every merge).
+# The Triton kernel cache travels between calls as scratch/tcache.tar.xz (carry it by name):
+#   each call starts a fresh host, whose first launch of every Gluon and Triton variant
+#   compiles it inside a timed sweep's step (on 2026-12-06 the first policy sweeps and the
+#   head_dim 96/256 one spent most of their steps so). The cache this call leaves comes back
+#   as $OUT/tcache.tar.xz: copy it to scratch/ for the next call. A cached kernel is the same
+#   binary the compiler would make (Triton keys it by source, options, compiler and target).
 # END_S: seconds after the call's start by which every session step has ended (keep it under
 #   the call's limit: packing and signing follow).
 set -uo pipefail
@@ -31,6 +37,9 @@ if [ -f scratch/hostkey.tar.xz ]; then
   tar xJf scratch/hostkey.tar.xz
   export PATH=$PWD/.hostkey/bin:$PATH
 fi
+export TRITON_CACHE_DIR=/tmp/tcache
+mkdir -p "$TRITON_CACHE_DIR"
+[ -f scratch/tcache.tar.xz ] && tar xJf scratch/tcache.tar.xz -C "$TRITON_CACHE_DIR"
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/pip.log 2>&1 ||
   { tail /tmp/pip.log; exit 1; }
 # FlashInfer from .peers/ before the tests, so the peers' GPU tests run rather than skip.
@@ -50,4 +59,5 @@ if [ -n "${TESTS-}" ]; then
 fi
 DEADLINE=$((T0 + ${END_S:-570})) OUT=$OUT TETHER_GIT_SHA=$SHA TETHER_GIT_DIRTY=0 \
   GATE=${GATE:-0} bash ci/h200-session.sh "${PLAN:-sweeps}"
+tar -C "$TRITON_CACHE_DIR" -cf - . | xz -T0 -3 >"$OUT/tcache.tar.xz"
 echo "h200-call: done after $(($(date +%s) - T0)) s"

@@ -81,7 +81,7 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # below; its short-call launch config takes 64-row tiles), and the Gluon kernel for causal
 # calls at head_dim 96 and 256 (against the Triton kernel, which takes them otherwise).
 # Each scope states what the kernel is, not the cells measured: the dtypes and head_dims it is
-# instantiated for, and the head layouts it serves as ranges (_SM90_LAYOUTS). Its evidence is a
+# instantiated for, and the head layouts it serves as ranges (SM90_LAYOUTS). Its evidence is a
 # designed sample spanning those ranges (tether_kernels_plugin.sweeps.LAYOUT_DESIGN: each end
 # and a spread inside, the model catalog's awkward groups 28/4 and 64/8 among them), and the
 # check holds every range spanned and every named value combination measured. Calls outside
@@ -91,18 +91,17 @@ _SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
 # The layouts the Gluon and Triton kernels serve on sm90: a GQA group (query heads per KV
 # head, GROUP in the kernels) of 1 (MHA) to 16 and up to 128 query heads, which hold every
 # per-GPU layout of the model catalog (kernels/models.toml at TP 1 to 8) but none wider.
-_SM90_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 128)))
-# Causal squares up to 32 query heads: from 64 on, cuDNN led both the Gluon kernel (long
-# squares) and the Triton kernel (short ones) in every 64/8, 128/8 and 128/128 cell of the
-# design, in both runs of 2026-12-06 (H100), so those squares keep the route order; the sweeps
-# still time the whole design, so the store shows why. Long squares start at 8 query heads: with
-# a single head the Gluon kernel trailed cuDNN at head_dim 64 and 16K.
-_SM90_SQUARE_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (8, 32)))
-_SM90_SHORT_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
-# Ragged batches of 16 to 32 query heads: per_request (each request its own single_prefill)
-# led the one launch at 1/1 (too few tiles for a batch of two) and at 128/128 (where
-# single_prefill takes cuDNN), in both runs of 2026-12-06.
-_SM90_RAGGED_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (16, 32)))
+SM90_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 128)))
+# Causal squares of 8 to 32 query heads: the design's cells of 64 query heads and more, and
+# its single-head cells at head_dim 64, held no floor against cuDNN in both runs of 2026-12-06
+# (H100), so those squares keep the route order; the sweeps still time the whole design, so
+# the store shows why.
+SM90_SQUARE_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (8, 32)))
+SM90_SHORT_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
+# Ragged batches of 16 to 32 query heads: at 1/1 (too few tiles for a batch of two) and at
+# 128/128 (where single_prefill takes cuDNN) the one launch held no floor against per_request
+# (each request its own single_prefill) in both runs of 2026-12-06.
+SM90_RAGGED_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (16, 32)))
 
 
 def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object], ...]) -> Evidence:
@@ -118,15 +117,15 @@ _SM90_CHUNKED_SCOPE = (
     ("kv_len", ">", "qo_len"),
     *_SM90_HALF,
     ("head_dim", "in", (64, 128)),
-    *_SM90_LAYOUTS,
+    *SM90_LAYOUTS,
 )
 # Causal squares: the long ones' and the short ones' scopes differ only in the head_dims their
 # evidence covers and the short ones' upper bound.
 _SM90_SQUARE = (("causal", "==", True), ("kv_len", "==", "qo_len"), *_SM90_HALF)
-_SM90_SQUARE_SCOPE = (*_SM90_SQUARE, *_SM90_SQUARE_LAYOUTS, ("head_dim", "in", (64, 128)))
+_SM90_SQUARE_SCOPE = (*_SM90_SQUARE, *SM90_SQUARE_LAYOUTS, ("head_dim", "in", (64, 128)))
 _SM90_SQUARE_SHORT_SCOPE = (
     *_SM90_SQUARE,
-    *_SM90_SHORT_LAYOUTS,
+    *SM90_SHORT_LAYOUTS,
     ("head_dim", "==", 128),
     # Below the Gluon threshold's region: the two never both take a call.
     ("qo_len", "<", 2048),
@@ -138,7 +137,7 @@ _SM90_WIDE_SCOPE = (
     ("causal", "==", True),
     *_SM90_HALF,
     ("head_dim", "in", (96, 256)),
-    *_SM90_LAYOUTS,
+    *SM90_LAYOUTS,
 )
 # ragged_prefill (requests of their own lengths, packed): the Gluon kernel's ragged launch (one
 # launch for the batch) against per_request, which runs each request as single_prefill would
@@ -150,7 +149,7 @@ _SM90_RAGGED_SCOPE = (
     ("kv_len", "==", "qo_len"),
     *_SM90_HALF,
     ("head_dim", "in", (64, 128)),
-    *_SM90_RAGGED_LAYOUTS,
+    *SM90_RAGGED_LAYOUTS,
 )
 _SM90_BATCH_SCOPE = (
     ("causal", "==", True),
@@ -227,7 +226,7 @@ _SM90 = Threshold(
     arm="gluon",
     otherwise="sdpa_cudnn",
     evidence=_sm90_evidence(
-        "policy-square-sm90", "single_prefill", (("qo_len", ">=", 2048), *_SM90_SQUARE_LAYOUTS)
+        "policy-square-sm90", "single_prefill", (("qo_len", ">=", 2048), *SM90_SQUARE_LAYOUTS)
     ),
     takes=(("qo_len", ">=", 2048),),
     scope=_SM90_SQUARE_SCOPE,
@@ -267,7 +266,7 @@ _SM90_SQUARE_SHORT = Threshold(
     evidence=_sm90_evidence(
         "policy-square-short-sm90",
         "single_prefill",
-        (("qo_len", ">=", 128), ("qo_len", "<", 2048), *_SM90_SHORT_LAYOUTS),
+        (("qo_len", ">=", 128), ("qo_len", "<", 2048), *SM90_SHORT_LAYOUTS),
     ),
     takes=(("qo_len", ">=", 128),),
     scope=_SM90_SQUARE_SHORT_SCOPE,
@@ -407,7 +406,7 @@ _SM90_RAGGED = Threshold(
     evidence=_sm90_evidence(
         "policy-ragged-sm90",
         "ragged_prefill",
-        (("batch", ">=", 2), ("qo_len", ">=", 256), *_SM90_RAGGED_LAYOUTS),
+        (("batch", ">=", 2), ("qo_len", ">=", 256), *SM90_RAGGED_LAYOUTS),
     ),
     takes=(("batch", ">=", 2), ("qo_len", ">=", 256)),
     scope=_SM90_RAGGED_SCOPE,
