@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+import warnings
 from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
@@ -221,8 +222,6 @@ def warn_untested_triton() -> None:
     arm, so an install outside its releases is told which arm it cannot run and why. Quiet
     where Triton is not installed (nothing of the library runs) or is a release the arm is
     written for."""
-    import warnings
-
     try:
         version = metadata.version("triton")
     except metadata.PackageNotFoundError:
