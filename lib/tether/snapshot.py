@@ -94,6 +94,39 @@ def index_env(top: Path) -> dict[str, str]:
     return env
 
 
+def unstaged(root: Path) -> list[str]:
+    """The files under ``root`` whose copy on disk is not what the index holds (modified and
+    not staged, or untracked and not ignored), as paths from the repository's top, sorted;
+    empty outside a git repository. A finding of the index check may be about one of them (a
+    plugin module or a template folder that exists on disk only), so the check names them."""
+    top = git_toplevel(root)
+    if top is None:
+        return []
+    listed = _git(
+        Path(root).resolve(),
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--",
+        ".",
+        env=index_env(top),
+    )
+    entries = iter(listed.split("\0"))
+    found: list[str] = []
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        state, path = entry[:2], entry[3:]
+        if state[0] in "RC":
+            next(entries, None)  # -z writes a rename's or copy's source as the next entry
+        # The worktree column (state[1]) says whether the file on disk differs from the
+        # index; a change staged in full (X set, Y blank) is already what is judged.
+        if state == "??" or state[1] not in " !":
+            found.append(path)
+    return sorted(found)
+
+
 @contextlib.contextmanager
 def snapshot(
     root: Path,

@@ -130,6 +130,63 @@ def test_a_check_before_staging_explains_itself(tmp_path: Path) -> None:
     assert rc == 0, out + err
 
 
+def test_a_partly_staged_adoption_names_what_is_not_staged(tmp_path: Path) -> None:
+    """After `tether init`, staging only the files it changed: the index holds a plugin name and
+    a template folder whose files lie on disk, untracked, and its findings ("module not found
+    (a typo?)") would mislead without the files the index lacks, named as the repository does."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "README.md").write_text("# FIXTURE\n", encoding="utf-8")
+    git(root, "init", "--quiet")
+    git(root, "add", "-A")
+    git(root, "commit", "--quiet", "-m", "FIXTURE: before tether")
+    rc, out, err = run_cli(root, "init")
+    assert rc == 0, out + err
+    git(root, "add", "pyproject.toml", "README.md")
+    rc, out, err = run_cli(root, "check")
+    assert rc == 1 and "module 'tether_bench' not found" in out, out + err
+    said = [line for line in err.splitlines() if "not staged" in line]
+    assert len(said) == 1, err
+    assert "tether_bench.py" in said[0] and "docs_src/results.md.j2" in said[0], said
+    assert "README.md" not in said[0]  # staged: it is what was judged
+    assert "git add -A" in said[0] and "--worktree" in said[0], said
+    _no_temp_path(err)
+    # The files on disk are whole; judged as such, or once staged, they pass.
+    assert run_cli(root, "check", "--worktree")[0] == 0
+    git(root, "add", "-A")
+    rc, out, err = run_cli(root, "check")
+    assert rc == 0, out + err
+
+
+def test_findings_of_a_fully_staged_index_name_no_unstaged_files(repo: Path) -> None:
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8") + "\nhand edit\n", encoding="utf-8")
+    git(repo, "add", "README.md")
+    rc, _, err = run_cli(repo, "check")
+    assert rc == 1 and "not staged" not in err, err
+    # Judging the files on disk, nothing is unstaged in the sense the hint means.
+    (repo / "notes.txt").write_text("FIXTURE: untracked\n", encoding="utf-8")
+    rc, _, err = run_cli(repo, "check", "--worktree")
+    assert rc == 1 and "not staged" not in err, err
+
+
+def test_unstaged_lists_what_the_index_lacks(repo: Path) -> None:
+    """Untracked and modified-unstaged files, a staged rename's new name when it is edited
+    again on disk, never a file staged in full or an ignored one."""
+    from tether.snapshot import unstaged
+
+    assert unstaged(repo) == []
+    (repo / ".gitignore").write_text("ignored.txt\n", encoding="utf-8")
+    (repo / "ignored.txt").write_text("FIXTURE\n", encoding="utf-8")
+    (repo / "staged.txt").write_text("FIXTURE\n", encoding="utf-8")
+    git(repo, "add", "staged.txt", ".gitignore")
+    (repo / "new dir").mkdir()
+    (repo / "new dir" / "untracked file.md").write_text("FIXTURE\n", encoding="utf-8")
+    git(repo, "mv", "README.md", "FRONT.md")
+    (repo / "FRONT.md").write_text("FIXTURE: edited after the move\n", encoding="utf-8")
+    assert unstaged(repo) == ["FRONT.md", "new dir/untracked file.md"]
+
+
 def test_a_broken_staged_config_is_named_as_staged(repo: Path) -> None:
     (repo / "pyproject.toml").write_text("[tool.tether\n", encoding="utf-8")
     git(repo, "add", "pyproject.toml")

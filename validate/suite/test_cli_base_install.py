@@ -79,6 +79,7 @@ def test_the_blocker_blocks(base_env: dict[str, str], tmp_path: Path) -> None:
     ("argv", "says"),
     [
         pytest.param(["--version"], "tether ", id="version"),
+        pytest.param(["-V"], "tether ", id="version-short"),
         pytest.param(["--help"], "Verbs (", id="help"),
     ],
 )

@@ -23,10 +23,9 @@ from validate.suite.runfactory import make_fixture_store
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    from tether.cli import main
-
-    assert main(["--version"]) == 0
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([flag]) == 0
     assert capsys.readouterr().out.strip() == f"tether {__version__}"
 
 
@@ -59,7 +58,7 @@ def test_each_verb_is_registered_by_the_module_verb_modules_names() -> None:
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        pytest.param(["-V"], "unrecognized arguments: -V", id="top-level"),
+        pytest.param(["--nosuch"], "unrecognized arguments: --nosuch", id="top-level"),
         pytest.param(["nosuch"], "invalid choice: 'nosuch'", id="unknown-verb"),
         pytest.param(["check", "--rev"], "check: argument --rev: expected one", id="verb"),
         pytest.param(["store", "nosuch"], "store: argument VERB: invalid choice", id="sub-verb"),

@@ -211,7 +211,8 @@ def build_parser(out: TextIO | None = None, verb: str | None = None) -> argparse
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"tether {__version__}")
+    # -V as well: the short form pip, pytest and python answer, and what a user tries first.
+    parser.add_argument("-V", "--version", action="version", version=f"tether {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="VERB", parser_class=_Parser)
     modules = (VERB_MODULES[verb],) if verb in VERB_MODULES else COMMAND_MODULES
     for name in modules:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from tether import checkcache
+from tether import checkcache, snapshot
 from tether._scan import scan_tree, write_baseline
 from tether.check import FIX_COMMAND, check_append_only
 from tether.cli import Context, Subparsers
+from tether.errors import UsageError
 
 CHECK_DESCRIPTION = """\
 Fail when the rendered docs, the store or the policy have drifted. Read-only, no GPU.
@@ -38,6 +39,31 @@ def _write_baseline(ctx: Context) -> int:
         file=ctx.out,
     )
     return 0
+
+
+# How many unstaged files the hint names before it only counts the rest.
+UNSTAGED_SHOWN = 5
+
+
+def _name_unstaged(ctx: Context) -> None:
+    """After findings of the index: name the files on disk the index does not hold as they
+    are, since a finding may be about one of them ("module not found" of a plugin that exists
+    on disk, untracked), and say how to judge them. Asked for only when something failed, so a
+    clean check pays no git status."""
+    try:
+        paths = snapshot.unstaged(ctx.root)
+    except UsageError:
+        return  # a hint only: a git that fails here must not hide the findings or their code
+    if not paths:
+        return
+    shown = ", ".join(paths[:UNSTAGED_SHOWN])
+    more = f" and {len(paths) - UNSTAGED_SHOWN} more" if len(paths) > UNSTAGED_SHOWN else ""
+    print(
+        f"tether check: judged the index, and {len(paths)} file(s) on disk are not staged "
+        f"({shown}{more}): stage them (git add -A), or pass --worktree to judge the files on "
+        "disk",
+        file=ctx.err,
+    )
 
 
 def _handle(args: argparse.Namespace, ctx: Context) -> int:
@@ -77,6 +103,8 @@ def _handle(args: argparse.Namespace, ctx: Context) -> int:
             f"{FIX_COMMAND}, hand-typed figures by deleting them or rendering them",
             file=ctx.err,
         )
+        if args.rev is None and not args.worktree:
+            _name_unstaged(ctx)
         return 1
     if not args.quiet:
         print("tether check: clean", file=ctx.out)
