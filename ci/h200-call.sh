@@ -21,10 +21,11 @@
 #   the 64 MiB a call carries (the store is packed: tether store pack after every merge).
 # The Triton kernel cache travels between calls as scratch/tcache.tar.xz (carry it by name):
 #   each call starts a fresh host, whose first launch of every Gluon and Triton variant
-#   compiles it inside a timed sweep's step (on 2026-12-06 the first policy sweeps and the
-#   head_dim 96/256 one spent most of their steps so). The cache this call leaves comes back
-#   as $OUT/tcache.tar.xz: copy it to scratch/ for the next call. A cached kernel is the same
-#   binary the compiler would make (Triton keys it by source, options, compiler and target).
+#   compiles it inside a timed sweep's step (on 2026-12-06 the first runs of the policy
+#   sweeps took longer than their second runs, which found every variant compiled). The cache
+#   this call leaves comes back as $OUT/tcache.tar.xz: copy it to scratch/ for the next call.
+#   A cached kernel is the same binary the compiler would make (Triton keys it by source,
+#   options, compiler and target).
 # END_S: seconds after the call's start by which every session step has ended (keep it under
 #   the call's limit: packing and signing follow).
 set -uo pipefail

@@ -108,15 +108,21 @@ def test_untracked_config_is_named(repo: Path) -> None:
     _no_temp_path(err)
 
 
-def test_a_check_before_staging_explains_itself(tmp_path: Path) -> None:
-    """Right after `tether init` the [tool.tether] table is on disk and the index holds the
-    repository's pyproject.toml without it."""
+def _committed_repo(tmp_path: Path, name: str, text: str) -> Path:
+    """A git repository of one committed file, as an outside repository is before tether."""
     root = tmp_path / "repo"
     root.mkdir()
-    (root / "pyproject.toml").write_text('[project]\nname = "x"\n', encoding="utf-8")
+    (root / name).write_text(text, encoding="utf-8")
     git(root, "init", "--quiet")
     git(root, "add", "-A")
     git(root, "commit", "--quiet", "-m", "FIXTURE: before tether")
+    return root
+
+
+def test_a_check_before_staging_explains_itself(tmp_path: Path) -> None:
+    """Right after `tether init` the [tool.tether] table is on disk and the index holds the
+    repository's pyproject.toml without it."""
+    root = _committed_repo(tmp_path, "pyproject.toml", '[project]\nname = "x"\n')
     fixture_project(root, files={}, headline=None, doc_arches=())
     (root / "docs_src").mkdir()
     (root / "docs_src" / "notes.md.j2").write_text("FIXTURE: a template\n", encoding="utf-8")
@@ -134,12 +140,7 @@ def test_a_partly_staged_adoption_names_what_is_not_staged(tmp_path: Path) -> No
     """After `tether init`, staging only the files it changed: the index holds a plugin name and
     a template folder whose files lie on disk, untracked, and its findings ("module not found
     (a typo?)") would mislead without the files the index lacks, named as the repository does."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "README.md").write_text("# FIXTURE\n", encoding="utf-8")
-    git(root, "init", "--quiet")
-    git(root, "add", "-A")
-    git(root, "commit", "--quiet", "-m", "FIXTURE: before tether")
+    root = _committed_repo(tmp_path, "README.md", "# FIXTURE\n")
     rc, out, err = run_cli(root, "init")
     assert rc == 0, out + err
     git(root, "add", "pyproject.toml", "README.md")
