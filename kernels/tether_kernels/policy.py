@@ -171,6 +171,7 @@ _SM90_BATCH_SCOPE = (
 # (reachable from single_prefill, qo_len >= 16, kv_len > qo_len).
 # run 20261206T043227Z-sweep-policy-chunked-sm90-sm90-54ac22498daf
 # (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # stale: changed since the run: kernels/tether_kernels/policy.py
 # 80 cells, geomean 3.082,
 # noise 0.982-1.019 (A/A floor 0.998-1.002
@@ -209,6 +210,7 @@ _SM90_CHUNKED = Threshold(
 # (reachable from single_prefill, qo_len >= 2048, hq//hkv within 1 to 16, hq within 8 to 32).
 # run 20261206T043326Z-sweep-policy-square-sm90-sm90-c9b00bb617cc
 # (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # stale: changed since the run: kernels/tether_kernels/policy.py
 # 24 cells, geomean 1.109,
 # noise 0.989-1.011 (A/A floor 0.995-1.005
@@ -247,6 +249,7 @@ _SM90 = Threshold(
 # 1 to 32).
 # run 20261206T043422Z-sweep-policy-square-short-sm90-sm90-6ffca3d92423
 # (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # stale: changed since the run: kernels/tether_kernels/policy.py
 # 18 cells, geomean 1.383,
 # noise 0.896-1.117 (A/A floor 0.959-1.043
@@ -284,6 +287,7 @@ _SM90_SQUARE_SHORT = Threshold(
 # (reachable from single_prefill, qo_len >= 16).
 # run 20261206T043451Z-sweep-policy-wide-sm90-sm90-dc144c6402cd
 # (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # stale: changed since the run: kernels/tether_kernels/policy.py
 # 60 cells, geomean 3.191,
 # noise 0.973-1.027 (A/A floor 0.997-1.003
@@ -354,6 +358,7 @@ _SM90_BATCH = Threshold(
 # to 32).
 # run 20261206T043543Z-sweep-policy-ragged-sm90-sm90-232facb3df97
 # (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # stale: changed since the run: kernels/tether_kernels/policy.py
 # 32 cells, geomean 1.875,
 # noise 0.967-1.034 (A/A floor 0.979-1.021
