@@ -36,6 +36,10 @@ class CatFile:
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
+            # A process that ended (its repository removed, git killed) is closed before its
+            # successor starts: its pipes left open are a ResourceWarning when collected,
+            # raised as an error under the suite's warnings filter, in whatever test runs then.
+            self.close()
             try:
                 self._proc = subprocess.Popen(
                     ["git", "-C", str(self.repo), "cat-file", "--batch"],

@@ -22,6 +22,17 @@ from validate.suite.fixture_project import fixture_project
 from validate.suite.runfactory import make_fixture_store
 
 
+@pytest.fixture(autouse=True)
+def _no_session_stamp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU host's session stamps the checkout's commit (TETHER_GIT_SHA, TETHER_GIT_DIRTY:
+    ci/h200-call.sh) for the runs it writes, and `tether verify` hands it to the suite. The
+    suite's tests write runs into FIXTURE repositories of their own, whose commit that stamp is
+    not: inherited, it would name the checkout's commit in them (on 2026-12-06 the H100's
+    verify failed 40-odd such tests). A test of the stamp sets it itself."""
+    monkeypatch.delenv("TETHER_GIT_SHA", raising=False)
+    monkeypatch.delenv("TETHER_GIT_DIRTY", raising=False)
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A FIXTURE project at ``tmp_path/repo`` with the defaults of ``fixture_project`` (its

@@ -14,6 +14,7 @@ one arm pointed at the package's own function, `tether sweep` on the CPU, `tethe
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -27,6 +28,10 @@ from validate.suite.adopting import git_repo, run_tether, stage, tether_ok
 from validate.suite.test_readme_markdown import install_command
 
 ROOT = Path(__file__).resolve().parents[2]
+# The venv's own view: a PYTHONPATH (the GPU host's session exports the checkout's lib/ and
+# kernels/ on it) would put this checkout's tether ahead of the installed one, so the test
+# would time the checkout, not what the user's one command installed.
+VENV_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
 
 PYPROJECT = b"""\
 [build-system]
@@ -85,7 +90,7 @@ def _fresh_venv(path: Path) -> Path:
     python = path / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True, timeout=60,
+        capture_output=True, text=True, check=True, timeout=60, env=VENV_ENV,
     ).stdout.strip()  # fmt: skip
     lent = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
     (Path(site) / "suite-packages.pth").write_text("\n".join(lent) + "\n", encoding="utf-8")
@@ -96,7 +101,7 @@ def _pip(python: Path, *argv: str) -> None:
     done = subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps",
          "--no-build-isolation", *argv],
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True, text=True, timeout=600, check=False, env=VENV_ENV,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -122,7 +127,7 @@ def test_a_src_layout_package_adopts_tether_from_a_fresh_venv(tmp_path: Path) ->
     _pip(python, "-e", str(repo))  # the maintainer's own package, as they develop it
     where = subprocess.run(
         [str(python), "-c", "import fast_ops, tether; print(tether.__file__)"],
-        capture_output=True, text=True, check=True, timeout=60, cwd=tmp_path,
+        capture_output=True, text=True, check=True, timeout=60, cwd=tmp_path, env=VENV_ENV,
     ).stdout.strip()  # fmt: skip
     assert Path(where).is_relative_to(tmp_path / "venv"), where  # installed, not the checkout
     tether = python.parent / "tether"

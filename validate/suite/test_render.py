@@ -21,6 +21,7 @@ from tether.store import write_run
 
 from validate.suite.fixture_project import run_cli
 from validate.suite.runfactory import (
+    DEFAULT_FIXED,
     make_not_measured_run,
     make_probe_run,
     make_sweep_run,
@@ -33,6 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 README = Path("README.md")
 BACKENDS = Path("docs/backends.md")
 AXES = {"batch": [1, 4], "seqlen": [1024, 2048, 4096]}
+# The layout of the sm90 gate region (the first threshold's population: 8 to 32 query heads in
+# GQA groups of 1 to 16), so the FIXTURE sweep has cells in it.
+FIXED = {**DEFAULT_FIXED, "hq": 32}
 
 
 def _text(out: dict[Path, bytes], path: Path) -> str:
@@ -43,7 +47,7 @@ def _text(out: dict[Path, bytes], path: Path) -> str:
 def sweep_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """FIXTURE store: one sm90 sweep with a gate-region population, a probe and a verify run."""
     store = tmp_path_factory.mktemp("fixture") / "results"
-    make_sweep_run(axes=AXES, ratio=0.8, noise=0.02, n=7, store=store)
+    make_sweep_run(axes=AXES, fixed=FIXED, ratio=0.8, noise=0.02, n=7, store=store)
     make_probe_run(store=store, started="2026-01-01T01:00:00Z")
     make_verify_run(arch="sm90", vendor="cuda", passed=12, skipped=2, store=store)
     return store

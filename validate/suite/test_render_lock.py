@@ -90,7 +90,15 @@ def test_renders_and_checks_at_once_leave_a_tree_the_check_passes(tmp_path: Path
         subprocess.Popen([*base, *verb], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for verb in (["render"], ["check", "--worktree"], ["render"], ["render"])
     ]
-    said = [p.communicate(timeout=600) for p in procs]
+    try:
+        said = [p.communicate(timeout=600) for p in procs]
+    finally:
+        # A failure above leaves no process running and no pipe open (a ResourceWarning,
+        # raised as an error in whatever test runs when they are collected).
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
     for proc, (out, err) in zip(procs, said, strict=True):
         # The check may judge the tree before any render or after one, never half of one.
         assert proc.returncode in (0, 1), (out + err).decode()
