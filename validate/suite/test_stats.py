@@ -274,6 +274,20 @@ def test_sibling_runs_widen_the_band() -> None:
     assert alone.band[1] < 1.01
 
 
+def test_a_run_on_another_device_model_is_no_replicate() -> None:
+    # Same commit, arch and fingerprints on an H100 and an H200: their spread is the cards'
+    # difference, not run-to-run noise, so neither widens the other's band.
+    from tether.store.cite import siblings
+
+    base = make_sweep_run(ratio=0.8, noise=0.0005, n=9, seed=1, started="2026-01-01T00:00:00Z")
+    twin = make_sweep_run(ratio=0.8, noise=0.0005, n=9, seed=2, started="2026-01-01T01:00:00Z")
+    other = make_sweep_run(
+        ratio=0.8, noise=0.0005, n=9, seed=3, started="2026-01-01T02:00:00Z", device="other card"
+    )
+    assert [r.id for r in siblings([base, twin, other], base)] == [twin.id]
+    assert siblings([base, other], other) == []
+
+
 def test_an_unsummarisable_cell_names_the_run_and_the_cell() -> None:
     broken = Cell(key={"seqlen": 7}, work=1.0, samples={"A": (1.0,), "B": (1.0,)})
     with pytest.raises(RunFileError, match=r"cells\[0\]: cell seqlen=7 of run fixture"):

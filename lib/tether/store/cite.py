@@ -9,8 +9,9 @@
   replaced (an exploration measured, then undone) never hides one of the code as it is, and
   only where no run describes it is the newest cited, which every surface marks stale.
 - ``siblings(runs, run)``: the other evidence-grade runs of the same setup (kind, name, arch,
-  commit, harness and kernel fingerprints, sharded or not): replicate runs, whose spread is the
-  run-to-run band of the cited run's cells.
+  device, commit, harness and kernel fingerprints, sharded or not): replicate runs, whose
+  spread is the run-to-run band of the cited run's cells. The device model counts: an H100's
+  and an H200's runs of one sm90 commit differ by what the cards are, not by run-to-run noise.
 - ``newest_attempt``: the newest attempt of any status, to show that a newer attempt was not
   measured (a busy host) beside what is cited.
 - ``latest_ok``: the newest ok run, guarded or not: for compile runs, which hold no host (the
@@ -75,6 +76,7 @@ def same_setup(a: Run, b: Run) -> bool:
         a.kind == b.kind
         and a.name == b.name
         and pa.arch == pb.arch
+        and pa.device == pb.device
         and pa.git_sha == pb.git_sha
         and pa.git_dirty == pb.git_dirty
         and pa.harness_fingerprint == pb.harness_fingerprint
