@@ -104,10 +104,14 @@ SM90_SHORT_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
 SM90_RAGGED_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (16, 32)))
 
 
-def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object], ...]) -> Evidence:
+def _sm90_evidence(
+    sweep: str, entry: str, where: tuple[tuple[str, str, object], ...], name: str = ""
+) -> Evidence:
+    """A threshold's evidence: ``sweep``'s cells where ``where`` holds (population ``name``,
+    by default the sweep's region: two thresholds judged on one sweep name theirs apart)."""
     return Evidence(
         sweep=sweep,
-        population=Population(name=f"{sweep}-region", entry=entry, where=where),
+        population=Population(name=name or f"{sweep}-region", entry=entry, where=where),
         predicates=("geomean_win", "no_loss_outside_floor"),
     )
 
@@ -132,13 +136,15 @@ _SM90_SQUARE_SHORT_SCOPE = (
 )
 # Causal calls at head_dim 96 and 256, chunked and square: cuDNN is declared here only for the
 # head_dims run on the H200 (arms._GPU_SDPA_DIMS), so the arm they otherwise take is the Triton
-# kernel.
-_SM90_WIDE_SCOPE = (
-    ("causal", "==", True),
-    *_SM90_HALF,
-    ("head_dim", "in", (96, 256)),
-    *SM90_LAYOUTS,
-)
+# kernel. Two scopes, one per head_dim: at 96 (a 128-wide tile padded from 96) the Gluon
+# kernel's scope stops at 64 query heads, as its MHA cells at 128/128 held no floor against the
+# Triton kernel in the runs of b88e241 (policy-wide-sm90, 2026-12-06); those calls keep the
+# Triton kernel, and the sweep still times them, so the store shows why. The catalog's head_dim
+# 96 layouts (Phi-3's 32/32 and its TP shards) are inside.
+SM90_WIDE96_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 64)))
+_SM90_WIDE_CALLS = (("causal", "==", True), *_SM90_HALF)
+_SM90_WIDE_SCOPE = (*_SM90_WIDE_CALLS, ("head_dim", "==", 256), *SM90_LAYOUTS)
+_SM90_WIDE96_SCOPE = (*_SM90_WIDE_CALLS, ("head_dim", "==", 96), *SM90_WIDE96_LAYOUTS)
 # ragged_prefill (requests of their own lengths, packed): the Gluon kernel's ragged launch (one
 # launch for the batch) against per_request, which runs each request as single_prefill would
 # (one launch each, every request routed by the thresholds above). The thresholds read the
@@ -169,16 +175,16 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 16
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 16, kv_len > qo_len).
-# run 20261206T043227Z-sweep-policy-chunked-sm90-sm90-54ac22498daf
-# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# run 20261206T201055Z-sweep-policy-chunked-sm90-sm90-72dd8055a79c
+# (2026-12-06, git b88e241d15bc, 1 blocks, 0 replicate runs)
+# provisional: one run; a verdict backs a policy only with a replicate run.
 # stale: changed since the run: kernels/tether_kernels/policy.py
-# 80 cells, geomean 3.082,
-# noise 0.982-1.019 (A/A floor 0.998-1.002
-# times replicate band 0.984-1.017): faster;
-# cells 80 faster, 0 slower, 0 level;
-# worst cell head_dim=128 hq/hkv/dtype=128/128/bf16 kv_len=32768 qo_len=1024
-# at 1.098.
+# 96 cells, geomean 3.272,
+# noise 0.998-1.002 (A/A floor 0.998-1.002
+# times replicate band 1.000-1.000): faster (provisional);
+# cells 96 faster, 0 slower, 0 level;
+# worst cell head_dim=128 hq/hkv/dtype=128/128/bf16 kv_len=4096 qo_len=16
+# at 1.489.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -208,16 +214,15 @@ _SM90_CHUNKED = Threshold(
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048, hq//hkv within 1 to 16, hq within 8 to 32).
-# run 20261206T043326Z-sweep-policy-square-sm90-sm90-c9b00bb617cc
-# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# run 20261206T201740Z-sweep-policy-square-sm90-sm90-2f14bdea7c96
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
 # stale: changed since the run: kernels/tether_kernels/policy.py
-# 24 cells, geomean 1.109,
-# noise 0.989-1.011 (A/A floor 0.995-1.005
-# times replicate band 0.994-1.006): faster;
-# cells 22 faster, 0 slower, 2 level;
+# 36 cells, geomean 1.134,
+# noise 0.992-1.008 (A/A floor 0.997-1.003
+# times replicate band 0.995-1.005): faster;
+# cells 34 faster, 0 slower, 2 level;
 # worst cell head_dim=64 hq/hkv/dtype=32/8/f16 seqlen=16384
-# at 1.004.
+# at 1.003.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -247,16 +252,15 @@ _SM90 = Threshold(
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
 # (reachable from single_prefill, qo_len >= 128, qo_len < 2048, hq//hkv within 1 to 16, hq within
 # 1 to 32).
-# run 20261206T043422Z-sweep-policy-square-short-sm90-sm90-6ffca3d92423
-# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# run 20261206T201722Z-sweep-policy-square-short-sm90-sm90-48993398a074
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
 # stale: changed since the run: kernels/tether_kernels/policy.py
-# 18 cells, geomean 1.383,
-# noise 0.896-1.117 (A/A floor 0.959-1.043
-# times replicate band 0.934-1.071): faster;
-# cells 16 faster, 0 slower, 2 level;
+# 24 cells, geomean 1.333,
+# noise 0.973-1.028 (A/A floor 0.986-1.014
+# times replicate band 0.986-1.014): faster;
+# cells 24 faster, 0 slower, 0 level;
 # worst cell hq/hkv/dtype=16/1/bf16 seqlen=1024
-# at 1.144.
+# at 1.084.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -279,22 +283,21 @@ _SM90_SQUARE_SHORT = Threshold(
 # where:
 #   causal == True
 #   dtype in (f16 or bf16)
-#   head_dim in (96 or 256)
+#   head_dim == 256
 #   hq//hkv within 1 to 16
 #   hq within 1 to 128
 #   qo_len >= 16
-# sweep policy-wide-sm90, population policy-wide-sm90-region
-# (reachable from single_prefill, qo_len >= 16).
-# run 20261206T043451Z-sweep-policy-wide-sm90-sm90-dc144c6402cd
-# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# sweep policy-wide-sm90, population policy-wide-sm90-d256
+# (reachable from single_prefill, qo_len >= 16, head_dim == 256).
+# run 20261206T201623Z-sweep-policy-wide-sm90-sm90-1049a16111ba
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
 # stale: changed since the run: kernels/tether_kernels/policy.py
-# 60 cells, geomean 3.191,
-# noise 0.973-1.027 (A/A floor 0.997-1.003
-# times replicate band 0.976-1.025): faster;
-# cells 59 faster, 0 slower, 1 level;
-# worst cell head_dim=96 hq/hkv/dtype=128/128/bf16 qo_len/kv_len=2048/16384
-# at 0.989.
+# 36 cells, geomean 5.448,
+# noise 0.990-1.010 (A/A floor 0.997-1.003
+# times replicate band 0.993-1.007): faster;
+# cells 36 faster, 0 slower, 0 level;
+# worst cell head_dim=256 hq/hkv/dtype=128/128/bf16 qo_len/kv_len=16/16384
+# at 2.222.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-wide
@@ -304,9 +307,53 @@ _SM90_WIDE = Threshold(
     entry="single_prefill",
     arm="gluon",
     otherwise="triton",
-    evidence=_sm90_evidence("policy-wide-sm90", "single_prefill", (("qo_len", ">=", 16),)),
+    evidence=_sm90_evidence(
+        "policy-wide-sm90",
+        "single_prefill",
+        (("qo_len", ">=", 16), ("head_dim", "==", 256)),
+        "policy-wide-sm90-d256",
+    ),
     takes=(("qo_len", ">=", 16),),
     scope=_SM90_WIDE_SCOPE,
+)
+# BEGIN GENERATED: policy-sm90-single-prefill-wide-96 (tether render)
+# Evidence for sm90 single_prefill -> gluon (else triton)
+# where:
+#   causal == True
+#   dtype in (f16 or bf16)
+#   head_dim == 96
+#   hq//hkv within 1 to 16
+#   hq within 1 to 64
+#   qo_len >= 16
+# sweep policy-wide-sm90, population policy-wide-sm90-d96
+# (reachable from single_prefill, qo_len >= 16, head_dim == 96, hq//hkv within 1 to 16, hq within
+# 1 to 64).
+# run 20261206T201623Z-sweep-policy-wide-sm90-sm90-1049a16111ba
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# 27 cells, geomean 2.411,
+# noise 0.984-1.016 (A/A floor 0.998-1.002
+# times replicate band 0.986-1.014): faster;
+# cells 27 faster, 0 slower, 0 level;
+# worst cell head_dim=96 hq/hkv/dtype=8/1/bf16 qo_len/kv_len=2048/2048
+# at 1.263.
+# geomean_win: holds
+# no_loss_outside_floor: holds
+# END GENERATED: policy-sm90-single-prefill-wide-96
+_SM90_WIDE_96 = Threshold(
+    region="policy-sm90-single-prefill-wide-96",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="triton",
+    evidence=_sm90_evidence(
+        "policy-wide-sm90",
+        "single_prefill",
+        (("qo_len", ">=", 16), ("head_dim", "==", 96), *SM90_WIDE96_LAYOUTS),
+        "policy-wide-sm90-d96",
+    ),
+    takes=(("qo_len", ">=", 16),),
+    scope=_SM90_WIDE96_SCOPE,
 )
 # BEGIN GENERATED: policy-sm90-batch-prefill (tether render)
 # Evidence for sm90 batch_prefill -> gluon (else sdpa_cudnn)
@@ -356,16 +403,15 @@ _SM90_BATCH = Threshold(
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, qo_len >= 256, hq//hkv within 1 to 16, hq within 16
 # to 32).
-# run 20261206T043543Z-sweep-policy-ragged-sm90-sm90-232facb3df97
-# (2026-12-06, git 9eba0232cc10, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
+# run 20261206T201445Z-sweep-policy-ragged-sm90-sm90-d465505b6a1a
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
 # stale: changed since the run: kernels/tether_kernels/policy.py
-# 32 cells, geomean 1.875,
-# noise 0.967-1.034 (A/A floor 0.979-1.021
-# times replicate band 0.987-1.013): faster;
-# cells 32 faster, 0 slower, 0 level;
-# worst cell batch=2 head_dim=64 hq/hkv/dtype=32/8/bf16 seqlen=4096
-# at 1.070.
+# 40 cells, geomean 1.833,
+# noise 0.961-1.040 (A/A floor 0.989-1.011
+# times replicate band 0.972-1.029): faster;
+# cells 40 faster, 0 slower, 0 level;
+# worst cell batch=16 head_dim=128 hq/hkv/dtype=32/32/bf16 seqlen=4096
+# at 1.028.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-ragged-prefill
@@ -477,6 +523,7 @@ POLICY: tuple[Threshold, ...] = (
     _SM90_SQUARE_SHORT,
     _SM90_CHUNKED,
     _SM90_WIDE,
+    _SM90_WIDE_96,
     _SM90_BATCH,
     _SM90_BATCH_SHORT,
     _SM90_RAGGED,

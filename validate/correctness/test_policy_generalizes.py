@@ -90,10 +90,20 @@ _REGIONS = (
         (33, 128),
         "sdpa_cudnn",
     ),
-    ("wide", lambda r: (r.randint(16, 8192), r.randint(16, 65536)), (96, 256), (1, 128), "gluon"),
+    ("wide", lambda r: (r.randint(16, 8192), r.randint(16, 65536)), (256,), (1, 128), "gluon"),
+    ("wide 96", lambda r: (r.randint(16, 8192), r.randint(16, 65536)), (96,), (1, 64), "gluon"),
+    # Past 64 query heads at head_dim 96 the Gluon kernel's MHA cells lost to the Triton
+    # kernel (policy._SM90_WIDE96_SCOPE): those calls take it, whatever the group.
+    (
+        "many-head wide 96",
+        lambda r: (r.randint(16, 8192), r.randint(16, 65536)),
+        (96,),
+        (65, 128),
+        "triton",
+    ),
 )
-# The regions whose draws a set threshold of ours scopes.
-_OURS = ("gluon", "triton")
+# The regions whose draws a set threshold of ours scopes (the others take the route order).
+_OURS = ("chunk", "long square", "short square", "wide", "wide 96")
 
 
 def _draws() -> list[tuple[str, Shape, str]]:
@@ -121,8 +131,8 @@ def test_random_layouts_inside_the_scopes_route_to_tethers_arms() -> None:
 def test_the_drawn_layouts_fall_inside_a_scope_that_states_ranges() -> None:
     # The draw is what the scopes say: each drawn call is in some set threshold's scope, and
     # that scope holds it through ranges (a scope enumerating the sweeps' pairs would not).
-    for region, shape, arm in _draws():
-        if arm not in _OURS:
+    for region, shape, _arm in _draws():
+        if region not in _OURS:
             continue
         scoped = [th for th in thresholds_for("sm90") if th.is_set and th.applies(shape.key())]
         assert scoped, f"{region} {shape.key()} is in no sm90 scope (seed {SEED})"
@@ -135,14 +145,15 @@ def test_the_drawn_layouts_fall_inside_a_scope_that_states_ranges() -> None:
 def test_every_catalog_layout_takes_the_fastest_arm_measured(tp: int) -> None:
     # The calls a serving engine makes for the catalog's models on one GPU: a tiny and a long
     # chunk and a long square, bf16. Each takes the Gluon kernel, except a square outside 8 to
-    # 32 query heads at head_dim 64 or 128, which takes cuDNN (the square scopes' bounds).
+    # 32 query heads at head_dim 64 or 128, which takes cuDNN (the square scopes' bounds); no
+    # catalog layout at head_dim 96 has more than 64 query heads (the wide-96 scope's bound).
     missed = []
     for model in load_catalog():
         layout = model.tp[tp]
         if layout is None:
             continue
         # Every head_dim the catalog has: 64 and 128 by the chunked and square thresholds, 96
-        # and 256 by the wide one.
+        # and 256 by the two wide ones.
         for qo, kv in ((2048, 16384), (8192, 8192), (64, 16384)):
             shape = Shape(1, qo, kv, *layout, model.head_dim, "bf16", True)
             off_square = qo == kv and not 8 <= layout[0] <= 32 and model.head_dim in (64, 128)
