@@ -29,8 +29,8 @@ from validate.suite.test_readme_markdown import install_command
 
 ROOT = Path(__file__).resolve().parents[2]
 # The venv's own view: a PYTHONPATH (the GPU host's session exports the checkout's lib/ and
-# kernels/ on it) would put this checkout's tether ahead of the installed one, so the test
-# would time the checkout, not what the user's one command installed.
+# kernels/ on it) would import this checkout's tether in place of the installed one, so the
+# test would judge the checkout, not what the user's one command installed.
 VENV_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
 
 PYPROJECT = b"""\
