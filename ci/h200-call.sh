@@ -5,7 +5,7 @@
 # runs signed with the carried key.
 #
 #   SHA=<full sha of the commit copied> [TESTS=...] [PEERCHECK=1] [PLAN=...] [END_S=...] \
-#     [SWEEPS=... ROUND2=... TUNE=1 PREBUILD=0 GATE=0] bash ci/h200-call.sh
+#     [SWEEPS=... ROUND2=... TUNE=1 PREBUILD=0 GATE=0 TCACHE=0] bash ci/h200-call.sh
 #
 # SHA: typed as it is where the commit is (the copy's .git may name another commit).
 # TESTS: pytest paths run first (TEST_N workers, TEST_S seconds); a failure stops the call, so
@@ -60,5 +60,7 @@ if [ -n "${TESTS-}" ]; then
 fi
 DEADLINE=$((T0 + ${END_S:-570})) OUT=$OUT TETHER_GIT_SHA=$SHA TETHER_GIT_DIRTY=0 \
   GATE=${GATE:-0} bash ci/h200-session.sh "${PLAN:-sweeps}"
-tar -C "$TRITON_CACHE_DIR" -cf - . | xz -T0 -3 >"$OUT/tcache.tar.xz"
+# TCACHE=0: no cache packed (a host kept warm for the next call still has /tmp/tcache, and a
+# cache over the 16 MiB a returned file may be does not come back).
+[ "${TCACHE:-1}" = 1 ] && tar -C "$TRITON_CACHE_DIR" -cf - . | xz -T0 -3 >"$OUT/tcache.tar.xz"
 echo "h200-call: done after $(($(date +%s) - T0)) s"
