@@ -178,7 +178,6 @@ _SM90_BATCH_SCOPE = (
 # run 20261206T201055Z-sweep-policy-chunked-sm90-sm90-72dd8055a79c
 # (2026-12-06, git b88e241d15bc, 1 blocks, 0 replicate runs)
 # provisional: one run; a verdict backs a policy only with a replicate run.
-# stale: changed since the run: kernels/tether_kernels/policy.py
 # 96 cells, geomean 3.272,
 # noise 0.998-1.002 (A/A floor 0.998-1.002
 # times replicate band 1.000-1.000): faster (provisional);
@@ -216,7 +215,6 @@ _SM90_CHUNKED = Threshold(
 # (reachable from single_prefill, qo_len >= 2048, hq//hkv within 1 to 16, hq within 8 to 32).
 # run 20261206T201740Z-sweep-policy-square-sm90-sm90-2f14bdea7c96
 # (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/policy.py
 # 36 cells, geomean 1.134,
 # noise 0.992-1.008 (A/A floor 0.997-1.003
 # times replicate band 0.995-1.005): faster;
@@ -254,7 +252,6 @@ _SM90 = Threshold(
 # 1 to 32).
 # run 20261206T201722Z-sweep-policy-square-short-sm90-sm90-48993398a074
 # (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/policy.py
 # 24 cells, geomean 1.333,
 # noise 0.973-1.028 (A/A floor 0.986-1.014
 # times replicate band 0.986-1.014): faster;
@@ -291,7 +288,6 @@ _SM90_SQUARE_SHORT = Threshold(
 # (reachable from single_prefill, qo_len >= 16, head_dim == 256).
 # run 20261206T201623Z-sweep-policy-wide-sm90-sm90-1049a16111ba
 # (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/policy.py
 # 36 cells, geomean 5.448,
 # noise 0.990-1.010 (A/A floor 0.997-1.003
 # times replicate band 0.993-1.007): faster;
@@ -330,7 +326,6 @@ _SM90_WIDE = Threshold(
 # 1 to 64).
 # run 20261206T201623Z-sweep-policy-wide-sm90-sm90-1049a16111ba
 # (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/policy.py
 # 27 cells, geomean 2.411,
 # noise 0.984-1.016 (A/A floor 0.998-1.002
 # times replicate band 0.986-1.014): faster;
@@ -367,7 +362,6 @@ _SM90_WIDE_96 = Threshold(
 # stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
 # stale: changed since the run: kernels/tether_kernels/gluon/compat.py
 # stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
 # 8 cells, geomean 0.920,
 # noise 0.995-1.005 (A/A floor 0.997-1.003
 # times replicate band 0.997-1.003): slower;
@@ -428,7 +422,6 @@ _SM90_BATCH = Threshold(
 # stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
 # stale: changed since the run: kernels/tether_kernels/gluon/compat.py
 # stale: changed since the run: kernels/tether_kernels/gluon/launch.py
-# stale: changed since the run: kernels/tether_kernels/policy.py
 # 12 cells, geomean 0.841,
 # noise 0.995-1.005 (A/A floor 0.998-1.002
 # times replicate band 0.996-1.004): slower;

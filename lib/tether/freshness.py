@@ -8,7 +8,10 @@ it defines jitted kernels and none of them is a kernel the run recorded its arms
 (``Cell.kernels``): a file that defines no kernel (arms, routing, launch tables) may shape any
 arm, so it always counts, except where the project declares top-level definitions of it to
 serve some arches only ([tool.tether.fingerprint] arch_scoped, the AMD launch tables say): a
-change confined to those definitions counts only for runs on those arches.
+change confined to those definitions counts only for runs on those arches. A routing file
+([tool.tether.fingerprint] routing: a policy, with the arms that read it) counts only for runs
+one of whose arms reads it: an arm prepared directly runs the same code wherever the policy
+sends a call.
 
 A verify run records no kernels either: it runs the whole suite, every kernel, so every
 changed kernel file counts for it (the arch scopes still apply).
@@ -156,11 +159,13 @@ class KernelDiff:
         root: Path,
         kernel_files: Iterable[Path],
         arch_scoped: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+        routing: Mapping[str, tuple[str, ...]] | None = None,
     ):
         self.root = root
         self.files = sorted(p.relative_to(root).as_posix() for p in kernel_files)
         self.git_root, self.prefix = git_place(root)
         self.arch_scoped = arch_scoped or {}
+        self.routing = routing or {}
         self._changed: dict[str, tuple[str, ...] | str] = {}
         # (sha, file) -> the arches a change confined to arch-scoped definitions serves.
         self._confined: dict[tuple[str, str], frozenset[str]] = {}
@@ -235,6 +240,17 @@ class KernelDiff:
         arches = self._confined.get((run.provenance.git_sha, rel))
         return arches is not None and run.provenance.arch not in arches
 
+    def _routes_none_of(self, run: Run, rel: str) -> bool:
+        """Whether ``rel`` is a routing file (declared with the arms that read it) and none of
+        ``run``'s arms reads it: a run that times arms prepared directly (the Gluon kernel
+        against cuDNN) times the same code whichever arm the policy sends a call to. A run
+        that records no arms, and a verify run (it runs the entry points), is read by all."""
+        readers = self.routing.get(rel)
+        if readers is None or run.kind == "verify":
+            return False
+        arms = set(run.arms.values())
+        return bool(arms) and not arms & set(readers)
+
     def staleness(self, run: Run, current_fingerprint: str) -> Staleness:
         """How timing ``run`` stands against the checkout's kernel sources."""
         changed = self._since(run, current_fingerprint)
@@ -245,9 +261,10 @@ class KernelDiff:
         unused: list[str] = []
         for rel in changed:
             defined = self._kernels_in(rel)
-            # A change confined to other arches' definitions, or to kernels the run never ran
-            # (a verify run ran them all).
+            # A change confined to other arches' definitions, to kernels the run never ran
+            # (a verify run ran them all), or to routing no arm of the run reads.
             ran = not defined or run.kind == "verify" or any(_ran(k, recorded) for k in defined)
+            ran = ran and not self._routes_none_of(run, rel)
             (used if ran and not self._elsewhere(run, rel) else unused).append(rel)
         return Staleness(tuple(used), tuple(unused))
 
@@ -278,7 +295,7 @@ class CompileFreshness:
         proj = project.get(root)
         self.current = kernels_fingerprint(root)
         self.inputs = tuple(p.relative_to(proj.root).as_posix() for p in proj.compiled_files())
-        self.diff = KernelDiff(proj.root, proj.kernel_files(), proj.arch_scoped)
+        self.diff = KernelDiff(proj.root, proj.kernel_files(), proj.arch_scoped, proj.routing)
 
     def staleness(self, run: Run) -> Staleness:
         return self.diff.compile_staleness(run, self.current, self.inputs)

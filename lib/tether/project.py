@@ -53,7 +53,7 @@ _KEYS = {
         "signing",
         "summary",
     },
-    "fingerprint": {"harness", "kernels", "arch_scoped", "compiled"},
+    "fingerprint": {"harness", "kernels", "arch_scoped", "compiled", "routing"},
     "render": {"files", "figures", "regions", "region_templates", "data"},
     "scan": {
         "include",
@@ -110,6 +110,11 @@ class Project:
     # the arches it serves}. A change confined to such definitions stales only those arches'
     # timing runs (tether.freshness): a launch table of one arch shapes no other arch's call.
     arch_scoped: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    # [tool.tether.fingerprint] routing: kernel file (root-relative) -> the arms that read it
+    # (the entry points its thresholds route, and any arm that routes as they do). A file that
+    # only decides which arm a call takes shapes no arm timed by itself, so a change to it
+    # stales only runs that time one of those arms (and verify runs: tether.freshness).
+    routing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # [tool.tether.fingerprint] compiled: the kernel files compile runs compile from (the
     # kernels they compile and what enumerates their variants); empty: every kernel file. A
     # change to another kernel file leaves compile runs fresh (tether.freshness).
@@ -270,6 +275,29 @@ def _globs_inside(patterns: tuple[str, ...], what: str, path: Path) -> tuple[str
                 "path, no '..')"
             )
     return patterns
+
+
+def _routing(value: Any, path: Path) -> dict[str, tuple[str, ...]]:
+    """[tool.tether.fingerprint] routing: {file: [arm, ...]}, checked."""
+    where = f"{path}: [{TABLE}.fingerprint] routing"
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{where} must map kernel files to lists of the arms that read them")
+    out: dict[str, tuple[str, ...]] = {}
+    for rel, arms in sorted(value.items()):
+        _globs_inside((rel,), "fingerprint.routing file", path)
+        if (
+            not isinstance(arms, list | tuple)
+            or not arms
+            or not all(isinstance(a, str) and a.strip() for a in arms)
+        ):
+            raise UsageError(
+                f"{where}: {rel!r} = {arms!r}: expected a non-empty list of arm names (the "
+                "entry points and arms that route by it)"
+            )
+        out[rel] = tuple(arms)
+    return out
 
 
 def _arch_scoped(value: Any, path: Path) -> dict[str, dict[str, tuple[str, ...]]]:
@@ -434,6 +462,7 @@ def load(root: Path) -> Project:
             _strings(fp.get("kernels"), "fingerprint.kernels", path), "fingerprint.kernels", path
         ),
         arch_scoped=_arch_scoped(fp.get("arch_scoped"), path),
+        routing=_routing(fp.get("routing"), path),
         compiled_globs=_globs_inside(
             _strings(fp.get("compiled"), "fingerprint.compiled", path),
             "fingerprint.compiled",

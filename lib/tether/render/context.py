@@ -715,7 +715,7 @@ def kernel_staleness(root: Path, runs: list[Run]) -> StaleFiles:
 
     current = kernels_fingerprint(root)
     proj = project.get(root)
-    diff = KernelDiff(root, proj.kernel_files(), proj.arch_scoped)
+    diff = KernelDiff(root, proj.kernel_files(), proj.arch_scoped, proj.routing)
 
     def stale(run: Run | None) -> tuple[str, ...]:
         if run is None:
