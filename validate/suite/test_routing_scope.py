@@ -209,3 +209,20 @@ def test_no_module_an_arm_is_prepared_from_reads_the_policy(module: str) -> None
 def test_the_import_walk_finds_the_policy_where_it_is_read() -> None:
     # The walk above can fail: from the router it reaches the policy.
     assert "tether_kernels.policy" in _closure("tether_kernels.routing")
+
+
+def test_the_paged_entry_point_is_a_routing_file_no_other_arm_reaches() -> None:
+    # paged_prefill's module is declared read by paged_prefill alone: the other entry points
+    # and every arm module must not import it (else a change to it would leave their runs
+    # fresh wrongly), and it must reach what it routes with (so the walk can see it).
+    assert project.get(ROOT).routing["kernels/tether_kernels/paged.py"] == ("paged_prefill",)
+    for module in (
+        "tether_kernels.arms",
+        "tether_kernels.prefill",
+        "tether_kernels.routing",
+        "tether_kernels.gluon.arm",
+        "tether_kernels.triton.attn_fwd",
+        "tether_kernels.peers",
+    ):
+        assert "tether_kernels.paged" not in _closure(module), module
+    assert "tether_kernels.routing" in _closure("tether_kernels.paged")
