@@ -29,7 +29,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -43,7 +44,7 @@ from tether.render.outlock import tree_lock
 from tether.snapshot import Snapshot, git_toplevel, index_env, snapshot
 from tether.store import history, layout
 from tether.store.io import max_run_bytes
-from tether.store.model import Run, content_digest, placed, remember_digest
+from tether.store.model import Cell, Run, content_digest, placed, remember_digest
 
 # Kinds of entry (tether.cache): what each maps from, see the module's docstring.
 RUN = "run"
@@ -97,6 +98,61 @@ def prose_files(proj: project.Project, paths: Iterable[str], prefix: str) -> fro
     return frozenset(out)
 
 
+class PackedSamples(Mapping[str, tuple[float, ...]]):
+    """A cell's samples as a kept run holds them: each role's floats packed as the bytes of
+    an ``array("d")``, opened into a tuple only when a role is read. A warm check reads
+    every run of the store from the cache but the samples of few (the statistics of the
+    others are kept by content digest, ``tether.stats``), and unpickling a float costs an
+    object each where a packed role is one bytes object. The doubles round-trip exactly, so
+    the run, its ``to_json`` and its digest are the file's."""
+
+    __slots__ = ("_open", "_packed")
+
+    def __init__(self, packed: Mapping[str, bytes]):
+        self._packed = dict(packed)
+        self._open: dict[str, tuple[float, ...]] = {}
+
+    @staticmethod
+    def of(samples: Mapping[str, tuple[float, ...]]) -> Mapping[str, tuple[float, ...]]:
+        """``samples`` packed, or unchanged when a value is not a tuple of floats (an int in
+        a file dumps as an int, and packing would make it a float and change the digest)."""
+        if isinstance(samples, PackedSamples):
+            return samples
+        values = list(samples.values())
+        if not all(type(v) is tuple and all(type(x) is float for x in v) for v in values):
+            return samples
+        return PackedSamples({role: array("d", v).tobytes() for role, v in samples.items()})
+
+    def __getitem__(self, role: str) -> tuple[float, ...]:
+        found = self._open.get(role)
+        if found is None:
+            found = tuple(array("d", self._packed[role]))
+            self._open[role] = found
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._packed)
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+    def __reduce__(self) -> tuple[type[PackedSamples], tuple[dict[str, bytes]]]:
+        return PackedSamples, (self._packed,)
+
+
+def _packed(run: Run) -> Run:
+    """``run`` with every cell's samples packed (``PackedSamples``), for keeping."""
+    cells = tuple(_packed_cell(c) for c in run.cells)
+    return dataclasses.replace(run, cells=cells)
+
+
+def _packed_cell(cell: Cell) -> Cell:
+    return dataclasses.replace(cell, samples=PackedSamples.of(cell.samples))
+
+
 class BlobRuns:
     """The runs of a snapshot's store by their files' blob ids (``tether.store.audit``'s
     RunCache). ``blobs`` maps a run file's path in the snapshot to its blob id."""
@@ -127,7 +183,8 @@ class BlobRuns:
     def put(self, path: Path, run: Run) -> None:
         key = self._key(path)
         if key is not None:
-            self.cache.put(RUN, key, (placed(run, path=None, added=None), content_digest(run)))
+            sealed = content_digest(run)
+            self.cache.put(RUN, key, (_packed(placed(run, path=None, added=None)), sealed))
 
 
 class TextScans:

@@ -200,3 +200,138 @@ def test_placed_refuses_to_change_content() -> None:
     assert placed(run, added=3).added == 3
     with pytest.raises(ValueError, match="cells"):
         placed(run, cells=())
+
+
+def _tamper_a_sample(path: Path) -> None:
+    """FIXTURE: one raw sample of the run file at ``path`` edited, its digest left as it was
+    (what a hand edit of a number does)."""
+    import json
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["cells"][0]["samples"]["B"][0] *= 0.5
+    path.write_text(json.dumps(data, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+
+
+def _second_run(repo: Path) -> None:
+    make_sweep_run(
+        started="2026-01-02T00:00:00Z", ratio=0.8, seed=5, store=repo / "results", root=repo
+    )
+    rc, out, err = run_cli(repo, "render")
+    assert rc == 0, out + err
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "FIXTURE: a second run")
+    rc, out = _same_as_uncached(repo)  # warms the cache with both runs
+    assert rc == 0, out
+
+
+def _run_files(repo: Path) -> list[Path]:
+    return sorted((repo / "results").rglob("*.json"))
+
+
+def test_a_run_tampered_after_caching_is_found(repo: Path) -> None:
+    # The run's entry is warm; the edited file is another blob, so it is parsed, and its
+    # digest no longer matches its content.
+    _second_run(repo)
+    for victim in _run_files(repo):
+        _tamper_a_sample(victim)
+        git(repo, "add", "-A")
+        rc, out = _same_as_uncached(repo)
+        assert rc == 1 and victim.name in out and "malformed run" in out, out
+        git(repo, "checkout", "HEAD", "--", "results")
+        git(repo, "add", "-A")
+        rc, out = _same_as_uncached(repo)
+        assert rc == 0, out  # the genuine file is the genuine blob again, and passes
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "flip", "swap", "other-tool"])
+def test_a_damaged_cache_never_hides_a_tampered_run(repo: Path, damage: str) -> None:
+    # Every entry is damaged one way, then a run file is tampered: the check finds it with
+    # the damaged cache exactly as it does with none, and the damage is rebuilt, not read.
+    import os
+
+    from tether import cache as tcache
+
+    _second_run(repo)
+    entries = _cache_files(repo)
+    assert entries
+    if damage == "swap":
+        # Each entry's bytes moved to another entry's file of the same kind: every header
+        # then names another key.
+        by_kind: dict[Path, list[Path]] = {}
+        for entry in entries:
+            by_kind.setdefault(entry.parent.parent, []).append(entry)
+        swapped = 0
+        for group in by_kind.values():
+            datas = [p.read_bytes() for p in group]
+            for path, data in zip(group, datas[1:] + datas[:1], strict=True):
+                path.write_bytes(data)
+                swapped += len(group) > 1
+        assert swapped, "no kind held two entries to swap"
+    elif damage == "other-tool":
+        # The same entries as another tool version writes them: its digest in the header.
+        real = tcache.tool_digest()
+        for entry in entries:
+            data = entry.read_bytes()
+            assert real.encode() in data
+            entry.write_bytes(data.replace(real.encode(), b"0" * len(real), 1))
+    else:
+        for entry in entries:
+            data = entry.read_bytes()
+            if damage == "truncate":
+                entry.write_bytes(data[: len(data) // 2])
+            elif damage == "garbage":
+                entry.write_bytes(os.urandom(len(data)))
+            else:  # one byte of the payload changed, the checksum left as it was
+                entry.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+    victim = _run_files(repo)[-1]
+    _tamper_a_sample(victim)
+    git(repo, "add", "-A")
+    rc, out = _same_as_uncached(repo)
+    assert rc == 1 and victim.name in out and "malformed run" in out, out
+    git(repo, "checkout", "HEAD", "--", "results")
+    git(repo, "add", "-A")
+    rc, out = _same_as_uncached(repo)
+    assert rc == 0, out
+
+
+def test_a_kept_run_entry_of_another_run_is_not_read(repo: Path) -> None:
+    # An entry whose file sits under another run's key (a run's verdict copied over
+    # another's) is refused by its header; the check agrees with --no-cache.
+    from tether.cache import FORMAT, digest, tool_digest
+
+    _second_run(repo)
+    runs = sorted((repo / ".git" / "tether" / "cache" / "run").rglob("*"))
+    runs = [p for p in runs if p.is_file()]
+    assert len(runs) == 2, runs
+    first, second = (p.read_bytes() for p in runs)
+    runs[0].write_bytes(second)
+    runs[1].write_bytes(first)
+    assert digest(FORMAT, tool_digest(), "run", "x")  # the names are keyed as the cache keys
+    victim = _run_files(repo)[0]
+    _tamper_a_sample(victim)
+    git(repo, "add", "-A")
+    rc, out = _same_as_uncached(repo)
+    assert rc == 1 and victim.name in out, out
+
+
+def test_packed_samples_are_the_runs_samples() -> None:
+    # A kept run holds its samples packed (tether.checkcache.PackedSamples): equal to the
+    # file's, the same JSON and the same digest; a value that is not a float is not packed.
+    import pickle
+
+    from tether.checkcache import PackedSamples, _packed
+    from tether.store.model import digest_of
+
+    run = make_sweep_run(ratio=0.9)
+    packed = pickle.loads(pickle.dumps(_packed(run)))
+    assert all(isinstance(c.samples, PackedSamples) for c in packed.cells)
+    assert packed == run and run == packed
+    assert packed.to_json() == run.to_json()
+    assert digest_of(packed.body()) == run.digest
+    cell = run.cells[0]
+    assert dict(packed.cells[0].samples) == dict(cell.samples)
+    assert packed.cells[0].samples["B"] == cell.samples["B"]
+    assert PackedSamples.of({"A": (1, 2.0)}) == {"A": (1, 2.0)}
+    assert not isinstance(PackedSamples.of({"A": (1, 2.0)}), PackedSamples)
+    with pytest.raises(KeyError):
+        packed.cells[0].samples["nope"]

@@ -14,8 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
+from jinja2.bccache import Bucket
 from jinja2.loaders import split_template_path
 
+from tether import cache
 from tether.errors import TetherError, UnsafeTextError
 from tether.textfile import read_text
 
@@ -139,6 +141,37 @@ class TextLoader(jinja2.FileSystemLoader):
         return contents, os.path.normpath(filename), uptodate
 
 
+# The kind of cache entry KeptBytecode keeps (tether.cache).
+JINJA_CODE = "jinja-code"
+
+
+class KeptBytecode(jinja2.BytecodeCache):
+    """Compiled templates kept in the check's cache (``tether.cache.current``), so a check
+    whose templates did not change does not compile them again. Keyed by the template's name
+    and the SHA-1 jinja takes of its source, not by its file name: a check reads its
+    templates from a new snapshot folder each time. An entry is checksummed like every
+    other (``tether.cache``), and jinja refuses one of another Python's marshal format.
+    Outside a check (no active cache) it keeps nothing."""
+
+    def get_cache_key(self, name: str, filename: str | None = None) -> str:
+        return cache.digest(name)
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        kept = cache.current()
+        if kept is None:
+            return
+        data = kept.get(JINJA_CODE, cache.digest(bucket.key, bucket.checksum), bytes)
+        if data is not None:
+            bucket.bytecode_from_string(data)
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        kept = cache.current()
+        if kept is None or bucket.code is None:
+            return
+        key = cache.digest(bucket.key, bucket.checksum)
+        kept.put(JINJA_CODE, key, bucket.bytecode_to_string())
+
+
 def make_env(templates: Path, label: str | None = None) -> jinja2.Environment:
     """The strict environment over the folder ``templates`` (the project's configured
     ``templates``), plus tether's built-in partials under ``tether/``. ``label`` is how messages
@@ -166,6 +199,7 @@ def make_env(templates: Path, label: str | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
         newline_sequence="\n",
         auto_reload=False,
+        bytecode_cache=KeptBytecode(),
     )
     env.filters.update(FILTERS)
     env.globals["tether_templates"] = label  # where the project's templates live, for messages
