@@ -175,15 +175,15 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 16
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 16, kv_len > qo_len).
-# run 20261206T201055Z-sweep-policy-chunked-sm90-sm90-72dd8055a79c
-# (2026-12-06, git b88e241d15bc, 1 blocks, 0 replicate runs)
+# run 20261207T080131Z-sweep-policy-chunked-sm90-sm90-72533fd97f63
+# (2026-12-07, git de333b775a31, 1 blocks, 0 replicate runs)
 # provisional: one run; a verdict backs a policy only with a replicate run.
-# 96 cells, geomean 3.272,
+# 96 cells, geomean 3.157,
 # noise 0.998-1.002 (A/A floor 0.998-1.002
 # times replicate band 1.000-1.000): faster (provisional);
 # cells 96 faster, 0 slower, 0 level;
-# worst cell head_dim=128 hq/hkv/dtype=128/128/bf16 kv_len=4096 qo_len=16
-# at 1.489.
+# worst cell head_dim=128 hq/hkv/dtype=128/128/bf16 kv_len=32768 qo_len=16
+# at 1.117.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -397,17 +397,16 @@ _SM90_BATCH = Threshold(
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, qo_len >= 256, hq//hkv within 1 to 16, hq within 16
 # to 32).
-# run 20261206T201445Z-sweep-policy-ragged-sm90-sm90-d465505b6a1a
-# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 40 cells, geomean 1.833,
-# noise 0.961-1.040 (A/A floor 0.989-1.011
-# times replicate band 0.972-1.029): faster;
-# cells 40 faster, 0 slower, 0 level;
+# run 20261207T080403Z-sweep-policy-ragged-sm90-sm90-fe43a2b11e9c
+# (2026-12-07, git de333b775a31, 1 blocks, 1 replicate runs)
+# 40 cells, geomean 1.842,
+# noise 0.971-1.030 (A/A floor 0.987-1.013
+# times replicate band 0.984-1.016): faster;
+# cells 38 faster, 1 slower, 1 level;
 # worst cell batch=16 head_dim=128 hq/hkv/dtype=32/32/bf16 seqlen=4096
-# at 1.028.
+# at 0.844.
 # geomean_win: holds
-# no_loss_outside_floor: holds
+# no_loss_outside_floor: does not hold
 # END GENERATED: policy-sm90-ragged-prefill
 # batch_prefill's short squares: the Triton kernel (64-row tiles for short calls) against
 # cuDNN, as for single_prefill's short squares.

@@ -102,15 +102,15 @@ VARIANTS: dict[str, GluonConfig] = {
 # Tuned choice gluon-sm90-variant on sm90: config n128s2rk.
 # Rule (tether.policy.TunedChoice): the candidate with the highest geomean of B
 # over A; a lead inside the noise of the leader's cells changes no default.
-# run 20261206T043736Z-tune-tune-gluon-sm90-sm90-1bb0fd8f4cbe
-# (2026-12-06, git 9eba0232cc10): gluon against flashinfer_fa3
-#   n128s2: geomean 0.995, noise up to 1.003
-#   n128s2k: geomean 1.029, noise up to 1.013
-#   n128s2pp: geomean 0.969, noise up to 1.005
-#   n128s2r: geomean 0.996, noise up to 1.005
-#   n128s2rk: geomean 1.031, noise up to 1.005
-#   n128s2rku: geomean 0.924, noise up to 1.008
-#   n128s3rk: geomean 1.013, noise up to 1.004
+# run 20261207T080513Z-tune-tune-gluon-sm90-sm90-1d1e90891bcb
+# (2026-12-07, git de333b775a31): gluon against flashinfer_fa3
+#   n128s2: geomean 0.996, noise up to 1.005
+#   n128s2k: geomean 1.026, noise up to 1.005
+#   n128s2pp: geomean 0.968, noise up to 1.006
+#   n128s2r: geomean 0.995, noise up to 1.005
+#   n128s2rk: geomean 1.028, noise up to 1.003
+#   n128s2rku: geomean 0.924, noise up to 1.005
+#   n128s3rk: geomean 1.013, noise up to 1.003
 # best n128s2rk; chosen n128s2rk: holds
 # END GENERATED: tuned-gluon-sm90-variant
 DEFAULT_VARIANT = "n128s2rk"
