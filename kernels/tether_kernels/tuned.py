@@ -20,7 +20,7 @@ TUNED: tuple[TunedChoice, ...] = (
         # (kernels/tether_kernels_plugin/sweeps.py; kernels/NOTES.md renders the whole run).
         sweep="tune-gluon-sm90",
         chosen=DEFAULT_VARIANT,
-        run="20261206T043736Z-tune-tune-gluon-sm90-sm90-1bb0fd8f4cbe",
+        run="20261203T145532Z-tune-tune-gluon-sm90-sm90-9117f70e42a3",
         region="tuned-gluon-sm90-variant",
     ),
 )
