@@ -45,6 +45,7 @@ from tether_kernels.prefill import (
     _check_device,
     _check_flags,
     _offsets_key,
+    _tensor_key,
     ragged_prefill,
 )
 from tether_kernels.routing import route
@@ -439,10 +440,6 @@ def _gather_plan(
 
 
 _PLANS: OrderedDict[tuple[Any, ...], PagedPlan] = OrderedDict()
-
-
-def _tensor_key(t: Any) -> tuple[Any, ...]:
-    return (type(t), t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
 
 
 def _table_key(value: object) -> object:

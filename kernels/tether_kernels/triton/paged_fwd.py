@@ -5,8 +5,8 @@ Queries are packed as ragged_prefill packs them: q [total_qo, hq, d], request r'
 [num_pages, page_size, hkv, d] (NHD) or [num_pages, hkv, page_size, d] (HND: the same kernel,
 other strides); request r's key j is slot ``j % page_size`` of page
 ``kv_indices[page_start[r] + j // page_size]``. Nothing is gathered: each key block's rows are
-looked up in the page table as they are loaded, so any page size (1 to the block's width and
-beyond) costs the same loads, and pages shared between requests (a cached prefix) are read
+looked up in the page table as they are loaded, so every page size (1 to the block's width
+and beyond) runs the same code, and pages shared between requests (a cached prefix) are read
 where they are.
 
 Grid: (tiles, hq). A tile is one (request, query block) pair; the host builds the tile list
