@@ -17,5 +17,12 @@ fi
 if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   .venv/bin/python -m pip install -q torch==2.13.0
 fi
-.venv/bin/python -m pip install -q -e '.[dev]'
+# The Triton the GPU evidence was measured under (the H200's 3.6; the kernels extra admits the
+# releases the Gluon arm is compiled for, 3.6 to 3.9) where this venv owns its torch; a GPU
+# build of torch keeps the Triton it was built with (a second one would shadow it).
+pins=()
+if ! .venv/bin/python -c 'import torch, sys; sys.exit(0 if (torch.version.cuda or torch.version.hip) else 1)' 2>/dev/null; then
+  pins=('triton==3.6.*')
+fi
+.venv/bin/python -m pip install -q -e '.[dev]' "${pins[@]}"
 .venv/bin/python -c 'import tether, torch, triton; print("tether", tether.__version__, "torch", torch.__version__, "triton", triton.__version__)'

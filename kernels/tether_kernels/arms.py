@@ -644,7 +644,9 @@ ARMS: dict[str, Arm] = {
             )
             for name, backend, kernels in peers.BACKENDS
         ),
-        # tether's Gluon Hopper kernel (kernels/tether_kernels/gluon/arm.py).
+        # tether's Gluon Hopper kernel (kernels/tether_kernels/gluon/arm.py): the same SERVES_SM90
+        # under every Triton release of gluon/releases.toml (one source; gluon/compat.py bridges what
+        # they rename), refused with that list named under any other.
         Arm(
             "gluon",
             {"sm90": gluon_arm.SERVES_SM90},

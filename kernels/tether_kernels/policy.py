@@ -79,22 +79,41 @@ def _chunked_threshold(arch: str, otherwise: str, min_qo_len: int | None) -> Thr
 # otherwise take (cuDNN, through the same per-call path), and only there: the Gluon kernel for
 # chunked calls and long squares, the Triton kernel for short squares (its evidence region
 # below; its short-call launch config takes 64-row tiles), and the Gluon kernel for causal
-# calls at head_dim 96 and 256 (against the Triton kernel, which takes them otherwise). Each threshold's scope names the
-# dtypes, head_dims and heads (query/kv head pairs) its evidence sweep covers, and the check
-# holds the threshold's region, every combination of those values, inside the evidence's
-# cells. Squares at head_dim 64 and long MHA squares are in no scope: no evidence sweep
-# measures them (validate/tools/breadth_session.py, which writes no run, is what chose the
-# scopes). Calls outside every scope take the route order (cuDNN, then the Triton kernel,
-# then PyTorch's math backend).
+# calls at head_dim 96 and 256 (against the Triton kernel, which takes them otherwise).
+# Each scope states what the kernel is, not the cells measured: the dtypes and head_dims it is
+# instantiated for, and the head layouts it serves as ranges (SM90_LAYOUTS). Its evidence is a
+# designed sample spanning those ranges (tether_kernels_plugin.sweeps.LAYOUT_DESIGN: each end
+# and a spread inside, the model catalog's awkward groups 28/4 and 64/8 among them), and the
+# check holds every range spanned and every named value combination measured. Calls outside
+# every scope take the route order (cuDNN, then the Triton kernel, then PyTorch's math backend).
 _SM90_HEADS = (("head_dim", "==", 128), ("hq", "==", 32), ("hkv", "==", 8))
 _SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
-_SM90_PAIRS = ("32/8", "32/32", "8/1")
+# The layouts the Gluon and Triton kernels serve on sm90: a GQA group (query heads per KV
+# head, GROUP in the kernels) of 1 (MHA) to 16 and up to 128 query heads, which hold every
+# per-GPU layout of the model catalog (kernels/models.toml at TP 1 to 8) but none wider.
+SM90_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 128)))
+# Causal squares of 8 to 32 query heads: the design's cells of 64 query heads and more, and
+# its single-head cells at head_dim 64, held no floor against cuDNN in both runs of 2026-12-06
+# (H100), so those squares keep the route order; the sweeps still time the whole design, so
+# the store shows why.
+SM90_SQUARE_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (8, 32)))
+SM90_SHORT_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
+# Ragged batches of GQA groups of 2 to 16 and 16 to 32 query heads: at 1/1 (too few tiles for
+# a batch of two) and at 128/128 (where single_prefill takes cuDNN) the one launch held no
+# floor against per_request (each request its own single_prefill) in both runs of 2026-12-06,
+# and at MHA 32/32 (group 1) head_dim 128 it lost to per_request in both H100 runs of
+# 2026-12-07 (the H200 pair had it level), so MHA batches keep per_request.
+SM90_RAGGED_LAYOUTS = (("hq//hkv", "within", (2, 16)), ("hq", "within", (16, 32)))
 
 
-def _sm90_evidence(sweep: str, entry: str, where: tuple[tuple[str, str, object], ...]) -> Evidence:
+def _sm90_evidence(
+    sweep: str, entry: str, where: tuple[tuple[str, str, object], ...], name: str = ""
+) -> Evidence:
+    """A threshold's evidence: ``sweep``'s cells where ``where`` holds (population ``name``,
+    by default the sweep's region: two thresholds judged on one sweep name theirs apart)."""
     return Evidence(
         sweep=sweep,
-        population=Population(name=f"{sweep}-region", entry=entry, where=where),
+        population=Population(name=name or f"{sweep}-region", entry=entry, where=where),
         predicates=("geomean_win", "no_loss_outside_floor"),
     )
 
@@ -104,32 +123,30 @@ _SM90_CHUNKED_SCOPE = (
     ("kv_len", ">", "qo_len"),
     *_SM90_HALF,
     ("head_dim", "in", (64, 128)),
-    ("hq/hkv", "in", _SM90_PAIRS),
+    *SM90_LAYOUTS,
 )
-# Causal squares at head_dim 128: the long ones' and the short ones' scopes differ only in the
-# heads their evidence covers and the short ones' upper bound.
-_SM90_SQUARE_HD128 = (
-    ("causal", "==", True),
-    ("kv_len", "==", "qo_len"),
-    *_SM90_HALF,
-    ("head_dim", "==", 128),
-)
-_SM90_SQUARE_SCOPE = (*_SM90_SQUARE_HD128, ("hq/hkv", "in", ("32/8", "8/1")))
+# Causal squares: the long ones' and the short ones' scopes differ only in the head_dims their
+# evidence covers and the short ones' upper bound.
+_SM90_SQUARE = (("causal", "==", True), ("kv_len", "==", "qo_len"), *_SM90_HALF)
+_SM90_SQUARE_SCOPE = (*_SM90_SQUARE, *SM90_SQUARE_LAYOUTS, ("head_dim", "in", (64, 128)))
 _SM90_SQUARE_SHORT_SCOPE = (
-    *_SM90_SQUARE_HD128,
-    ("hq/hkv", "in", _SM90_PAIRS),
+    *_SM90_SQUARE,
+    *SM90_SHORT_LAYOUTS,
+    ("head_dim", "==", 128),
     # Below the Gluon threshold's region: the two never both take a call.
     ("qo_len", "<", 2048),
 )
 # Causal calls at head_dim 96 and 256, chunked and square: cuDNN is declared here only for the
 # head_dims run on the H200 (arms._GPU_SDPA_DIMS), so the arm they otherwise take is the Triton
-# kernel.
-_SM90_WIDE_SCOPE = (
-    ("causal", "==", True),
-    *_SM90_HALF,
-    ("head_dim", "in", (96, 256)),
-    ("hq/hkv", "in", _SM90_PAIRS),
-)
+# kernel. Two scopes, one per head_dim: at 96 (a 128-wide tile padded from 96) the Gluon
+# kernel's scope stops at 64 query heads, as its MHA cells at 128/128 held no floor against the
+# Triton kernel in the runs of b88e241 (policy-wide-sm90, 2026-12-06); those calls keep the
+# Triton kernel, and the sweep still times them, so the store shows why. The catalog's head_dim
+# 96 layouts (Phi-3's 32/32 and its TP shards) are inside.
+SM90_WIDE96_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 64)))
+_SM90_WIDE_CALLS = (("causal", "==", True), *_SM90_HALF)
+_SM90_WIDE_SCOPE = (*_SM90_WIDE_CALLS, ("head_dim", "==", 256), *SM90_LAYOUTS)
+_SM90_WIDE96_SCOPE = (*_SM90_WIDE_CALLS, ("head_dim", "==", 96), *SM90_WIDE96_LAYOUTS)
 # ragged_prefill (requests of their own lengths, packed): the Gluon kernel's ragged launch (one
 # launch for the batch) against per_request, which runs each request as single_prefill would
 # (one launch each, every request routed by the thresholds above). The thresholds read the
@@ -140,7 +157,7 @@ _SM90_RAGGED_SCOPE = (
     ("kv_len", "==", "qo_len"),
     *_SM90_HALF,
     ("head_dim", "in", (64, 128)),
-    ("hq/hkv", "in", _SM90_PAIRS),
+    *SM90_RAGGED_LAYOUTS,
 )
 _SM90_BATCH_SCOPE = (
     ("causal", "==", True),
@@ -155,18 +172,20 @@ _SM90_BATCH_SCOPE = (
 #   kv_len > qo_len
 #   dtype in (f16 or bf16)
 #   head_dim in (64 or 128)
-#   hq/hkv in (32/8 or 32/32 or 8/1)
-#   qo_len >= 128
+#   hq//hkv within 1 to 16
+#   hq within 1 to 128
+#   qo_len >= 16
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
-# (reachable from single_prefill, qo_len >= 128, kv_len > qo_len).
-# run 20261203T150722Z-sweep-policy-chunked-sm90-sm90-d876e2a0c2e7
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# 48 cells, geomean 3.703,
-# noise 0.981-1.020 (A/A floor 0.996-1.004
-# times replicate band 0.985-1.015): faster;
-# cells 48 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 head_dim=64 hq/hkv=32/32 kv_len=32768 qo_len=1024
-# at 1.752.
+# (reachable from single_prefill, qo_len >= 16, kv_len > qo_len).
+# run 20261207T080131Z-sweep-policy-chunked-sm90-sm90-72533fd97f63
+# (2026-12-07, git de333b775a31, 1 blocks, 0 replicate runs)
+# provisional: one run; a verdict backs a policy only with a replicate run.
+# 96 cells, geomean 3.157,
+# noise 0.998-1.002 (A/A floor 0.998-1.002
+# times replicate band 1.000-1.000): faster (provisional);
+# cells 96 faster, 0 slower, 0 level;
+# worst cell head_dim=128 hq/hkv/dtype=128/128/bf16 kv_len=32768 qo_len=16
+# at 1.117.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -177,9 +196,11 @@ _SM90_CHUNKED = Threshold(
     arm="gluon",
     otherwise="sdpa_cudnn",
     evidence=_sm90_evidence(
-        "policy-chunked-sm90", "single_prefill", (("qo_len", ">=", 128), ("kv_len", ">", "qo_len"))
+        "policy-chunked-sm90", "single_prefill", (("qo_len", ">=", 16), ("kv_len", ">", "qo_len"))
     ),
-    takes=(("qo_len", ">=", 128),),
+    # From 16 queries: a tiny chunk (a decode-like step of a serving engine) is where cuDNN is
+    # furthest behind, not a call to leave to it.
+    takes=(("qo_len", ">=", 16),),
     scope=_SM90_CHUNKED_SCOPE,
 )
 # BEGIN GENERATED: policy-single-prefill-sm90 (tether render)
@@ -188,19 +209,20 @@ _SM90_CHUNKED = Threshold(
 #   causal == True
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
-#   head_dim == 128
-#   hq/hkv in (32/8 or 8/1)
+#   hq//hkv within 1 to 16
+#   hq within 8 to 32
+#   head_dim in (64 or 128)
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
-# (reachable from single_prefill, qo_len >= 2048).
-# run 20261203T150751Z-sweep-policy-square-sm90-sm90-9710b743e4fa
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# 12 cells, geomean 1.208,
-# noise 0.987-1.013 (A/A floor 0.996-1.004
-# times replicate band 0.991-1.009): faster;
-# cells 12 faster, 0 slower, 0 level;
-# worst cell dtype=bf16 hq/hkv=32/8 seqlen=16384
-# at 1.116.
+# (reachable from single_prefill, qo_len >= 2048, hq//hkv within 1 to 16, hq within 8 to 32).
+# run 20261206T201740Z-sweep-policy-square-sm90-sm90-2f14bdea7c96
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
+# 36 cells, geomean 1.134,
+# noise 0.992-1.008 (A/A floor 0.997-1.003
+# times replicate band 0.995-1.005): faster;
+# cells 34 faster, 0 slower, 2 level;
+# worst cell head_dim=64 hq/hkv/dtype=32/8/f16 seqlen=16384
+# at 1.003.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -210,7 +232,9 @@ _SM90 = Threshold(
     entry="single_prefill",
     arm="gluon",
     otherwise="sdpa_cudnn",
-    evidence=_sm90_evidence("policy-square-sm90", "single_prefill", (("qo_len", ">=", 2048),)),
+    evidence=_sm90_evidence(
+        "policy-square-sm90", "single_prefill", (("qo_len", ">=", 2048), *SM90_SQUARE_LAYOUTS)
+    ),
     takes=(("qo_len", ">=", 2048),),
     scope=_SM90_SQUARE_SCOPE,
 )
@@ -220,20 +244,22 @@ _SM90 = Threshold(
 #   causal == True
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
+#   hq//hkv within 1 to 16
+#   hq within 1 to 32
 #   head_dim == 128
-#   hq/hkv in (32/8 or 32/32 or 8/1)
 #   qo_len < 2048
 #   qo_len >= 128
 # sweep policy-square-short-sm90, population policy-square-short-sm90-region
-# (reachable from single_prefill, qo_len >= 128, qo_len < 2048).
-# run 20261203T150807Z-sweep-policy-square-short-sm90-sm90-2355851806c0
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# 18 cells, geomean 1.316,
-# noise 0.967-1.034 (A/A floor 0.989-1.011
-# times replicate band 0.978-1.022): faster;
-# cells 18 faster, 0 slower, 0 level;
-# worst cell dtype=f16 hq/hkv=32/8 seqlen=512
-# at 1.126.
+# (reachable from single_prefill, qo_len >= 128, qo_len < 2048, hq//hkv within 1 to 16, hq within
+# 1 to 32).
+# run 20261206T201722Z-sweep-policy-square-short-sm90-sm90-48993398a074
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
+# 24 cells, geomean 1.333,
+# noise 0.973-1.028 (A/A floor 0.986-1.014
+# times replicate band 0.986-1.014): faster;
+# cells 24 faster, 0 slower, 0 level;
+# worst cell hq/hkv/dtype=16/1/bf16 seqlen=1024
+# at 1.084.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-short
@@ -246,7 +272,7 @@ _SM90_SQUARE_SHORT = Threshold(
     evidence=_sm90_evidence(
         "policy-square-short-sm90",
         "single_prefill",
-        (("qo_len", ">=", 128), ("qo_len", "<", 2048)),
+        (("qo_len", ">=", 128), ("qo_len", "<", 2048), *SM90_SHORT_LAYOUTS),
     ),
     takes=(("qo_len", ">=", 128),),
     scope=_SM90_SQUARE_SHORT_SCOPE,
@@ -256,19 +282,20 @@ _SM90_SQUARE_SHORT = Threshold(
 # where:
 #   causal == True
 #   dtype in (f16 or bf16)
-#   head_dim in (96 or 256)
-#   hq/hkv in (32/8 or 32/32 or 8/1)
-#   qo_len >= 128
-# sweep policy-wide-sm90, population policy-wide-sm90-region
-# (reachable from single_prefill, qo_len >= 128).
-# run 20261203T150823Z-sweep-policy-wide-sm90-sm90-1df19a2e3270
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# 48 cells, geomean 3.207,
-# noise 0.984-1.017 (A/A floor 0.998-1.002
-# times replicate band 0.986-1.014): faster;
-# cells 48 faster, 0 slower, 0 level;
-# worst cell dtype=f16 head_dim=96 hq/hkv=8/1 kv_len=2048 qo_len=2048
-# at 1.239.
+#   head_dim == 256
+#   hq//hkv within 1 to 16
+#   hq within 1 to 128
+#   qo_len >= 16
+# sweep policy-wide-sm90, population policy-wide-sm90-d256
+# (reachable from single_prefill, qo_len >= 16, head_dim == 256).
+# run 20261206T201623Z-sweep-policy-wide-sm90-sm90-1049a16111ba
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
+# 36 cells, geomean 5.448,
+# noise 0.990-1.010 (A/A floor 0.997-1.003
+# times replicate band 0.993-1.007): faster;
+# cells 36 faster, 0 slower, 0 level;
+# worst cell head_dim=256 hq/hkv/dtype=128/128/bf16 qo_len/kv_len=16/16384
+# at 2.222.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-wide
@@ -278,9 +305,52 @@ _SM90_WIDE = Threshold(
     entry="single_prefill",
     arm="gluon",
     otherwise="triton",
-    evidence=_sm90_evidence("policy-wide-sm90", "single_prefill", (("qo_len", ">=", 128),)),
-    takes=(("qo_len", ">=", 128),),
+    evidence=_sm90_evidence(
+        "policy-wide-sm90",
+        "single_prefill",
+        (("qo_len", ">=", 16), ("head_dim", "==", 256)),
+        "policy-wide-sm90-d256",
+    ),
+    takes=(("qo_len", ">=", 16),),
     scope=_SM90_WIDE_SCOPE,
+)
+# BEGIN GENERATED: policy-sm90-single-prefill-wide-96 (tether render)
+# Evidence for sm90 single_prefill -> gluon (else triton)
+# where:
+#   causal == True
+#   dtype in (f16 or bf16)
+#   head_dim == 96
+#   hq//hkv within 1 to 16
+#   hq within 1 to 64
+#   qo_len >= 16
+# sweep policy-wide-sm90, population policy-wide-sm90-d96
+# (reachable from single_prefill, qo_len >= 16, head_dim == 96, hq//hkv within 1 to 16, hq within
+# 1 to 64).
+# run 20261206T201623Z-sweep-policy-wide-sm90-sm90-1049a16111ba
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
+# 27 cells, geomean 2.411,
+# noise 0.984-1.016 (A/A floor 0.998-1.002
+# times replicate band 0.986-1.014): faster;
+# cells 27 faster, 0 slower, 0 level;
+# worst cell head_dim=96 hq/hkv/dtype=8/1/bf16 qo_len/kv_len=2048/2048
+# at 1.263.
+# geomean_win: holds
+# no_loss_outside_floor: holds
+# END GENERATED: policy-sm90-single-prefill-wide-96
+_SM90_WIDE_96 = Threshold(
+    region="policy-sm90-single-prefill-wide-96",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="triton",
+    evidence=_sm90_evidence(
+        "policy-wide-sm90",
+        "single_prefill",
+        (("qo_len", ">=", 16), ("head_dim", "==", 96), *SM90_WIDE96_LAYOUTS),
+        "policy-wide-sm90-d96",
+    ),
+    takes=(("qo_len", ">=", 16),),
+    scope=_SM90_WIDE96_SCOPE,
 )
 # BEGIN GENERATED: policy-sm90-batch-prefill (tether render)
 # Evidence for sm90 batch_prefill -> gluon (else sdpa_cudnn)
@@ -290,6 +360,10 @@ _SM90_WIDE = Threshold(
 # (reachable from batch_prefill).
 # run 20261203T151638Z-sweep-policy-batch-sm90-sm90-2767128c67a5
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
+# stale: changed since the run: kernels/tether_kernels/gluon/attn_fwd_sm90.py
+# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # 8 cells, geomean 0.920,
 # noise 0.995-1.005 (A/A floor 0.997-1.003
 # times replicate band 0.997-1.003): slower;
@@ -318,19 +392,22 @@ _SM90_BATCH = Threshold(
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
 #   head_dim in (64 or 128)
-#   hq/hkv in (32/8 or 32/32 or 8/1)
+#   hq//hkv within 2 to 16
+#   hq within 16 to 32
 #   batch >= 2
 #   qo_len >= 256
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
-# (reachable from ragged_prefill, batch >= 2, qo_len >= 256).
-# run 20261203T150850Z-sweep-policy-ragged-sm90-sm90-c6f9a42dea82
-# (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
-# 96 cells, geomean 2.084,
-# noise 0.972-1.029 (A/A floor 0.991-1.009
-# times replicate band 0.981-1.019): faster;
-# cells 96 faster, 0 slower, 0 level;
-# worst cell batch=8 dtype=bf16 head_dim=128 hq/hkv=32/32 seqlen=4096
-# at 1.052.
+# (reachable from ragged_prefill, batch >= 2, qo_len >= 256, hq//hkv within 2 to 16, hq within 16
+# to 32).
+# run 20261207T080403Z-sweep-policy-ragged-sm90-sm90-fe43a2b11e9c
+# (2026-12-07, git de333b775a31, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/policy.py
+# 32 cells, geomean 1.890,
+# noise 0.975-1.026 (A/A floor 0.988-1.012
+# times replicate band 0.987-1.014): faster;
+# cells 32 faster, 0 slower, 0 level;
+# worst cell batch=2 head_dim=64 hq/hkv/dtype=32/8/f16 seqlen=4096
+# at 1.077.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-ragged-prefill
@@ -344,6 +421,9 @@ _SM90_BATCH = Threshold(
 # (reachable from batch_prefill).
 # run 20261203T151653Z-sweep-policy-batch-short-sm90-sm90-b2ce173a2813
 # (2026-12-03, git c7f7d91ac69d, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/gluon/__init__.py
+# stale: changed since the run: kernels/tether_kernels/gluon/compat.py
+# stale: changed since the run: kernels/tether_kernels/gluon/launch.py
 # 12 cells, geomean 0.841,
 # noise 0.995-1.005 (A/A floor 0.998-1.002
 # times replicate band 0.996-1.004): slower;
@@ -370,7 +450,9 @@ _SM90_RAGGED = Threshold(
     arm="gluon",
     otherwise=PER_REQUEST,
     evidence=_sm90_evidence(
-        "policy-ragged-sm90", "ragged_prefill", (("batch", ">=", 2), ("qo_len", ">=", 256))
+        "policy-ragged-sm90",
+        "ragged_prefill",
+        (("batch", ">=", 2), ("qo_len", ">=", 256), *SM90_RAGGED_LAYOUTS),
     ),
     takes=(("batch", ">=", 2), ("qo_len", ">=", 256)),
     scope=_SM90_RAGGED_SCOPE,
@@ -436,6 +518,7 @@ POLICY: tuple[Threshold, ...] = (
     _SM90_SQUARE_SHORT,
     _SM90_CHUNKED,
     _SM90_WIDE,
+    _SM90_WIDE_96,
     _SM90_BATCH,
     _SM90_BATCH_SHORT,
     _SM90_RAGGED,

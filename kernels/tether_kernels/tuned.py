@@ -20,7 +20,7 @@ TUNED: tuple[TunedChoice, ...] = (
         # (kernels/tether_kernels_plugin/sweeps.py; kernels/NOTES.md renders the whole run).
         sweep="tune-gluon-sm90",
         chosen=DEFAULT_VARIANT,
-        run="20261203T145532Z-tune-tune-gluon-sm90-sm90-9117f70e42a3",
+        run="20261207T080513Z-tune-tune-gluon-sm90-sm90-1d1e90891bcb",
         region="tuned-gluon-sm90-variant",
     ),
 )

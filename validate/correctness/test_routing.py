@@ -273,7 +273,10 @@ def test_a_call_no_arm_serves_is_a_usage_error_naming_each_constraint() -> None:
 
 def test_head_dims_no_sdpa_arm_serves_go_to_the_triton_kernel_even_with_keyless_rows() -> None:
     shape = Shape(1, 300, 100, 8, 2, 96, "f16", True)  # keyless rows too
-    assert route("single_prefill", shape, "sm90") == "triton"
+    # 32 query heads over one KV head: a GQA group of 32, outside the Gluon kernel's scope
+    # (groups 1 to 16), so sm90 too takes the route order, whose first arm serving d96 is Triton.
+    wide_group = Shape(1, 300, 100, 32, 1, 96, "f16", True)
+    assert route("single_prefill", wide_group, "sm90") == "triton"
     assert route("single_prefill", shape, "gfx942") == "triton"
 
 
@@ -352,19 +355,20 @@ def test_sm90_serves_the_lse_at_head_dims_that_are_not_powers_of_two(
 ) -> None:
     # Phi-3-mini's head_dim 96 with return_lse was refused on sm90 in every dtype and length.
     # Both of tether's kernels return it: the Gluon kernel where the wide threshold takes the
-    # call (96 in f16 or bf16, single_prefill, from 128 queries), else the Triton kernel.
-    for qo, kv in ((4096, 4096), (2048, 16384), (17, 65), (65, 17)):
+    # call (96 in f16 or bf16, single_prefill, from 16 queries), else the Triton kernel.
+    for qo, kv in ((4096, 4096), (2048, 16384), (17, 65), (65, 17), (9, 65)):
         shape = Shape(1, qo, kv, 32, 8, head_dim, dtype, True)
         for entry in reachable_entry_points(shape):
-            wide = head_dim == 96 and dtype != "f32" and qo >= 128 and entry == "single_prefill"
+            wide = head_dim == 96 and dtype != "f32" and qo >= 16 and entry == "single_prefill"
             assert route(entry, shape, "sm90", return_lse=True) == ("gluon" if wide else "triton")
 
 
 @pytest.mark.parametrize("arch", [pytest.param(a, id=a) for a in ARCHES if a != "cpu"])
 def test_head_dims_no_sdpa_arm_serves_go_to_the_triton_kernel(arch: str) -> None:
     # Before issue 24 these went to PyTorch's math backend (the Triton tile was a power of
-    # two); route order puts the Triton kernel ahead of it.
-    shape = Shape(1, 512, 512, 8, 2, 96, "f16", True)
+    # two); route order puts the Triton kernel ahead of it. 32 query heads over one KV head
+    # (a GQA group of 32) is outside sm90's Gluon scope, so sm90 takes the route order too.
+    shape = Shape(1, 512, 512, 32, 1, 96, "f16", True)
     assert get_arm("sdpa_math").supports(shape, arch) is None
     assert route("single_prefill", shape, arch) == "triton"
 
@@ -388,29 +392,47 @@ def test_tile_head_dim() -> None:
 @pytest.mark.parametrize(
     ("shape", "arm"),
     [
-        # Chunked: Gluon at head_dim 64 and 128, heads 32/8, 32/32 and 8/1.
+        # Chunked: Gluon at head_dim 64 and 128, any layout of GQA group 1 to 16 and up to 128
+        # query heads, from 16 queries.
         (Shape(1, 128, 4096, 8, 1, 64, "f16", True), "gluon"),
         (Shape(1, 1024, 32768, 32, 32, 64, "bf16", True), "gluon"),
         (Shape(1, 300, 5000, 32, 32, 128, "bf16", True), "gluon"),
-        # A heads pair no sweep measured keeps the route order's cuDNN.
-        (Shape(1, 1024, 32768, 32, 4, 64, "bf16", True), "sdpa_cudnn"),
-        # Short squares: Triton at head_dim 128 for every pair; not at 64.
+        (Shape(1, 16, 16384, 32, 8, 128, "bf16", True), "gluon"),
+        # Layouts no sweep names, inside the ranges: Qwen3-30B (32/4), Qwen2.5-14B at TP 8 (5/1),
+        # Phi-4 (40/10), Llama-405B (128/8).
+        (Shape(1, 1024, 32768, 32, 4, 64, "bf16", True), "gluon"),
+        (Shape(1, 2048, 16384, 5, 1, 128, "bf16", True), "gluon"),
+        (Shape(1, 2048, 16384, 40, 10, 128, "f16", True), "gluon"),
+        (Shape(1, 2048, 16384, 128, 8, 128, "bf16", True), "gluon"),
+        # Outside them: a group of 32, 256 query heads, fewer than 16 queries: the route order.
+        (Shape(1, 2048, 16384, 32, 1, 128, "bf16", True), "sdpa_cudnn"),
+        (Shape(1, 2048, 16384, 256, 16, 128, "bf16", True), "sdpa_cudnn"),
+        (Shape(1, 8, 16384, 32, 8, 128, "bf16", True), "sdpa_cudnn"),
+        # Short squares: Triton at head_dim 128 for every layout in range; not at 64.
         (Shape(1, 512, 512, 8, 1, 128, "bf16", True), "triton"),
         (Shape(1, 1024, 1024, 32, 32, 128, "f16", True), "triton"),
+        (Shape(1, 1024, 1024, 28, 4, 128, "bf16", True), "triton"),
         (Shape(1, 512, 512, 8, 1, 64, "bf16", True), "sdpa_cudnn"),
-        # Long squares: Gluon at 32/8 and 8/1, head_dim 128; MHA and head_dim 64 stay on cuDNN.
+        # Long squares: Gluon at head_dim 64 and 128, MHA included, from 8 to 32 query heads;
+        # outside them the route order (cuDNN led there); short squares up to 32.
         (Shape(1, 4096, 4096, 8, 1, 128, "bf16", True), "gluon"),
-        (Shape(1, 2048, 2048, 32, 32, 128, "bf16", True), "sdpa_cudnn"),
-        (Shape(1, 4096, 4096, 32, 8, 64, "f16", True), "sdpa_cudnn"),
+        (Shape(1, 2048, 2048, 32, 32, 128, "bf16", True), "gluon"),
+        (Shape(1, 4096, 4096, 28, 4, 64, "f16", True), "gluon"),
+        (Shape(1, 4096, 4096, 64, 8, 64, "f16", True), "sdpa_cudnn"),
+        (Shape(1, 1024, 1024, 40, 8, 128, "bf16", True), "sdpa_cudnn"),
+        (Shape(1, 16384, 16384, 1, 1, 64, "f16", True), "sdpa_cudnn"),
+        (Shape(1, 1024, 1024, 1, 1, 128, "f16", True), "triton"),
+        (Shape(1, 4096, 4096, 64, 2, 128, "f16", True), "sdpa_cudnn"),
         # head_dim 96 and 256 (cuDNN serves neither here): Gluon, chunked and square, every
-        # pair, from 128 queries; below that the Triton kernel (the threshold's otherwise).
+        # layout in range, from 16 queries; below that the Triton kernel (the threshold's
+        # otherwise).
         (Shape(1, 128, 16384, 8, 1, 256, "f16", True), "gluon"),
         (Shape(1, 4096, 4096, 32, 8, 96, "bf16", True), "gluon"),
         (Shape(1, 1000, 8000, 32, 32, 96, "f16", True), "gluon"),
-        (Shape(1, 100, 8000, 32, 32, 96, "f16", True), "triton"),
-        (Shape(1, 2048, 2048, 32, 32, 256, "bf16", True), "gluon"),
+        (Shape(1, 100, 8000, 32, 32, 96, "f16", True), "gluon"),
+        (Shape(1, 2048, 2048, 16, 8, 256, "bf16", True), "gluon"),
         (Shape(1, 5000, 5000, 32, 8, 256, "bf16", True), "gluon"),
-        (Shape(1, 64, 4096, 32, 8, 256, "bf16", True), "triton"),
+        (Shape(1, 8, 4096, 32, 8, 256, "bf16", True), "triton"),
     ],
 )
 def test_sm90_policy_scopes_route_the_heads_and_head_dims_their_evidence_covers(

@@ -1,8 +1,8 @@
 """The install takes the Triton the sm90 Gluon arm is written for (issue 45 item 3).
 
-The arm refuses every Triton outside ``GLUON_TRITON`` (kernels/tether_kernels/gluon/launch.py),
-and a refused arm routes sm90 calls to the next arm with no error. So the ``kernels`` extra must
-bound Triton to exactly that release line: a pin that drifts from the constant (either way) is
+The arm refuses every Triton outside ``GLUON_TRITON`` (kernels/tether_kernels/gluon/launch.py,
+the releases of gluon/releases.toml), and a refused arm routes sm90 calls to the next arm with no
+error. So the ``kernels`` extra must bound Triton to exactly those releases: a pin that drifts from the constant (either way) is
 an install where the arm is refused with no error, or one that forbids the release the arm needs.
 """
 
@@ -34,10 +34,11 @@ def _bounds(req: str) -> tuple[tuple[int, int], tuple[int, int]]:
 
 
 def test_kernels_extra_bounds_triton_to_the_gluon_release() -> None:
-    major, minor = (int(p) for p in GLUON_TRITON.rstrip(".").split("."))
+    first, last = ((int(p) for p in r.split(".")) for r in (GLUON_TRITON[0], GLUON_TRITON[-1]))
+    (lo_major, lo_minor), (hi_major, hi_minor) = tuple(first), tuple(last)
     lower, upper = _bounds(_triton_requirement())
-    assert lower == (major, minor), f"lower bound {lower} is not the arm's release {GLUON_TRITON}x"
-    assert upper == (major, minor + 1), f"upper bound {upper} admits releases the arm refuses"
+    assert lower == (lo_major, lo_minor), f"lower bound {lower} is not the arm's first release"
+    assert upper == (hi_major, hi_minor + 1), f"upper bound {upper} is not past its last release"
 
 
 def test_bounds_parser_refuses_an_unbounded_pin() -> None:

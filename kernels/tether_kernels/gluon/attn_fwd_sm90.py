@@ -64,10 +64,11 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
-    tma,
     warpgroup_mma,
     warpgroup_mma_wait,
 )
+
+from tether_kernels.gluon.compat import tma_load
 
 BLOCK_M = 128  # query rows per program: two consumer warpgroups of 64 rows
 # A ragged launch's work row: query tile, first query row, qo_len, first key row, kv_len.
@@ -164,12 +165,12 @@ def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
     k_bytes: gl.constexpr = k_desc.block_type.nbytes + (k1_desc.block_type.nbytes if SPLIT else 0)
     v_bytes: gl.constexpr = v_desc.block_type.nbytes + (v1_desc.block_type.nbytes if SPLIT else 0)
     mbarrier.expect(q_bar, q_bytes)
-    tma.async_copy_global_to_shared(q_desc, [q_row, h * HEAD_DIM], q_bar, q_smem.index(0))
-    tma.async_copy_global_to_shared(q_desc, [q_row + 64, h * HEAD_DIM], q_bar, q_smem.index(1))
+    tma_load(q_desc, [q_row, h * HEAD_DIM], q_bar, q_smem.index(0))
+    tma_load(q_desc, [q_row + 64, h * HEAD_DIM], q_bar, q_smem.index(1))
     if SPLIT:
-        tma.async_copy_global_to_shared(q1_desc, [q_row, h * HEAD_DIM + D0], q_bar,
+        tma_load(q1_desc, [q_row, h * HEAD_DIM + D0], q_bar,
                                         q1_smem.index(0))  # fmt: skip
-        tma.async_copy_global_to_shared(q1_desc, [q_row + 64, h * HEAD_DIM + D0], q_bar,
+        tma_load(q1_desc, [q_row + 64, h * HEAD_DIM + D0], q_bar,
                                         q1_smem.index(1))  # fmt: skip
     for j in range(count):
         n = hi - 1 - j
@@ -179,11 +180,9 @@ def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
         # STAGES waits on an empty slot pass at once.
         mbarrier.wait(k_empty.index(s), phase ^ 1)
         mbarrier.expect(k_ready.index(s), k_bytes)
-        tma.async_copy_global_to_shared(
-            k_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM], k_ready.index(s), k_smem.index(s)
-        )
+        tma_load(k_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM], k_ready.index(s), k_smem.index(s))
         if SPLIT:
-            tma.async_copy_global_to_shared(k1_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM + D0],
+            tma_load(k1_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM + D0],
                                             k_ready.index(s), k1_smem.index(s))  # fmt: skip
         if ONE_RELEASE:
             # Visit j's V slot is free at release j - STAGES + 1 (k_empty[(j + 1) % STAGES]);
@@ -192,11 +191,9 @@ def _producer(q_desc, k_desc, v_desc, q1_desc, k1_desc, v1_desc, q_smem, k_smem,
         else:
             mbarrier.wait(v_empty.index(s), phase ^ 1)
         mbarrier.expect(v_ready.index(s), v_bytes)
-        tma.async_copy_global_to_shared(
-            v_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM], v_ready.index(s), v_smem.index(s)
-        )
+        tma_load(v_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM], v_ready.index(s), v_smem.index(s))
         if SPLIT:
-            tma.async_copy_global_to_shared(v1_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM + D0],
+            tma_load(v1_desc, [kv_row + n * BLOCK_N, hk * HEAD_DIM + D0],
                                             v_ready.index(s), v1_smem.index(s))  # fmt: skip
 
 

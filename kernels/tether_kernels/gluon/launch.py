@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
+import warnings
 from dataclasses import dataclass, replace
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether_kernels.direct import DirectKernel, HostDescriptor
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the dependency tomli serves 3.10
+    import tomli as tomllib
+
+from tether_kernels.direct import DirectKernel
+from tether_kernels.direct import HostDescriptor as _HostDescriptor
 
 if TYPE_CHECKING:
     import torch
@@ -93,15 +102,15 @@ VARIANTS: dict[str, GluonConfig] = {
 # Tuned choice gluon-sm90-variant on sm90: config n128s2rk.
 # Rule (tether.policy.TunedChoice): the candidate with the highest geomean of B
 # over A; a lead inside the noise of the leader's cells changes no default.
-# run 20261203T145532Z-tune-tune-gluon-sm90-sm90-9117f70e42a3
-# (2026-12-03, git d8d0961b14bd): gluon against flashinfer_fa3
-#   n128s2: geomean 1.000, noise up to 1.003
-#   n128s2k: geomean 1.032, noise up to 1.011
-#   n128s2pp: geomean 0.974, noise up to 1.006
-#   n128s2r: geomean 0.999, noise up to 1.008
-#   n128s2rk: geomean 1.033, noise up to 1.011
-#   n128s2rku: geomean 0.919, noise up to 1.008
-#   n128s3rk: geomean 1.023, noise up to 1.011
+# run 20261207T080513Z-tune-tune-gluon-sm90-sm90-1d1e90891bcb
+# (2026-12-07, git de333b775a31): gluon against flashinfer_fa3
+#   n128s2: geomean 0.996, noise up to 1.005
+#   n128s2k: geomean 1.026, noise up to 1.005
+#   n128s2pp: geomean 0.968, noise up to 1.006
+#   n128s2r: geomean 0.995, noise up to 1.005
+#   n128s2rk: geomean 1.028, noise up to 1.003
+#   n128s2rku: geomean 0.924, noise up to 1.005
+#   n128s3rk: geomean 1.013, noise up to 1.003
 # best n128s2rk; chosen n128s2rk: holds
 # END GENERATED: tuned-gluon-sm90-variant
 DEFAULT_VARIANT = "n128s2rk"
@@ -162,24 +171,75 @@ def ragged_work(
     return [(b, t) for _, b, t in sorted(items)]
 
 
-# The Triton release whose Gluon API the kernel is written against (the H200's).
-GLUON_TRITON = "3.6."
+class HostDescriptor(_HostDescriptor):
+    """The direct launch's host descriptor of a TMA tensor (``direct.HostDescriptor``), with
+    the field the NVIDIA launcher reads of a tiled descriptor from Triton 3.7 on,
+    ``round_f32_to_tf32`` (False, as Triton's own descriptor defaults it; 3.6 reads no such
+    field: gluon/compat.py)."""
+
+    __slots__ = ()
+    round_f32_to_tf32 = False
 
 
-def gluon_triton_reason() -> str | None:
-    """None where the installed Triton is the release the kernel is written for, else why not.
-    Reads the installed version only (no import), so routing stays cheap and pure."""
+# The Triton releases the kernel's one source is written for (gluon/releases.toml, which the
+# README renders too). A release outside them is refused, never guessed at: its Gluon API may
+# have moved again.
+GLUON_TRITON: tuple[str, ...] = tuple(
+    tomllib.loads(Path(__file__).with_name("releases.toml").read_text(encoding="utf-8"))["gluon"]
+)
 
+
+def triton_release(version: str) -> str:
+    """``major.minor`` of a Triton version string ("3.9.0" -> "3.9", "3.7.1+git" -> "3.7")."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def gluon_triton_reason(version: str | None = None) -> str | None:
+    """None where the installed Triton (or ``version``) is a release the kernel is written for,
+    else why not, naming the releases it is. Reads the installed version only (no import), so
+    routing stays cheap and pure."""
+
+    if version is None:
+        try:
+            version = metadata.version("triton")
+        except metadata.PackageNotFoundError:
+            return "Triton is not installed"
+    if triton_release(version) not in GLUON_TRITON:
+        return (
+            f"the Gluon kernel is written for Triton {GLUON_TRITON[0]} to {GLUON_TRITON[-1]} "
+            f"(releases {', '.join(GLUON_TRITON)}); this is triton {version}"
+        )
+    return None
+
+
+class UntestedTritonWarning(UserWarning):
+    """The installed Triton is outside the releases the sm90 Gluon arm is written for, so sm90
+    calls it would take route to the next arm (filter it by this class to silence it)."""
+
+
+def warn_untested_triton() -> None:
+    """Warn once, at ``tether_kernels`` import, where the installed Triton cannot run the Gluon
+    arm, so an install outside its releases is told which arm it cannot run and why. Quiet
+    where Triton is not installed (nothing of the library runs) or is a release the arm is
+    written for."""
     try:
         version = metadata.version("triton")
     except metadata.PackageNotFoundError:
-        return "Triton is not installed"
-    if not version.startswith(GLUON_TRITON):
-        return (
-            f"the kernel is written against Triton {GLUON_TRITON}x's Gluon API; this is "
-            f"triton {version}"
+        return
+    reason = gluon_triton_reason(version)
+    if reason is not None:
+        warnings.warn(
+            f"tether_kernels: the sm90 arm 'gluon' (the Hopper kernel) is unavailable: {reason}; "
+            f"sm90 calls take the next arm in the route order. Install triton>={GLUON_TRITON[0]},"
+            f"<{_next_release(GLUON_TRITON[-1])} (pip install 'tether[kernels]') to keep it.",
+            UntestedTritonWarning,
+            stacklevel=2,
         )
-    return None
+
+
+def _next_release(release: str) -> str:
+    major, minor = release.split(".")
+    return f"{major}.{int(minor) + 1}"
 
 
 def gluon_unavailable(device: Any = None) -> str | None:
