@@ -399,15 +399,15 @@ _SM90_BATCH = Threshold(
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, qo_len >= 256, hq//hkv within 2 to 16, hq within 16
 # to 32).
-# run 20261207T080403Z-sweep-policy-ragged-sm90-sm90-fe43a2b11e9c
-# (2026-12-07, git de333b775a31, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 32 cells, geomean 1.890,
-# noise 0.975-1.026 (A/A floor 0.988-1.012
-# times replicate band 0.987-1.014): faster;
-# cells 32 faster, 0 slower, 0 level;
-# worst cell batch=2 head_dim=64 hq/hkv/dtype=32/8/f16 seqlen=4096
-# at 1.077.
+# run 20261207T091949Z-sweep-policy-ragged-sm90-sm90-dc693248bc43
+# (2026-12-07, git b75554e952e3, 1 blocks, 0 replicate runs)
+# provisional: one run; a verdict backs a policy only with a replicate run.
+# 40 cells, geomean 1.891,
+# noise 0.990-1.010 (A/A floor 0.990-1.010
+# times replicate band 1.000-1.000): faster (provisional);
+# cells 40 faster, 0 slower, 0 level;
+# worst cell batch=2 head_dim=64 hq/hkv/dtype=28/4/bf16 seqlen=4096
+# at 1.066.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-ragged-prefill

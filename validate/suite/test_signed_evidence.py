@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from tether.bench.sweep import Target
 from tether.render import render_all
 from tether.store import Run, load_store, write_run
 from tether.store.evidence import LEGACY_SCHEMA, load_legacy, signing_summary
@@ -271,9 +272,14 @@ def test_a_cpu_sweep_is_signed_as_it_is_written(
 
     root, _ = signing_project
     # The CPU on every host: on a GPU host the suite's other workers keep the GPUs busy, and a
-    # guard judging them would wait its whole limit and record the sweep not measured.
+    # guard judging them would wait its whole limit and record the sweep not measured. Hiding
+    # the GPUs from this process is not enough (the guard's NVML and nvidia-smi probes see
+    # every device: the H100 verify of 2026-12-07 waited on the other workers), so the sweep's
+    # target is the CPU, as the demo's end-to-end test sets it.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "")
+    cpu = Target("cpu", "cpu", "cpu: test fixture")
+    monkeypatch.setattr(Target, "detect", staticmethod(lambda index=None: cpu))
     reg = registry.load(["tether_kernels_plugin"])
     toy = TimingPolicy(min_sample_s=2e-4, min_reps=3, max_reps=3, warmup_calls=1)
     monkeypatch.setitem(reg.sweeps, "cpu-demo", reg.get_sweep("cpu-demo").replace(timing=toy))
