@@ -177,15 +177,14 @@ _SM90_BATCH_SCOPE = (
 #   qo_len >= 16
 # sweep policy-chunked-sm90, population policy-chunked-sm90-region
 # (reachable from single_prefill, qo_len >= 16, kv_len > qo_len).
-# run 20261207T080131Z-sweep-policy-chunked-sm90-sm90-72533fd97f63
-# (2026-12-07, git de333b775a31, 1 blocks, 0 replicate runs)
-# provisional: one run; a verdict backs a policy only with a replicate run.
-# 96 cells, geomean 3.157,
-# noise 0.998-1.002 (A/A floor 0.998-1.002
-# times replicate band 1.000-1.000): faster (provisional);
+# run 20261207T093330Z-sweep-policy-chunked-sm90-sm90-0cecaf78a6a6
+# (2026-12-07, git 3b5453385ca6, 1 blocks, 1 replicate runs)
+# 96 cells, geomean 3.174,
+# noise 0.984-1.016 (A/A floor 0.998-1.002
+# times replicate band 0.986-1.014): faster;
 # cells 96 faster, 0 slower, 0 level;
 # worst cell head_dim=128 hq/hkv/dtype=128/128/bf16 kv_len=32768 qo_len=16
-# at 1.117.
+# at 1.110.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-chunked
@@ -399,15 +398,14 @@ _SM90_BATCH = Threshold(
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, qo_len >= 256, hq//hkv within 2 to 16, hq within 16
 # to 32).
-# run 20261207T091949Z-sweep-policy-ragged-sm90-sm90-dc693248bc43
-# (2026-12-07, git b75554e952e3, 1 blocks, 0 replicate runs)
-# provisional: one run; a verdict backs a policy only with a replicate run.
-# 40 cells, geomean 1.891,
-# noise 0.990-1.010 (A/A floor 0.990-1.010
-# times replicate band 1.000-1.000): faster (provisional);
+# run 20261207T093427Z-sweep-policy-ragged-sm90-sm90-62b7afee48f9
+# (2026-12-07, git 3b5453385ca6, 1 blocks, 1 replicate runs)
+# 40 cells, geomean 1.918,
+# noise 0.972-1.029 (A/A floor 0.987-1.013
+# times replicate band 0.985-1.015): faster;
 # cells 40 faster, 0 slower, 0 level;
-# worst cell batch=2 head_dim=64 hq/hkv/dtype=28/4/bf16 seqlen=4096
-# at 1.066.
+# worst cell batch=2 head_dim=64 hq/hkv/dtype=32/8/f16 seqlen=4096
+# at 1.072.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-ragged-prefill
