@@ -339,7 +339,52 @@ POLICY = Grid(
     },
     lambda gpu, call: call,
 )
+
+# --- The model catalog's calls (issue 43 item 5) ---------------------------------------------
+# Every per-GPU layout of the catalog's models (kernels/models.toml) at tensor parallelism 1
+# and 8, at each model's head_dim, bf16 and causal, through single_prefill as a serving stack
+# calls it: a chunk over a longer cache packed (contiguous), and an odd square with the LSE,
+# held strided (the layouts rotate through POLICY_LAYOUTS, so each kind of stride meets many
+# layouts). GPU only, for the policy grid's reason.
+CATALOG_TP = (1, 8)
+CATALOG_PAIRS = ((1000, 3000), (2049, 2049))
+CATALOG_REASON = (
+    "the catalog's layouts route to GPU kernels; their f32 references are slow on a CPU"
+)
+
+
+def catalog_calls() -> list[Call]:
+    """single_prefill's calls over every catalog layout at CATALOG_TP (see above)."""
+    from tether_kernels_plugin.catalog import load_catalog
+
+    layouts: dict[tuple[int, int, int], None] = {}
+    for model in load_catalog():
+        for degree in CATALOG_TP:
+            layout = model.tp[degree]
+            if layout is not None:
+                layouts.setdefault((*layout, model.head_dim), None)
+    calls = []
+    for n, (hq, hkv, head_dim) in enumerate(layouts):
+        (qo, kv), (sq, _) = CATALOG_PAIRS
+        chunk = Shape(1, qo, kv, hq, hkv, head_dim, "bf16", True)
+        square = Shape(1, sq, sq, hq, hkv, head_dim, "bf16", True)
+        calls.append(Call("single_prefill", chunk))
+        layout = POLICY_LAYOUTS[n % len(POLICY_LAYOUTS)]
+        calls.append(Call("single_prefill", square, return_lse=True, layout=layout))
+    return calls
+
+
+CATALOG = Grid(
+    lambda gpu: {
+        "call": [
+            pytest.param(c, id=_call_id(c), marks=pytest.mark.gpu(reason=CATALOG_REASON))
+            for c in catalog_calls()
+        ]
+    },
+    lambda gpu, call: call,
+)
 GRIDS = {
+    "catalog": CATALOG,
     "lengths": LENGTHS,
     "long_lengths": LONG_LENGTHS,
     "return_lse": RETURN_LSE,

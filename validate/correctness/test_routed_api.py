@@ -58,6 +58,7 @@ from validate.correctness._helpers import (
     run_arm,
 )
 from validate.correctness._routed_grid import (
+    CATALOG,
     ENTRY_FNS,
     GPU,
     GRIDS,
@@ -192,6 +193,11 @@ def test_sm_scale(sm_scale, causal, return_lse, entry, ran) -> None:
 
 @POLICY.parametrize
 def test_policy_scopes(call: Call, ran) -> None:
+    call_routed(call, ran)
+
+
+@CATALOG.parametrize
+def test_model_catalog_layouts(call: Call, ran) -> None:
     call_routed(call, ran)
 
 
