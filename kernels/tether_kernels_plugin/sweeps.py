@@ -14,10 +14,11 @@ from tether import registry
 from tether.bench.engine import TimingPolicy
 from tether.policy import Condition, holds
 from tether.registry import Bound, Probe, Sweep
+from tether_kernels.arms import get_arm
 from tether_kernels.gluon.launch import VARIANTS
 from tether_kernels.policy import SM90_RAGGED_LAYOUTS, SM90_SHORT_LAYOUTS, SM90_SQUARE_LAYOUTS
 from tether_kernels.routing import ENTRY_POINTS
-from tether_kernels.shapes import TORCH_DTYPES
+from tether_kernels.shapes import TORCH_DTYPES, Shape
 
 from tether_kernels_plugin.candidates import CANDIDATES
 from tether_kernels_plugin.cases import SQUARE_ALIAS
@@ -375,6 +376,59 @@ _single_block(
     "single_prefill as called (CUDA graph) against FlashInfer fa3 over the model catalog's "
     "per-GPU layouts at TP 1 and 8, bf16, a tiny chunk, a long chunk and a long square",
 )
+# Routing regret (issue 43 item 3): single_prefill as called (B) against each arm it could
+# route to, forced (A), over the catalog and the lengths serving engines send: chunks of 1 to
+# 8192 queries over 4K to 128K keys and squares of 128 to 32K, f16 and bf16. One sweep per
+# arm, on one grid axis so a cell names one call in every sweep: per call, the lowest ratio
+# over the sweeps is the public call against the fastest of its arms. sdpa_math (the
+# reference, which the router takes only where nothing else serves) is not a candidate.
+REGRET_ARMS = {"gluon": "gluon", "triton": "triton", "cudnn": "sdpa_cudnn"}
+REGRET_LENGTHS = (
+    *("1/4096", "16/16384", "127/32768", "512/131072", "2048/16384", "8192/65536"),
+    *("128/128", "1024/1024", "4096/4096", "8192/8192", "32768/32768"),
+)
+REGRET_AXIS = "hq/hkv/head_dim/qo_len/kv_len/dtype"
+
+
+def regret_design() -> tuple[str, ...]:
+    """The regret sweeps' calls: each catalog layout (TP 1 and 8, at every head_dim the catalog
+    has, fa3's or not) at two lengths, stepping through REGRET_LENGTHS so every length meets a spread of
+    layouts, the first in bf16 and the second in bf16 or f16 by turns (a designed sample of
+    the product, which would take hours of device time)."""
+    calls = []
+    head_dims = tuple(sorted({m.head_dim for m in load_catalog()}))
+    for i, layout in enumerate(catalog_layouts(head_dims=head_dims)):
+        first = REGRET_LENGTHS[(2 * i) % len(REGRET_LENGTHS)]
+        second = REGRET_LENGTHS[(2 * i + 5) % len(REGRET_LENGTHS)]
+        calls.append(f"{layout}/{first}/bf16")
+        calls.append(f"{layout}/{second}/{('bf16', 'f16')[i % 2]}")
+    return tuple(calls)
+
+
+def _served_by(arm: str, calls: tuple[str, ...]) -> tuple[str, ...]:
+    """The calls of ``calls`` that ``arm`` serves on sm90 by its declaration (a sweep whose
+    arm cannot serve a cell is rejected whole, so the arm's sweep leaves those out)."""
+    out = []
+    for call in calls:
+        hq, hkv, head_dim, qo, kv, dtype = call.split("/")
+        shape = Shape(1, int(qo), int(kv), int(hq), int(hkv), int(head_dim), dtype, True)
+        if get_arm(arm).declared_refusal(shape, "sm90") is None:
+            out.append(call)
+    return tuple(out)
+
+
+for _short, _arm in REGRET_ARMS.items():
+    _single_block(
+        f"api-regret-{_short}",
+        {REGRET_AXIS: _served_by(_arm, regret_design())},
+        {"batch": 1, "causal": True},
+        {"A": _arm, "B": "single_prefill"},
+        f"single_prefill as called (CUDA graph) against the {_arm} arm forced, over the model "
+        "catalog's layouts at a designed sample of serving lengths, f16 and bf16: routing "
+        "regret, where the public call is slower than an arm it could have taken",
+    )
+
+
 _single_block(
     "api-eager-fa3",
     {"seqlen": (128, 1024, 4096)},

@@ -453,6 +453,33 @@ def aggregate(
     )
 
 
+@dataclass(frozen=True)
+class Fastest:
+    """One call that several runs time, each its B against another A arm: B against the
+    fastest A that served the call (``stat``, that arm's cell), and how many arms did."""
+
+    stat: CellStat
+    arm: str
+    arms: int
+
+
+def fastest_a(stats_by_arm: Mapping[str, Sequence[CellStat]]) -> tuple[Fastest, ...]:
+    """Per call (a cell label, the same in every run of one grid axis), the cell of the arm
+    with the lowest ratio median(A)/median(B): the A that ran the call fastest. Routing
+    regret reads it with B the public entry point and each A an arm it could route to; the
+    cell keeps its own run's noise, so its verdict is the one rule's."""
+    by_label: dict[str, list[tuple[CellStat, str]]] = {}
+    for arm, stats in stats_by_arm.items():
+        for stat in stats:
+            by_label.setdefault(stat.label, []).append((stat, arm))
+    out = []
+    for label in sorted(by_label):
+        pairs = by_label[label]
+        stat, arm = min(pairs, key=lambda p: (p[0].ratio, p[1]))
+        out.append(Fastest(stat, arm, len(pairs)))
+    return tuple(out)
+
+
 def curve_axis(stats: Sequence[CellStat]) -> str | None:
     """The first of CURVE_AXES that varies across the cells' keys, else the first numeric
     axis that varies (free-form sweeps name their own axes)."""

@@ -85,3 +85,39 @@ def test_render_data_names_the_file_it_cannot_read(tmp_path: Path) -> None:
         proj = SimpleNamespace(root=tmp_path, render_data={"x": rel})
         with pytest.raises(UsageError, match=f"{rel}.*{why}"):
             render_data(proj)
+
+
+def test_the_regret_sweeps_time_one_designed_sample_of_the_catalog() -> None:
+    # Issue 43 item 3: one grid axis across the three sweeps, so a cell names one call in
+    # each and the lowest ratio per call is the public call against its fastest arm; every
+    # catalog layout, every length and both half dtypes are in the sample, and an arm's
+    # sweep leaves out exactly the calls that arm refuses.
+    from tether import registry
+    from tether_kernels import Shape
+    from tether_kernels.arms import get_arm
+    from tether_kernels_plugin.sweeps import (
+        REGRET_ARMS,
+        REGRET_AXIS,
+        REGRET_LENGTHS,
+        catalog_layouts,
+        regret_design,
+    )
+
+    design = regret_design()
+    assert len(set(design)) == len(design)
+    head_dims = tuple(sorted({m.head_dim for m in load_catalog()}))
+    layouts = {"/".join(c.split("/")[:3]) for c in design}
+    assert layouts == set(catalog_layouts(head_dims=head_dims))
+    assert {"/".join(c.split("/")[3:5]) for c in design} == set(REGRET_LENGTHS)
+    assert {c.split("/")[5] for c in design} == {"f16", "bf16"}
+    reg = registry.load(["tether_kernels_plugin"])
+    for short, arm in REGRET_ARMS.items():
+        sweep = reg.get_sweep(f"api-regret-{short}")
+        assert set(sweep.axes) == {REGRET_AXIS}
+        assert sweep.arms == {"A": arm, "B": "single_prefill"}
+        timed = set(sweep.axes[REGRET_AXIS])
+        for call in design:
+            hq, hkv, d, qo, kv, dtype = call.split("/")
+            shape = Shape(1, int(qo), int(kv), int(hq), int(hkv), int(d), dtype, True)
+            refused = get_arm(arm).declared_refusal(shape, "sm90")
+            assert (call in timed) == (refused is None), (arm, call, refused)

@@ -12,7 +12,7 @@ import numpy as np
 from tether import project
 from tether.render import render_all
 from tether.stats import cell_stats
-from tether.store import write_run
+from tether.store import Run, write_run
 
 from validate.suite.runfactory import (
     make_not_measured_run,
@@ -162,3 +162,59 @@ def test_headline_uses_the_same_stats_as_the_cells(tmp_path: Path) -> None:
     backends = _text(render_all(ROOT, store), BACKENDS)
     for cell in stats:
         assert f"| {cell.ratio:.3f} |" in backends
+
+
+# -- routing regret: B against the fastest of several A arms (issue 43 item 3) ---------------
+
+REGRET_AXIS = "hq/hkv/head_dim/qo_len/kv_len/dtype"
+REGRET_CALLS = ["32/8/128/1/4096/bf16", "8/1/64/128/128/f16", "28/4/128/8192/8192/bf16"]
+REGRET_FIXED = {"batch": 1, "causal": True}
+
+
+def _regret_run(
+    arm: str, calls: list[str], ratio: float, seed: int, store: Path | None = None
+) -> Run:
+    return make_sweep_run(
+        name=f"api-regret-{arm}",
+        axes={REGRET_AXIS: calls},
+        fixed=REGRET_FIXED,
+        ratio=ratio,
+        seed=seed,
+        arms={"A": arm, "B": "single_prefill"},
+        store=store,
+    )
+
+
+def test_fastest_a_takes_each_calls_lowest_ratio() -> None:
+    from tether.stats import fastest_a
+
+    # B's time is A's times ``ratio``: gluon takes less time than the public call on every
+    # call (A/B 0.8), triton more (A/B 2), and triton times two of the three calls only.
+    gluon = _regret_run("gluon", REGRET_CALLS, 1.25, 0)
+    triton = _regret_run("triton", REGRET_CALLS[:2], 0.5, 1)
+    got = fastest_a({"gluon": cell_stats(gluon), "triton": cell_stats(triton)})
+    assert len(got) == 3 and {c.arm for c in got} == {"gluon"}
+    assert sorted(c.arms for c in got) == [1, 2, 2]
+    assert all(0.75 < c.stat.ratio < 0.85 and c.stat.verdict == "loss" for c in got)
+    # The other way round the lower ratio is triton's where it timed the call.
+    got = fastest_a({"gluon": cell_stats(triton), "triton": cell_stats(gluon)})
+    assert {c.arm for c in got} == {"triton"}
+
+
+def test_routing_regret_renders_the_lowest_ratio_per_call(tmp_path: Path) -> None:
+    store = tmp_path / "results"
+    gluon = _regret_run("gluon", REGRET_CALLS, 0.8, 0, store)  # public: A/B 1.25
+    triton = _regret_run("triton", REGRET_CALLS[:2], 1.1, 1, store)  # public: A/B 0.91
+    backends = _text(render_all(ROOT, store), BACKENDS)
+    section = backends.split("### sm90: routing regret\n", 1)[1].split("\n### ", 1)[0]
+    # Independent recomputation: per call the lowest median(A)/median(B) over the runs.
+    per_call: dict[str, float] = {}
+    for run in (gluon, triton):
+        for c in run.cells:
+            r = float(np.median(c.samples["A"]) / np.median(c.samples["B"]))
+            label = c.key[REGRET_AXIS]
+            per_call[label] = min(per_call.get(label, r), r)
+    geomean = float(np.exp(np.mean(np.log(list(per_call.values())))))
+    assert f"geomean {geomean:.3f} over 3 cells" in section
+    assert "`sdpa_cudnn`" not in section and "Not measured on sm90: `api-regret-cudnn`" in section
+    assert "`gluon` 1, `triton` 2" in section

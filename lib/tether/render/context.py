@@ -9,7 +9,9 @@ Top-level names (version 2):
 - ``tether_context_version``: this version.
 - ``arches``: one ``ArchDoc`` per arch: the project's ``doc_arches`` (listed whether measured
   or not), then every other arch the store holds runs of. ``ArchDoc.sweep(name)`` finds a
-  sweep's ``SweepDoc`` by name (None when absent).
+  sweep's ``SweepDoc`` by name (None when absent); ``ArchDoc.fastest_of(names)`` reads
+  sweeps of one B against several A arms per call as B against the fastest A (routing
+  regret), a ``FastestDoc``.
 - ``headline_sweep``: the project's ``[tool.tether] headline`` sweep name (or None).
 - ``superseded_mark``: the words a superseded citation carries.
 - ``verify`` / ``verify_results``: the newest verify run that ran the whole suite (complete),
@@ -38,7 +40,7 @@ since it was measured (``SweepDoc.stale``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,7 @@ from tether.stats import (
     BoundStat,
     CellStat,
     CurvePoint,
+    Fastest,
     GateStat,
     MonotonicClaim,
     RateStat,
@@ -70,6 +73,7 @@ from tether.stats import (
     agreement,
     cell_stats,
     curve,
+    fastest_a,
     gate_stat,
     judge,
     key_label,
@@ -550,6 +554,30 @@ def tune_doc(
 
 
 @dataclass(frozen=True)
+class FastestDoc:
+    """ArchDoc.fastest_of's answer: the sweeps asked for, those measured on the arch, the
+    ones not, and per call B against the fastest A (tether.stats.fastest_a), aggregated."""
+
+    names: tuple[str, ...]
+    sweeps: tuple[SweepDoc, ...]
+    missing: tuple[str, ...]
+    cells: tuple[Fastest, ...]
+    whole: Aggregate | None
+
+    @property
+    def fastest_counts(self) -> dict[str, int]:
+        """How many calls each A arm ran fastest."""
+        counts: dict[str, int] = {}
+        for c in self.cells:
+            counts[c.arm] = counts.get(c.arm, 0) + 1
+        return dict(sorted(counts.items()))
+
+    @property
+    def stale(self) -> bool:
+        return any(s.stale for s in self.sweeps)
+
+
+@dataclass(frozen=True)
 class ArchDoc:
     arch: str
     description: str
@@ -567,6 +595,16 @@ class ArchDoc:
 
     def sweep(self, name: str) -> SweepDoc | None:
         return next((s for s in self.sweeps if s.name == name), None)
+
+    def fastest_of(self, names: Sequence[str]) -> FastestDoc:
+        """The sweeps ``names`` (one B against several A arms, on one grid axis) read per
+        call as B against the fastest A: routing regret when B is a public entry point."""
+        docs = tuple(self.sweep(n) for n in names)
+        measured = tuple(d for d in docs if d is not None and d.run is not None)
+        cells = fastest_a({d.arms.get("A", d.name): d.cells for d in measured})
+        agg = aggregate(tuple(c.stat for c in cells)) if cells else None
+        missing = tuple(n for n, d in zip(names, docs, strict=True) if d not in measured)
+        return FastestDoc(tuple(names), measured, missing, cells, agg)
 
     def headline(self, name: str | None) -> SweepDoc | None:
         """The named sweep where the arch lists it, else its first measured sweep."""
