@@ -158,8 +158,8 @@ def _cfg(
 # rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261203T082943Z-compile-attn-fwd-gfx942-5162ca0f52d9
-# (2026-12-03, git c1c950e2136a, triton 3.6.0, target hip:gfx942:64).
+# run 20261207T065827Z-compile-attn-fwd-gfx942-f306ab8a1a7d
+# (2026-12-07, git 79d496e8f7de, triton 3.6.0, target hip:gfx942:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
@@ -208,8 +208,8 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261203T083050Z-compile-attn-fwd-gfx950-a6036adc4ced
-# (2026-12-03, git c1c950e2136a, triton 3.6.0, target hip:gfx950:64).
+# run 20261207T065910Z-compile-attn-fwd-gfx950-005292f1f15c
+# (2026-12-07, git 79d496e8f7de, triton 3.6.0, target hip:gfx950:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
@@ -262,8 +262,8 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261203T083150Z-compile-attn-fwd-gfx1151-3d83b5bb0445
-# (2026-12-03, git c1c950e2136a, triton 3.6.0, target hip:gfx1151:32).
+# run 20261207T065956Z-compile-attn-fwd-gfx1151-6f37939ee0fe
+# (2026-12-07, git 79d496e8f7de, triton 3.6.0, target hip:gfx1151:32).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: passes.
@@ -349,8 +349,8 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # compile runs of the whole sm90 map that the compile gate judges.
 # BEGIN GENERATED: launch-configs-sm90 (tether render)
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
-# run 20261203T082641Z-compile-attn-fwd-sm90-645a78e39fcb
-# (2026-12-03, git c1c950e2136a, triton 3.6.0, target cuda:90:32).
+# run 20261207T070049Z-compile-attn-fwd-sm90-79452c4d5ad6
+# (2026-12-07, git 79d496e8f7de, triton 3.6.0, target cuda:90:32).
 # 288 variants: 112 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
