@@ -29,6 +29,7 @@ __all__ = [
     "FigureSpec",
     "RegionError",
     "TemplateError",
+    "cited_context",
     "embedded_digest",
     "render_all",
     "render_builtin",
