@@ -158,12 +158,12 @@ def _cfg(
 # rendered from the store.
 # BEGIN GENERATED: launch-configs-gfx942 (tether render)
 # Compile evidence for the gfx942 launch configs below (tether compile, no GPU):
-# run 20261203T082943Z-compile-attn-fwd-gfx942-5162ca0f52d9
-# (2026-12-03, git c1c950e2136a, triton 3.6.0, target hip:gfx942:64).
+# run 20261207T072316Z-compile-attn-fwd-gfx942-6bd80716090c
+# (2026-12-07, git 6da236683095, triton 3.6.0, target hip:gfx942:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-6 waves per SIMD. Gate compile-gfx942: passes.
-# With triton 3.9.0, run 20261203T082022Z-compile-attn-fwd-gfx942-978d1a27b6ee:
+# With triton 3.9.0, run 20261207T070630Z-compile-attn-fwd-gfx942-d4b24875eca7:
 # 0 registers spilled, 0 over the LDS. Gate compile-gfx942: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
@@ -208,12 +208,12 @@ _GFX942: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx950 (tether render)
 # Compile evidence for the gfx950 launch configs below (tether compile, no GPU):
-# run 20261203T083050Z-compile-attn-fwd-gfx950-a6036adc4ced
-# (2026-12-03, git c1c950e2136a, triton 3.6.0, target hip:gfx950:64).
+# run 20261207T072514Z-compile-attn-fwd-gfx950-0080ba573e30
+# (2026-12-07, git 6da236683095, triton 3.6.0, target hip:gfx950:64).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions;
 # occupancy 2-4 waves per SIMD. Gate compile-gfx950: passes.
-# With triton 3.9.0, run 20261203T082214Z-compile-attn-fwd-gfx950-538012733dc9:
+# With triton 3.9.0, run 20261207T070857Z-compile-attn-fwd-gfx950-708b93ba37df:
 # 0 registers spilled, 0 over the LDS. Gate compile-gfx950: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
@@ -262,12 +262,12 @@ _GFX950: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 }
 # BEGIN GENERATED: launch-configs-gfx1151 (tether render)
 # Compile evidence for the gfx1151 launch configs below (tether compile, no GPU):
-# run 20261203T083150Z-compile-attn-fwd-gfx1151-3d83b5bb0445
-# (2026-12-03, git c1c950e2136a, triton 3.6.0, target hip:gfx1151:32).
+# run 20261207T072811Z-compile-attn-fwd-gfx1151-9954cc1d4bc4
+# (2026-12-07, git 6da236683095, triton 3.6.0, target hip:gfx1151:32).
 # 240 variants: 0 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 5-10 waves per SIMD. Gate compile-gfx1151: passes.
-# With triton 3.9.0, run 20261203T082420Z-compile-attn-fwd-gfx1151-aa08883a7714:
+# With triton 3.9.0, run 20261207T071129Z-compile-attn-fwd-gfx1151-5bc5d2ce34bb:
 # 0 registers spilled, 0 over the LDS. Gate compile-gfx1151: passes.
 # Per config, triton 3.6.0: head_dim dtype: config, max VGPRs, spills,
 # max LDS bytes, occupancy.
@@ -349,12 +349,12 @@ _GFX1151: dict[int, tuple[LaunchConfig, LaunchConfig, LaunchConfig]] = {
 # compile runs of the whole sm90 map that the compile gate judges.
 # BEGIN GENERATED: launch-configs-sm90 (tether render)
 # Compile evidence for the sm90 launch configs below (tether compile, no GPU):
-# run 20261203T082641Z-compile-attn-fwd-sm90-645a78e39fcb
-# (2026-12-03, git c1c950e2136a, triton 3.6.0, target cuda:90:32).
+# run 20261207T072924Z-compile-attn-fwd-sm90-88bac73ff0d9
+# (2026-12-07, git 6da236683095, triton 3.6.0, target cuda:90:32).
 # 288 variants: 112 registers spilled, 0 over the LDS,
 # 0 with a main loop without matrix instructions (80 f32 by design);
 # occupancy 1-7 blocks per SM. Gate compile-sm90: fails on 16 variants.
-# With triton 3.9.0, run 20261203T081556Z-compile-attn-fwd-sm90-f7019aba13c5:
+# With triton 3.9.0, run 20261207T071424Z-compile-attn-fwd-sm90-2ea0c29671cb:
 # 280 registers spilled, 0 over the LDS. Gate compile-sm90: fails on 28 variants.
 # Per config, triton 3.6.0: head_dim dtype: config, max registers per thread, spills,
 # max LDS bytes, occupancy.

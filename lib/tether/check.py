@@ -475,14 +475,27 @@ def _barred(root: Path, runs: list[Run]) -> tuple[Barred | None, list[Finding]]:
     return bar, findings
 
 
-def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
-    """Each ``tune-<id>`` region names a tuning run the store holds."""
+def check_tune_citations(root: Path, runs: list[Run], bar: Barred | None = None) -> list[Finding]:
+    """Each ``tune-<id>`` region names a tuning run the store holds and may cite. Under
+    [tool.tether.signing] require a run not signed by an allowed signer (``bar.refused``) is
+    a finding; a run recorded as legacy (``bar.legacy``) is not: the region renders as set
+    aside (tether.render.targets.absent_tune_body), as a legacy run raises no finding."""
 
+    bar = bar or Barred()
     ids = {r.id for r in runs if r.kind == "tune"}
-    return [
-        Finding(rel, 1, f"region {region!r} cites tuning run {region[5:]!r}, not in the store")
-        for rel, region in missing_tune_regions(root, ids)
-    ]
+    findings = []
+    for rel, region in missing_tune_regions(root, ids):
+        run_id = region[len("tune-") :]
+        if run_id in bar.legacy:
+            continue
+        why = bar.refused.get(run_id)
+        said = (
+            "not in the store"
+            if why is None
+            else f"which {why}; signed evidence is required, so it may not be cited"
+        )
+        findings.append(Finding(rel, 1, f"region {region!r} cites tuning run {run_id!r}, {said}"))
+    return findings
 
 
 def check_tuned_choices(
@@ -939,7 +952,7 @@ def judge_evidence(
         # judged as the documents see it: absent (tether.store.evidence).
         runs = citable(root, loaded, bar)
         try:
-            expected, figures = render_parts(root, runs)
+            expected, figures = render_parts(root, loaded, bar)
             drawn, matched = figures_to_compare(root, figures, full)
             expected.update(drawn)
         except TetherError as exc:
@@ -959,7 +972,7 @@ def judge_evidence(
         # Which kernel files changed since each run: git asked once per commit, for every check.
         stale = kernel_staleness(root, runs)
         findings += check_thresholds(root, the_policy, runs, current, stale)
-        findings += check_tune_citations(root, runs)
+        findings += check_tune_citations(root, runs, bar)
         findings += check_front_page(root, runs, stale)
         findings += check_gates(root, the_gates, runs, current, bar)
         findings += check_compile_evidence(root, runs)

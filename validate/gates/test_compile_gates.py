@@ -1,8 +1,9 @@
 """Compile gates: one test per gate in COMPILE_GATES, judged on compiled code, no GPU.
 
 Each gate judges the newest compile run of its kernel on its arch made from this checkout's
-kernel sources and the installed compiler: from the project store (results/) or the scratch
-store (scratch/results). When neither holds one (the kernel or the compiler changed) the arch
+kernel sources and the installed compiler: from the project store (results/; under
+``[tool.tether.signing] require``, a run signed by an allowed signer) or the scratch store
+(scratch/results). When neither holds one (the kernel or the compiler changed) the arch
 is compiled here first, into the scratch store, as ``tether compile`` would: a few minutes on
 a 2-core host, then nothing until the kernel changes again. The committed store is only ever
 written by ``tether compile``.
@@ -18,6 +19,7 @@ from tether import project
 from tether.freshness import CompileFreshness, fresh_compile_run
 from tether.render.compiled import compile_gates
 from tether.store import load_store, write_run
+from tether.store.evidence import citable
 
 ROOT = Path(__file__).resolve().parents[2]
 # The project's compile gates, read from its policy files as tether check reads them.
@@ -49,7 +51,9 @@ def _compile_run(arch: str, kernel: str):
     proj = project.get(ROOT)
     scratch = proj.scratch / "results"
     compiler = engine.compile_key(ROOT)["compiler"]
-    runs = load_store(proj.store) + load_store(scratch)
+    # The project store's runs as the documents cite them (under [tool.tether.signing] require:
+    # signed by an allowed signer); the scratch store holds what this test compiled itself.
+    runs = citable(ROOT, load_store(proj.store)) + load_store(scratch)
     run = fresh_compile_run(CompileFreshness(ROOT), runs, kernel, arch, compiler)
     if run is None:
         run = engine.compile_arch(arch, ROOT)

@@ -8,6 +8,7 @@ in-process). The fixtures below are the setups many tests repeat with no choice 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -15,11 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tether import project as tether_project
 from tether.guard import lock
 from tether.store import Run
 
 from validate.suite.fixture_project import fixture_project
 from validate.suite.runfactory import make_fixture_store
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -82,3 +86,20 @@ def lock_holder(
     proc.kill()
     proc.wait()
     proc.stdout.close()
+
+
+@pytest.fixture
+def repo_without_signing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This repository's project config with ``[tool.tether.signing] require`` off, for the
+    tests that render or check its real templates against made-up FIXTURE stores: their runs
+    are unsigned, and under require none of them would be cited. What require does is tested
+    on FIXTURE projects that require it (test_signed_evidence.py, test_store_signing.py)."""
+    real = tether_project.get
+
+    def get(root: Path | None = None) -> tether_project.Project:
+        proj = real(root)
+        if proj.require_signed and proj.root.resolve() == REPO:
+            return dataclasses.replace(proj, require_signed=False)
+        return proj
+
+    monkeypatch.setattr(tether_project, "get", get)

@@ -173,6 +173,7 @@ def test_compile_verb_rejects_an_arch_without_a_target(tmp_path: Path) -> None:
     assert code == 2 and "no compile target for cpu" in err
 
 
+@pytest.mark.usefixtures("repo_without_signing")  # its FIXTURE run is unsigned
 def test_compile_verb_compiles_nothing_when_the_store_is_fresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

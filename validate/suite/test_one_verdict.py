@@ -78,6 +78,7 @@ def _cell_word_in_table(doc: str, heading: str, label: str) -> str:
     return row.split(" | ")[-2].strip()
 
 
+@pytest.mark.usefixtures("repo_without_signing")  # renders unsigned FIXTURE runs
 def test_every_surface_prints_the_same_word(store: Path) -> None:
     runs = load_runs(store)
     cited = {r.name: max((r for r in runs if r.name == n), key=lambda r: r.started) for n in (REPLICATED, "chunked-prefill") for r in runs if r.name == n}  # fmt: skip

@@ -17,6 +17,11 @@ from tether.render import render_all
 
 from validate.suite.runfactory import make_not_measured_run, make_sweep_run, make_verify_run
 
+# Made-up unsigned FIXTURE runs rendered with this repository's templates and config: its
+# signing requirement is off for them (what it does is test_signed_evidence's).
+pytestmark = pytest.mark.usefixtures("repo_without_signing")
+
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ID = re.compile(r"\d{8}T\d{6}Z-[a-z]+-")
 MAX_WORDS = 80

@@ -7,8 +7,10 @@ and a gate set between two runs, in a store beside the checkout), with every run
 throwaway host key made here and require turned on. Three forgeries are made of a signed run,
 each newer than it: re-sealed with a fresh digest and no signature, signed by a key the
 allowed-signers file does not list, and carrying the signature copied from the run it was
-made from. Each is tried against every surface: the render, the check, a gate and a policy
-threshold.
+made from. Each is tried against every surface: the render (with its control: without
+require the forgery is cited), the check, a gate and a policy threshold, and a forged compile
+run against ``tether compile``'s choice of the run its compile gate judges. A tuning run's
+region whose run is set aside says why, and the signing page counts the whole store.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from tether.bench.sweep import Target
-from tether.render import render_all
+from tether.render import cited_context, render_all
 from tether.store import Run, load_store, write_run
 from tether.store.evidence import LEGACY_SCHEMA, load_legacy, signing_summary
 from tether.store.signing import ENV_KEY, ENV_PRINCIPAL, NAMESPACE, sidecar, verify_run
@@ -137,6 +139,10 @@ def test_render_cites_no_forgery(signed: Signed, kind: str) -> None:
     after = render_all(signed.co.root, signed.co.store)
     assert after == before  # the newer forgery changes no byte of any document
     assert all(forged.id.encode() not in text for text in after.values())
+    # The control: without require the same store renders the forgery (it is the newest run).
+    _allow(signed.co.root, signed.host, require=False)
+    cited = render_all(signed.co.root, signed.co.store)
+    assert any(forged.id.encode() in text for text in cited.values())
 
 
 @pytest.mark.parametrize("kind", FORGERIES)
@@ -329,3 +335,128 @@ def test_the_signing_page_states_the_store_as_it_is(signed: Signed) -> None:
     assert summary["unsigned"] == 1
     (stranger,) = [who for who, _ in summary["by_signer"] if who != HOST]
     assert stranger.startswith("a key not listed (ED25519 SHA256:")
+    # The page is rendered from the whole store, not from the runs the documents may cite
+    # (under require those are all signed, and the page would say 0 unsigned).
+    page = cited_context(signed.co.root, signed.co.store)["signing"]
+    assert page["runs"] == len(runs) + 2 and page["unsigned"] == 1
+
+
+# -- a tuning run's region (tune-<id>) whose run is set aside ---------------------------------
+
+
+def _cite_tune_run(signed: Signed, run_id: str) -> Path:
+    """FIXTURE: a hand-written notes file, declared as a region file, citing ``run_id``."""
+    notes = signed.co.root / "NOTES.md"
+    notes.write_text(
+        f"# Notes\n\n<!-- BEGIN GENERATED: tune-{run_id} (tether render) -->\n"
+        f"<!-- END GENERATED: tune-{run_id} -->\n",
+        encoding="utf-8",
+    )
+    config = signed.co.root / "pyproject.toml"
+    text = config.read_text(encoding="utf-8")
+    assert "\nregions = [" in text
+    config.write_text(text.replace("\nregions = [", '\nregions = ["NOTES.md", ', 1), "utf-8")
+    stat = config.stat()  # a new stamp: the cached project is read again
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    return notes
+
+
+def test_a_tuning_region_citing_a_set_aside_run_says_why(signed: Signed) -> None:
+    # An unsigned tuning run: the region says why it cites nothing, and the check fails it.
+    stamp = {"started": "2026-02-01T00:00:00Z", "ended": "2026-02-01T01:00:00Z"}
+    tune = resealed(signed.co.sweep, kind="tune", name="tune-fixture", provenance=stamp)
+    tune = replace(tune, path=write_run(tune, signed.co.store))
+    notes = _cite_tune_run(signed, tune.id)
+    _render_into(signed.co.root, signed.co.store)
+    assert f"Run `{tune.id}` is not cited: it is unsigned" in notes.read_text(encoding="utf-8")
+    rc, said = signed.check()
+    assert rc == 1
+    assert f"cites tuning run {tune.id!r}, which is unsigned; signed evidence is required" in said
+    # Recorded as legacy: the region says so, and, as for any legacy run, nothing is a finding.
+    rc, out, err = signed.cli("legacy", "--reason", "FIXTURE: measured before signing")
+    assert rc == 0 and out.split() == ["legacy:", tune.id], out + err
+    _render_into(signed.co.root, signed.co.store)
+    body = notes.read_text(encoding="utf-8")
+    assert f"Run `{tune.id}` is not cited: it is recorded as legacy in" in body
+    rc, said = signed.check()
+    assert rc == 0, said
+    # A run the store does not hold at all is still a finding.
+    notes.write_text(body.replace(tune.id, "20990101T000000Z-tune-nothing-sm90-000000000000"))
+    _render_into(signed.co.root, signed.co.store)
+    rc, said = signed.check()
+    assert rc == 1 and "not in the store" in said
+
+
+# -- tether compile and the compile gates judge only signed compile runs ----------------------
+
+
+def _compile_run(root: Path, day: str, spills: int) -> Run:
+    """FIXTURE: a compile run of this FIXTURE checkout's kernel sources by the installed
+    compiler, dated ``day``, its one variant spilling ``spills`` registers; written, unsigned."""
+    from tether.store import kernels_fingerprint
+    from tether_kernels_plugin import compile as engine
+
+    from validate.suite.test_compile_runs import fixture_cell, fixture_run
+
+    version = engine.compile_key(root)["compiler"].split(" ", 1)[1]
+    made = fixture_run([fixture_cell(spills=spills)], compiler_version=version)
+    stamp = {"started": f"{day}T00:00:00Z", "ended": f"{day}T00:01:00Z"}
+    run = resealed(made, provenance={**stamp, "kernels_fingerprint": kernels_fingerprint(root)})
+    return replace(run, path=write_run(run, root / "results"))
+
+
+@pytest.mark.parametrize("kind", FORGERIES)
+def test_tether_compile_judges_the_signed_run_not_a_forgery(
+    signing_project: tuple[Path, Path], kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `tether compile` (and validate/gates, through the same rule) judges the compile gate on
+    # the newest fresh compile run it may cite: the signed run, which spills, not a newer
+    # forgery of it that says it does not.
+    from tether_kernels_plugin import compile as engine
+
+    root, key = signing_project
+    honest = _compile_run(root, "2026-01-01", spills=2)
+    _sign_with(key, honest)
+    forged = resealed(
+        honest,
+        cells=tuple(replace(c, extra={**c.extra, "spills": 0}) for c in honest.cells),
+        results={**honest.results, "spills_total": 0, "variants_spilling": 0},
+        provenance={"started": "2026-01-02T00:00:00Z", "ended": "2026-01-02T00:01:00Z"},
+    )
+    forged = replace(forged, path=write_run(forged, root / "results"))
+    assert forged.path is not None and honest.path is not None
+    if kind == "unknown-key":
+        forger = keypair(tmp_path / "keys", "forger")
+        _sign_with(forger, forged)
+    elif kind == "copied-signature":
+        shutil.copyfile(sidecar(honest.path), sidecar(forged.path))
+
+    def no_compile(*_a: object, **_k: object) -> None:
+        raise AssertionError("compiled although the store holds a fresh signed run")
+
+    monkeypatch.setattr(engine, "compile_arch", no_compile)
+    rc, out, err = run_cli(root, "compile", "--arch", "gfx942")
+    assert rc == 0, out + err
+    assert f"up to date, {honest.id}" in out and forged.id not in out
+    # The control: without require the forgery is the newest fresh run, and it is judged.
+    _allow(root, key, require=False)
+    rc, out, err = run_cli(root, "compile", "--arch", "gfx942")
+    assert rc == 0 and f"up to date, {forged.id}" in out, out + err
+
+
+def test_tether_compile_makes_a_signed_run_where_only_an_unsigned_one_is_fresh(
+    signing_project: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under require an unsigned compile run is not evidence: `tether compile` compiles (and
+    # signs) rather than call the store up to date with it.
+    from tether_kernels_plugin import compile as engine
+
+    root, _ = signing_project
+    unsigned = _compile_run(root, "2026-01-01", spills=0)
+    made = _compile_run(root, "2026-01-02", spills=0)  # what the compiler returns, below
+    assert made.path is not None
+    made.path.unlink()
+    monkeypatch.setattr(engine, "compile_arch", lambda *a, **k: replace(made, path=None))
+    rc, out, err = run_cli(root, "compile", "--arch", "gfx942")
+    assert rc == 0, out + err
+    assert f"up to date, {unsigned.id}" not in out and f"signed {sidecar(made.path)}" in out

@@ -136,6 +136,7 @@ def test_a_verify_cut_off_before_its_summary_still_names_what_failed(
 
 
 @pytest.mark.usefixtures("private_guard")
+@pytest.mark.usefixtures("repo_without_signing")  # renders unsigned FIXTURE runs
 def test_an_interrupted_verify_is_no_pass_of_the_suite(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,7 +3,8 @@
 For each arch with a compile target (default: all of them) each compiler the project's plugins
 register (``tether.registry.compiler``) compiles every variant its arms launch and the verb writes one run of kind ``compile`` to the
 store. A compile run already in the store for the same kernel fingerprint and compiler version
-means there is nothing to compile (``--force`` compiles anyway). The compile gates of the
+means there is nothing to compile (``--force`` compiles anyway); under ``[tool.tether.signing]
+require`` only a run signed by an allowed signer counts, as only such a run is cited. The compile gates of the
 policy are judged on each run and printed; ``validate/gates/test_compile_gates.py`` is where
 they pass or fail.
 """
@@ -19,6 +20,7 @@ from tether.errors import UsageError
 from tether.freshness import CompileFreshness, fresh_compile_run
 from tether.render.compiled import compile_gates
 from tether.store import load_store, write_run
+from tether.store.evidence import citable
 from tether.store.results import CompileResults
 from tether.store.signing import configured_signer, sign_written
 
@@ -64,7 +66,9 @@ def _compile(args: argparse.Namespace, ctx: Context) -> int:
             "(a plugin registers one with tether.registry.compiler)"
         )
     configured_signer()  # a signing key set wrongly is said before minutes of compiling
-    runs = load_store(ctx.store)
+    # Under [tool.tether.signing] require, an unsigned or forged compile run is no evidence:
+    # it neither makes the arch up to date nor is its gate judged.
+    runs = citable(ctx.root, load_store(ctx.store))
     for engine in compilers:
         _compile_with(engine, args, ctx, runs)
     return 0

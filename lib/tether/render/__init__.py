@@ -22,13 +22,14 @@ from tether.render.regions import RegionError
 from tether.render.summary import summary_context
 from tether.render.tables import table_context
 from tether.render.targets import figure_specs, render_files, render_regions
-from tether.store.evidence import citable, signing_summary
+from tether.store.evidence import Barred, barred, citable, signing_summary
 from tether.textfile import read_text
 
 __all__ = [
     "FigureSpec",
     "RegionError",
     "TemplateError",
+    "cited_context",
     "embedded_digest",
     "render_all",
     "render_builtin",
@@ -38,16 +39,41 @@ __all__ = [
 ]
 
 
-def extra_context(runs: Any, context: dict[str, Any], proj: Any) -> dict[str, Any]:
+def extra_context(
+    runs: Any, context: dict[str, Any], proj: Any, stored: Any = None
+) -> dict[str, Any]:
     """What the built-in results table (``results_tables``) and the front page's per-arch
-    table (``summary``) need, computed from the context ``build_context`` made."""
+    table (``summary``) need, computed from the context ``build_context`` made. ``stored``:
+    every run of the store, the ones not cited included (default ``runs``), for the signing
+    page, which states the store as it is, not as the documents cite it."""
 
     return {
         **table_context(runs, context),
         **summary_context(context, proj.summary_rows, proj.headline),
         "data": render_data(proj),
-        "signing": signing_summary(proj.root, runs),
+        "signing": signing_summary(proj.root, runs if stored is None else stored),
     }
+
+
+def cited_context(root: Path, store: Path | Any, bar: Barred | None = None) -> dict[str, Any]:
+    """The full render context of the store at ``store`` (a results folder or loaded runs).
+
+    Under [tool.tether.signing] require only runs signed by an allowed signer are cited
+    (``bar``: the runs barred, if already computed). The runs set aside are named in the
+    context, so a region citing one says why it cites nothing (``set_aside``: run id -> why;
+    ``legacy``: the ids recorded in the project's legacy file)."""
+
+    loaded = load_runs(store)
+    bar = barred(root, loaded) if bar is None else bar
+    runs = citable(root, loaded, bar)
+    context = build_context(root, runs)
+    proj = project.get(root)
+    context.update(extra_context(runs, context, proj, loaded))
+    context["set_aside"] = {
+        **dict(bar.refused),
+        **{run_id: "legacy" for run_id in bar.legacy},
+    }
+    return context
 
 
 def render_data(proj: Any) -> dict[str, Any]:
@@ -72,27 +98,24 @@ def render_builtin(root: Path, store: Path | Any, name: str) -> str:
     context, written nowhere (``tether render --pr-comment``)."""
 
     root = Path(root)
-    # Under [tool.tether.signing] require, only runs signed by an allowed signer are cited.
-    runs = citable(root, load_runs(store))
-    context = build_context(root, runs)
+    context = cited_context(root, store)
     proj = project.get(root)
-    context.update(extra_context(runs, context, proj))
     env = make_env(proj.templates, proj.rel(proj.templates))
     return render_template(env, BUILTIN_PREFIX + name, context)
 
 
-def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict[Path, FigureSpec]]:
+def render_parts(
+    root: Path, store: Path | Any, bar: Barred | None = None
+) -> tuple[dict[Path, bytes], dict[Path, FigureSpec]]:
     """The text targets rendered, and the figure targets undrawn (each with its inputs digest).
 
-    ``store`` is a results folder (loaded and validated here) or an already loaded store.
+    ``store`` is a results folder (loaded and validated here) or an already loaded store,
+    every run of it: under [tool.tether.signing] require only the runs signed by an allowed
+    signer are cited (``bar``: the runs barred, when the caller has judged them already).
     """
     root = Path(root)
-    # Under [tool.tether.signing] require, only runs signed by an allowed signer are cited.
-    runs = citable(root, load_runs(store))
-    context = build_context(root, runs)
-
+    context = cited_context(root, store, bar)
     proj = project.get(root)
-    context.update(extra_context(runs, context, proj))
     env = make_env(proj.templates, proj.rel(proj.templates))
     texts: dict[Path, bytes] = {}
     texts.update(render_files(env, context, dict(proj.render_files)))

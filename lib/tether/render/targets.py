@@ -6,6 +6,7 @@ root; writing is a separate step (``tether.render.write_all``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,24 @@ def missing_tune_regions(root: Path, run_ids: set[str]) -> list[tuple[str, str]]
     return found
 
 
+def absent_tune_body(run_id: str, context: Mapping[str, Any], proj: Any) -> str:
+    """What a ``tune-<id>`` region says when its run is not cited: set aside under
+    [tool.tether.signing] require (recorded as legacy, or not signed by an allowed signer;
+    ``context["set_aside"]``), or not in this store at all."""
+
+    why = context.get("set_aside", {}).get(run_id)
+    if why is None:
+        return f"Run `{run_id}` is not in this store.\n"
+    if why == "legacy":
+        legacy = proj.rel(proj.legacy_runs) if proj.legacy_runs is not None else "the legacy file"
+        return (
+            f"Run `{run_id}` is not cited: it is recorded as legacy in `{legacy}` (unsigned, "
+            "measured before signed evidence was required), and `[tool.tether.signing] "
+            "require` is on; what it measured needs a signed run measured again.\n"
+        )
+    return f"Run `{run_id}` is not cited: it {why}, and `[tool.tether.signing] require` is on.\n"
+
+
 def render_regions(
     root: Path, env: jinja2.Environment, context: dict[str, Any]
 ) -> dict[Path, bytes]:
@@ -207,8 +226,7 @@ def render_regions(
         bodies = {}
         for region in sorted(wanted):
             if region in missing:
-                body = f"Run `{region[len(TUNE_PREFIX) :]}` is not in this store.\n"
-                bodies[region] = body
+                bodies[region] = absent_tune_body(region[len(TUNE_PREFIX) :], context, proj)
                 continue
             template, extra = here[region]
             body = render_template(env, template, {**context, **extra})
