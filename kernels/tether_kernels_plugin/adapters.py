@@ -23,10 +23,12 @@ from tether_kernels.archs import PER_REQUEST
 from tether_kernels.arms import ARMS, Arm, get_arm, prepare_triton_config
 from tether_kernels.gluon.arm import prepare_gluon
 from tether_kernels.launch_tables import LaunchConfig
+from tether_kernels.paged import paged_prefill, route_paged
+from tether_kernels.peers import FA3_KERNELS, WORKSPACE_BYTES, flashinfer_missing
 from tether_kernels.prefill import plan_per_request
 from tether_kernels.routing import ENTRY_POINTS, per_request_refusal, reachable_entry_points, route
 
-from tether_kernels_plugin.cases import AttentionCase, RaggedCase
+from tether_kernels_plugin.cases import AttentionCase, PagedCase, RaggedCase
 
 
 @dataclass(frozen=True)
@@ -231,14 +233,148 @@ class PerRequestArm:
         return _per_request_kernels(case, arch)
 
 
+# What paged_prefill's gather route launches besides the ragged route's kernels: the indexed
+# copies of the requests' pages into packed k and v (and on the CPU their operators).
+_GATHER_COPIES = (r"(?i)index|gather|copy|memcpy", r"^aten::")
+
+
+@dataclass(frozen=True)
+class PagedEntryArm:
+    """paged_prefill as an arm: the cell's packed queries, its paged caches and FlashInfer's
+    page table (on the host, as a serving engine holds it) passed to the public function. As
+    ``EntryArm``, everything the call does happens inside the timed call: its first call
+    plans (the table checked and copied to the device once), later calls only launch."""
+
+    name: str = "paged_prefill"
+
+    kind = "entry"
+    allowed_kernels: tuple[str, ...] = ()
+
+    def supports(self, case: Any, arch: str) -> str | None:
+        if not isinstance(case, PagedCase):
+            return f"{self.name} takes a paged batch (the paged case)"
+        try:
+            route_paged(case.shape, arch)
+        except Exception as exc:  # route_paged refuses with UsageError naming each route
+            return str(exc)
+        return None
+
+    def prepare(self, case: PagedCase, inputs: Any, arch: str) -> Callable[[], Any]:
+        reason = self.supports(case, arch)
+        if reason is not None:
+            raise ArmUnavailableError(f"entry {self.name}: {reason}")
+        q, k_cache, v_cache, _ = inputs  # the entry allocates its own output
+        qo = case.qo_indptr()
+        indptr, indices, last = case.table()
+        layout, causal = case.shape.kv_layout, case.shape.causal
+
+        def call() -> Any:
+            return paged_prefill(
+                q, k_cache, v_cache, qo, indptr, indices, last, kv_layout=layout, causal=causal
+            )
+
+        return call
+
+    def kernels_on(self, arch: str) -> tuple[str, ...]:
+        return ()  # depends on the cell: see kernels_for
+
+    def kernels_for(self, case: PagedCase, arch: str) -> tuple[str, ...]:
+        if route_paged(case.shape, arch) == "triton":
+            return (r"_paged_fwd",)
+        ragged = get_arm(route("ragged_prefill", case.shape.ragged, arch))
+        return (*ragged.expected_kernels_on(arch), *ragged.allowed_kernels, *_GATHER_COPIES)
+
+
+@dataclass(frozen=True)
+class FlashInferPagedArm:
+    """FlashInfer's ``BatchPrefillWithPagedKVCacheWrapper`` with its Hopper FA3 backend forced,
+    as a serving engine calls it: planned once per batch outside the timed region, in its
+    CUDA-graph mode (the page table copied into fixed device buffers), then ``run`` per call
+    on the same caches and table paged_prefill is given. Causal masks are bottom-right per
+    request, as tether's (the FA3 mainloop's, see tether_kernels.peers). Declared here, beside
+    the case it times, rather than in tether_kernels.peers: it is a peer for the bench only."""
+
+    name: str = "flashinfer_fa3_paged"
+
+    kind = "arm"
+    allowed_kernels: tuple[str, ...] = ()
+
+    def supports(self, case: Any, arch: str) -> str | None:
+        if not isinstance(case, PagedCase):
+            return f"{self.name} takes a paged batch (the paged case)"
+        if arch != "sm90":
+            return f"{self.name}: FlashInfer's FA3 backend runs on sm90 only"
+        p = case.shape
+        if p.dtype not in ("f16", "bf16") or p.head_dim not in (64, 128, 256):
+            return f"{self.name}: FlashInfer's FA3 instantiates f16/bf16 at head_dim 64/128/256"
+        if p.causal and any(q > k for q, k in zip(p.qo_lens, p.kv_lens, strict=True)):
+            return f"{self.name}: rows that see no key are outside FlashInfer's contract"
+        return flashinfer_missing()
+
+    def prepare(self, case: PagedCase, inputs: Any, arch: str) -> Callable[[], Any]:
+        reason = self.supports(case, arch)
+        if reason is not None:
+            raise ArmUnavailableError(reason)
+        import torch
+
+        try:
+            import flashinfer
+        except Exception as exc:  # found but does not import: a refusal, with why
+            raise ArmUnavailableError(f"flashinfer does not import: {exc!r}") from exc
+        q, k_cache, v_cache, _ = inputs
+        p, dev = case.shape, q.device
+        indptr, indices, last = case.table()
+        host = [
+            torch.tensor(x, dtype=torch.int32) for x in (case.qo_indptr(), indptr, indices, last)
+        ]
+        try:
+            wrapper = flashinfer.prefill.BatchPrefillWithPagedKVCacheWrapper(
+                torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=dev),
+                p.kv_layout,
+                use_cuda_graph=True,
+                qo_indptr_buf=host[0].to(dev),
+                paged_kv_indptr_buf=host[1].to(dev),
+                paged_kv_indices_buf=host[2].to(dev),
+                paged_kv_last_page_len_buf=host[3].to(dev),
+                backend="fa3",
+            )
+            wrapper.plan(
+                *host,
+                p.hq,
+                p.hkv,
+                p.head_dim,
+                p.page_size,
+                causal=p.causal,
+                sm_scale=p.head_dim**-0.5,
+                q_data_type=q.dtype,
+                kv_data_type=k_cache.dtype,
+            )
+            wrapper.run(q, (k_cache, v_cache))  # builds or loads the module, untimed
+            torch.cuda.synchronize()
+        except (RuntimeError, ValueError) as exc:
+            raise ArmUnavailableError(f"flashinfer fa3 (paged) refused {p.key()}: {exc}") from exc
+
+        def call() -> Any:
+            return wrapper.run(q, (k_cache, v_cache))
+
+        return call
+
+    def kernels_on(self, arch: str) -> tuple[str, ...]:
+        # The FA3 kernel template of every FlashInfer Hopper prefill (its paged mainloop is
+        # another template argument, so the name is matched up to it).
+        return (FA3_KERNELS[0].split("<", 1)[0] + "<",)
+
+
 def register() -> None:
-    """Register every kernel-library arm, the entry points and per_request with tether's
-    bench."""
+    """Register every kernel-library arm, the entry points, per_request, paged_prefill and
+    its FlashInfer peer with tether's bench."""
     for arm in ARMS.values():
         registry.arm(AttentionArm(arm))
     for entry in ENTRY_POINTS:
         registry.arm(RaggedEntryArm() if entry == "ragged_prefill" else EntryArm(entry))
     registry.arm(PerRequestArm())
+    registry.arm(PagedEntryArm())
+    registry.arm(FlashInferPagedArm())
 
 
 register()

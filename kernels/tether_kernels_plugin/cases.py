@@ -19,6 +19,7 @@ from tether.errors import UsageError
 from tether.policy import PAIR, shape_fields
 from tether_kernels.gluon.launch import VARIANTS, GluonConfig
 from tether_kernels.launch_tables import LaunchConfig
+from tether_kernels.paged import Paged, route_paged
 from tether_kernels.routing import reachable_entry_points, route
 from tether_kernels.shapes import TORCH_DTYPES, Ragged, Shape, flops
 
@@ -209,3 +210,112 @@ def ragged_case(fields: Mapping[str, Any]) -> RaggedCase:
         )
     lens = spread(batch, qo_len)
     return RaggedCase(Ragged(lens, lens, **full), mix)
+
+
+# --- paged batches: ragged requests whose keys and values live in a paged cache -------------
+
+# How a paged cell's requests share out its longest key length: "spread" as a ragged cell's
+# (square requests, new prompts); "chunk": request i's keys as "spread" gives them and its
+# queries their last quarter (at least one), a chunked prefill over its cached prefix.
+PAGED_MIXES = ("spread", "chunk")
+# The cache's pages are handed to requests in an order drawn once from this seed: a serving
+# engine's allocator scatters a request's pages over the cache, so no request reads one
+# contiguous run of pages (which would time a kernel on an access pattern callers never have).
+PAGE_ORDER_SEED = 20261207
+
+
+@dataclass(frozen=True)
+class PagedCase:
+    """One paged batch as a cell: its ``Paged`` call and the mix that made it. Its inputs are
+    q packed [total queries, hq, d], k and v caches of exactly the pages the batch uses
+    ([pages, page_size, hkv, d] for NHD, [pages, hkv, page_size, d] for HND) and an output
+    like q; ``table`` is FlashInfer's page table over them, on the host."""
+
+    shape: Paged
+    mix: str
+    config_name: str | None = None  # no tuning candidate runs a paged batch
+    launch: None = None
+
+    @property
+    def work(self) -> float:
+        """FLOPs of one call: its requests' (tether_kernels.flops), as the same ragged batch."""
+        return flops(self.shape.ragged)
+
+    def fields(self) -> dict[str, Any]:
+        return {**self.shape.key(), "mix": self.mix}
+
+    def qo_indptr(self) -> list[int]:
+        out = [0]
+        for n in self.shape.qo_lens:
+            out.append(out[-1] + n)
+        return out
+
+    def pages(self) -> int:
+        size = self.shape.page_size
+        return sum(-(-n // size) for n in self.shape.kv_lens)
+
+    def table(self) -> tuple[list[int], list[int], list[int]]:
+        """FlashInfer's page table (kv_indptr, kv_indices, kv_last_page_len): each request's
+        pages taken in turn from one shuffled order of the cache's pages."""
+        import random
+
+        size = self.shape.page_size
+        order = list(range(self.pages()))
+        random.Random(PAGE_ORDER_SEED).shuffle(order)
+        indptr, last = [0], []
+        for n in self.shape.kv_lens:
+            indptr.append(indptr[-1] + -(-n // size))
+            last.append(n - (-(-n // size) - 1) * size)
+        return indptr, order, last
+
+    def inputs(self, device: str, seed: int) -> tuple[Any, Any, Any, Any]:
+        """Laid out and filled as ``make_inputs`` lays out and fills every case's: q and the
+        output packed, k and v the slab's key rows viewed as pages."""
+        p = self.shape
+        slots = self.pages() * p.page_size
+        one = Shape(1, sum(p.qo_lens), slots, p.hq, p.hkv, p.head_dim, p.dtype, p.causal)
+        q, k, v, out = make_inputs(one, device, seed)
+        if p.kv_layout == "NHD":
+            dims = (self.pages(), p.page_size, p.hkv, p.head_dim)
+        else:
+            dims = (self.pages(), p.hkv, p.page_size, p.head_dim)
+        return q[0], k[0].view(dims), v[0].view(dims), out[0]
+
+    def reach(self, arch: str) -> dict[str, Any]:
+        """paged_prefill produces this call; the route it takes."""
+        check_arch(arch)
+        try:
+            routed = route_paged(self.shape, arch)
+        except Exception as exc:  # an arch no route serves
+            routed = f"none: {type(exc).__name__}"
+        return {"entry_points": ["paged_prefill"], "routes": {"paged_prefill": routed}}
+
+
+@registry.case("paged")
+def paged_case(fields: Mapping[str, Any]) -> PagedCase:
+    """A cell's fields as a PagedCase: ``batch`` requests mixed by ``mix`` (default "spread")
+    up to the longest ``seqlen`` keys, in pages of ``page_size`` (``kv_layout`` NHD or HND,
+    default NHD), the shared fields as an attention cell's (``hq/hkv`` pairs too)."""
+    full = shape_fields(fields, {}, SQUARE_ALIAS)
+    full.pop("seqlen", None)
+    for pair in [f for f in full if PAIR in f]:
+        full.pop(pair)
+    mix = str(full.pop("mix", "spread"))
+    page_size = full.pop("page_size", None)
+    kv_layout = str(full.pop("kv_layout", "NHD"))
+    unknown = sorted(set(full) - set(_SHAPE_FIELDS))
+    if unknown:
+        raise UsageError(f"paged case: unknown fields {unknown} in {dict(fields)}")
+    if mix not in PAGED_MIXES:
+        raise UsageError(f"paged case: mix {mix!r} is not one of {PAGED_MIXES}")
+    if not isinstance(page_size, int) or isinstance(page_size, bool):
+        raise UsageError(f"paged case: page_size must be an int, got {page_size!r}")
+    batch, qo_len, kv_len = (full.pop(n, None) for n in ("batch", "qo_len", "kv_len"))
+    if not isinstance(batch, int) or not isinstance(qo_len, int) or qo_len != kv_len:
+        raise UsageError(
+            f"paged case: mix {mix!r} takes a batch and one longest length (seqlen), got "
+            f"batch={batch!r}, qo_len={qo_len!r}, kv_len={kv_len!r}"
+        )
+    kv = spread(batch, kv_len)
+    qo = kv if mix == "spread" else tuple(max(1, n // 4) for n in kv)
+    return PagedCase(Paged(qo, kv, page_size, kv_layout=kv_layout, **full), mix)

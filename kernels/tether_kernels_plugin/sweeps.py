@@ -575,6 +575,26 @@ _single_block(
     "single_prefill runs it), head_dim 64 and 128, the layout design, f16 and bf16",
     case="ragged",
 )
+# Paged batches (paged_prefill, issue 44 item 2): the entry point as called against FlashInfer's
+# fa3 paged wrapper (planned once, outside the call, in its CUDA-graph mode), on the same
+# caches and page table: page sizes 1 to 64, both cache layouts, new prompts ("spread") and
+# chunked prefills over a cached prefix ("chunk"), 32/8 at head_dim 128 in bf16.
+_single_block(
+    "api-paged-fa3",
+    {
+        "batch": (4, 16),
+        "seqlen": (1024, 4096),
+        "page_size": (1, 16, 32, 64),
+        "kv_layout": ("NHD", "HND"),
+        "mix": ("spread", "chunk"),
+    },
+    {"causal": True, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "bf16"},
+    {"A": "flashinfer_fa3_paged", "B": "paged_prefill"},
+    "paged_prefill as called (CUDA graph) against FlashInfer fa3's paged wrapper: batches of "
+    "4 and 16 requests up to the longest length, pages of 1 to 64 slots scattered over the "
+    "cache, NHD and HND, new prompts and chunks over a cached prefix",
+    case="paged",
+)
 # The public API's gated calls: the arm the call took before the policy routed it to Gluon
 # (cuDNN, A) against single_prefill as called (B), in short bursts from rest.
 registry.sweep(

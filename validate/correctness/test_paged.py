@@ -312,3 +312,61 @@ def test_a_planned_call_replays_in_a_cuda_graph() -> None:
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(captured, eager)
+
+
+# -- the bench's paged case and arms (sweep api-paged-fa3) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mix", "layout", "page_size"), [("spread", "NHD", 16), ("chunk", "HND", 1)]
+)
+def test_the_bench_case_runs_paged_prefill_on_its_own_scattered_table(
+    mix: str, layout: str, page_size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sweep's B arm as the bench prepares it: the case's caches and page table (each
+    # page of the cache used once, in a shuffled order), and the output per request against
+    # the reference reading the case's pages slot by slot.
+    from tether_kernels_plugin.adapters import PagedEntryArm
+    from tether_kernels_plugin.cases import paged_case
+
+    _routes("gather", monkeypatch)
+    seed = fresh_seed()
+    fields = {"batch": 3, "seqlen": 40, "page_size": page_size, "kv_layout": layout,
+              "mix": mix, "hq": 4, "hkv": 2, "head_dim": 64, "dtype": "f32", "causal": True}  # fmt: skip
+    case = paged_case(fields)
+    q, k_cache, v_cache, _ = case.inputs(device(), seed)
+    indptr, indices, last = case.table()
+    assert sorted(indices) == list(range(case.pages())) and indices != sorted(indices)
+    assert all(1 <= n <= page_size for n in last)
+    assert case.shape.kv_lens == (14, 27, 40)
+    assert case.shape.qo_lens == ((14, 27, 40) if mix == "spread" else (3, 6, 10))
+    out = PagedEntryArm().prepare(case, (q, k_cache, v_cache, None), current_arch())()
+    p = case.shape
+    k, v = (_keys_of(c, layout, indptr, indices, p.kv_lens, page_size) for c in (k_cache, v_cache))
+    kv = [0, *itertools.accumulate(p.kv_lens)]
+    assert_matches_per_request(
+        f"paged case {mix} {layout} p{page_size}", p.ragged, q, k, v, case.qo_indptr(), kv,
+        out, None, seed,
+    )  # fmt: skip
+
+
+def test_the_paged_sweep_builds_every_cell_and_its_peer_says_where_it_runs() -> None:
+    from tether import registry
+    from tether_kernels_plugin.adapters import FlashInferPagedArm, PagedEntryArm
+    from tether_kernels_plugin.cases import paged_case
+
+    sweep = registry.load(["tether_kernels_plugin"]).get_sweep("api-paged-fa3")
+    names = list(sweep.axes)
+    cells = [dict(zip(names, v, strict=True)) for v in itertools.product(*sweep.axes.values())]
+    assert len(cells) == 64
+    for cell in cells:
+        case = paged_case({**sweep.fixed, **cell})
+        assert case.reach("sm90")["routes"]["paged_prefill"] in ("triton", "gather")
+        assert PagedEntryArm().supports(case, "sm90") is None
+        reason = FlashInferPagedArm().supports(case, "sm90")
+        assert reason is None or "flashinfer" in reason
+    assert "sm90 only" in str(FlashInferPagedArm().supports(case, "gfx942"))
+    with pytest.raises(UsageError, match="mix"):
+        paged_case({**sweep.fixed, **cells[0], "mix": "decode"})
+    with pytest.raises(UsageError, match="page_size"):
+        paged_case({**sweep.fixed, **cells[0], "page_size": "16"})
