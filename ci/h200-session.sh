@@ -76,11 +76,13 @@ step() {  # step LANE NAME TIMEOUT CMD...: run, log, and append a row to the lan
 
 # The public entry points as called, and the sm90 policy's evidence: each sweep run twice, in
 # separate processes (two runs of one commit are the run-to-run band).
-# What the policy and the gates rest on first, so a session cut short loses the least.
+# What the policy and the gates rest on first, then the front page's catalog row, so a session
+# cut short loses the least; the routing-regret and paged sweeps (issues 43, 44) last.
 API_SWEEPS=${SWEEPS:-"policy-chunked-sm90 policy-square-sm90 policy-square-short-sm90 policy-wide-sm90
-  policy-ragged-sm90 gate-calls-api api-chunked-fa3 api-square-fa3 api-square-f16-fa3
-  api-breadth-fa3 api-ragged-fa3 api-chunked-sdpa api-batch-sdpa policy-batch-sm90
-  policy-batch-short-sm90 api-eager-fa3 api-host-fa3"}
+  policy-ragged-sm90 gate-calls-api api-models-fa3 api-chunked-fa3 api-square-fa3
+  api-square-f16-fa3 api-breadth-fa3 api-ragged-fa3 api-chunked-sdpa api-batch-sdpa
+  policy-batch-sm90 policy-batch-short-sm90 api-eager-fa3 api-host-fa3 api-regret-gluon
+  api-regret-triton api-regret-cudnn api-paged-fa3"}
 [ "${SWEEPS-}" = none ] && API_SWEEPS=""
 # A sweep step's limit: a sweep that first launches a Gluon variant on a fresh host compiles it
 # inside its step (at 6d1b213 the first policy-wide-sm90 run, head_dim 96 and 256, was cut off
