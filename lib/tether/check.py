@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -343,7 +343,7 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
 def check_thresholds(
     root: Path,
     policy: Iterable[Threshold],
-    runs: list[Run],
+    runs: Sequence[Run],
     current: str | CurrentHarness,
     stale: StaleFiles | None = None,
 ) -> list[Finding]:
@@ -402,7 +402,9 @@ def check_thresholds(
     return findings
 
 
-def check_front_page(root: Path, runs: list[Run], stale: StaleFiles | None = None) -> list[Finding]:
+def check_front_page(
+    root: Path, runs: Sequence[Run], stale: StaleFiles | None = None
+) -> list[Finding]:
     """Each front-page comparison ([tool.tether.summary] rows) is what a caller gets: where
     the run it cites declares entry points, its B arm must be one of them. An arm sweep times
     an arm prepared outside the call, not the entry point a caller calls (the seeds' failure:
@@ -475,7 +477,7 @@ def _barred(root: Path, runs: list[Run]) -> tuple[Barred | None, list[Finding]]:
     return bar, findings
 
 
-def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
+def check_tune_citations(root: Path, runs: Sequence[Run]) -> list[Finding]:
     """Each ``tune-<id>`` region names a tuning run the store holds."""
 
     ids = {r.id for r in runs if r.kind == "tune"}
@@ -488,7 +490,7 @@ def check_tune_citations(root: Path, runs: list[Run]) -> list[Finding]:
 def check_tuned_choices(
     root: Path,
     tuned: Iterable[TunedChoice],
-    runs: list[Run],
+    runs: Sequence[Run],
     current: str | CurrentHarness,
     stale: StaleFiles | None = None,
 ) -> list[Finding]:
@@ -547,7 +549,7 @@ def check_tuned_choices(
 def check_gates(
     root: Path,
     gates: Iterable[Gate],
-    runs: list[Run],
+    runs: Sequence[Run],
     current: str | CurrentHarness,
     bar: Barred | None = None,
 ) -> list[Finding]:
@@ -637,7 +639,7 @@ def check_gates(
 # -- compile evidence (issue 13) -------------------------------------------------------------
 
 
-def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
+def check_compile_evidence(root: Path, runs: Sequence[Any]) -> list[Finding]:
     """The newest ok compile run of each kernel and arch still describes this checkout: no
     kernel file it compiles from ([tool.tether.fingerprint] compiled) changed in code since
     its commit (``KernelDiff.compile_staleness``). One that did is stale evidence, like a run
@@ -787,7 +789,7 @@ def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
 
 
 def evidence_runs(
-    runs: list[Run],
+    runs: Sequence[Run],
     policy: Iterable[Threshold],
     gates: Iterable[Gate],
     tuned: Iterable[TunedChoice] = (),
@@ -818,7 +820,7 @@ def evidence_runs(
 
 def check_timing_freshness(
     root: Path,
-    runs: list[Run],
+    runs: Sequence[Run],
     policy: Iterable[Threshold],
     gates: Iterable[Gate],
     tuned: Iterable[TunedChoice] = (),
@@ -931,13 +933,14 @@ def judge_evidence(
     gates, tuned choices and compile runs judged against the runs they cite."""
     diffs: list[str] = []
     loaded, findings = load_checked_store(store, root, runs_cache)
-    runs: list[Run] = []
+    runs: tuple[Run, ...] = ()
     if loaded is not None:
         bar, found = _barred(root, loaded)
         findings += found
         # Under [tool.tether.signing] require, what is not signed by an allowed signer is
         # judged as the documents see it: absent (tether.store.evidence).
-        runs = citable(root, loaded, bar)
+        # A tuple: one that cannot change is indexed once by setup (tether.store.cite.siblings).
+        runs = tuple(citable(root, loaded, bar))
         try:
             expected, figures = render_parts(root, runs)
             drawn, matched = figures_to_compare(root, figures, full)

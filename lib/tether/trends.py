@@ -22,14 +22,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tether.stats import aggregate, cell_stats, judge
-from tether.store.cite import same_setup
+from tether.store.cite import same_setup, setup_of
 from tether.store.model import Run
 
 
 def headline(run: Run, runs: Iterable[Run] = ()) -> dict[str, Any]:
     """One point of a trend: the run's whole-map geomean with its floor and replicate band,
     judged with its replicates among ``runs`` (tether.stats.judge), and the word it gets."""
-    agg = aggregate(judge(run, list(runs)))
+    # A tuple, so the store's index by setup is made once (tether.store.cite.siblings).
+    agg = aggregate(judge(run, tuple(runs)))
     return {
         "run": run.id,
         "started": run.started,
@@ -46,16 +47,33 @@ def headline(run: Run, runs: Iterable[Run] = ()) -> dict[str, Any]:
     }
 
 
-def _run_band(pairs: list[tuple[Run, Run]], exclude: tuple[str, str]) -> tuple[float, float]:
-    """How far the headline moved between two runs of one setup (replicates), over the given
-    pairs except the one under judgment; (1, 1) when there is none."""
-    worst = 0.0
-    for a, b in pairs:
-        if {a.id, b.id} == set(exclude):
+def _replicate_moves(history: list[Run]) -> list[tuple[float, frozenset[str]]]:
+    """How far the headline moved between each two runs of one setup (replicates) among
+    ``history``, as (``|log`` ratio``|``, the pair's ids), largest first. Each run's headline
+    is computed once, and same-setup pairs are found by grouping, not by trying every pair:
+    a series of hundreds of runs is judged in as many steps."""
+    groups: dict[tuple[object, ...], list[Run]] = {}
+    for run in history:
+        groups.setdefault(setup_of(run), []).append(run)
+    moves = []
+    for group in groups.values():
+        if len(group) < 2:
             continue
-        ga, gb = aggregate(cell_stats(a)).geomean, aggregate(cell_stats(b)).geomean
-        if ga and gb:
-            worst = max(worst, abs(math.log(gb / ga)))
+        means = [aggregate(cell_stats(r)).geomean for r in group]
+        for (a, ga), (b, gb) in itertools.combinations(zip(group, means, strict=True), 2):
+            if ga and gb:
+                moves.append((abs(math.log(gb / ga)), frozenset((a.id, b.id))))
+    moves.sort(key=lambda m: m[0], reverse=True)
+    return moves
+
+
+def _run_band(
+    moves: list[tuple[float, frozenset[str]]], exclude: tuple[str, str]
+) -> tuple[float, float]:
+    """How far the headline moved between two runs of one setup (``_replicate_moves``),
+    over every pair but the one under judgment; (1, 1) when there is none."""
+    skip = frozenset(exclude)
+    worst = next((move for move, ids in moves if ids != skip), 0.0)
     return (math.exp(-worst), math.exp(worst))
 
 
@@ -125,10 +143,10 @@ def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
     and ``figure`` (its file name in the figures folder).
     """
     trends = []
-    pool = list(runs)
+    pool = tuple(runs)
     for (arch, sweep, sharded), history in sorted(_series(pool).items()):
         points = [headline(r, pool) for r in history]
-        pairs = [(a, b) for a, b in itertools.combinations(history, 2) if same_setup(a, b)]
+        moves = _replicate_moves(history)
         changes: list[dict[str, Any]] = []
         breaks: list[dict[str, Any]] = []
         for (ra, pa), (rb, pb) in itertools.pairwise(list(zip(history, points, strict=True))):
@@ -140,7 +158,7 @@ def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
                 # Replicates of one setup (same commit, fingerprints, sweep): how far they
                 # moved is the run-to-run band itself, never a change.
                 continue
-            band = _run_band(pairs, (ra.id, rb.id))
+            band = _run_band(moves, (ra.id, rb.id))
             change = change_between(pa, pb, band)
             if change is not None:
                 changes.append(change)

@@ -73,7 +73,8 @@ def render_builtin(root: Path, store: Path | Any, name: str) -> str:
 
     root = Path(root)
     # Under [tool.tether.signing] require, only runs signed by an allowed signer are cited.
-    runs = citable(root, load_runs(store))
+    # A tuple: one that cannot change is indexed once by setup (tether.store.cite.siblings).
+    runs = tuple(citable(root, load_runs(store)))
     context = build_context(root, runs)
     proj = project.get(root)
     context.update(extra_context(runs, context, proj))
@@ -88,7 +89,8 @@ def render_parts(root: Path, store: Path | Any) -> tuple[dict[Path, bytes], dict
     """
     root = Path(root)
     # Under [tool.tether.signing] require, only runs signed by an allowed signer are cited.
-    runs = citable(root, load_runs(store))
+    # A tuple: one that cannot change is indexed once by setup (tether.store.cite.siblings).
+    runs = tuple(citable(root, load_runs(store)))
     context = build_context(root, runs)
 
     proj = project.get(root)
