@@ -47,34 +47,43 @@ def headline(run: Run, runs: Iterable[Run] = ()) -> dict[str, Any]:
     }
 
 
-def _replicate_moves(history: list[Run]) -> list[tuple[float, frozenset[str]]]:
-    """How far the headline moved between each two runs of one setup (replicates) among
-    ``history``, as (``|log`` ratio``|``, the pair's ids), largest first. Each run's headline
-    is computed once, and same-setup pairs are found by grouping, not by trying every pair:
-    a series of hundreds of runs is judged in as many steps."""
-    groups: dict[tuple[object, ...], list[Run]] = {}
-    for run in history:
-        groups.setdefault(setup_of(run), []).append(run)
-    moves = []
-    for group in groups.values():
-        if len(group) < 2:
-            continue
-        means = [aggregate(cell_stats(r)).geomean for r in group]
-        for (a, ga), (b, gb) in itertools.combinations(zip(group, means, strict=True), 2):
-            if ga and gb:
-                moves.append((abs(math.log(gb / ga)), frozenset((a.id, b.id))))
-    moves.sort(key=lambda m: m[0], reverse=True)
-    return moves
+# One setup's replicate headlines as (geomean, run id, place in the series), lowest first.
+_Spread = list[tuple[float, str, int]]
 
 
-def _run_band(
-    moves: list[tuple[float, frozenset[str]]], exclude: tuple[str, str]
-) -> tuple[float, float]:
-    """How far the headline moved between two runs of one setup (``_replicate_moves``),
+def _replicate_spreads(history: list[Run]) -> list[_Spread]:
+    """The headlines of each setup's replicates among ``history`` (``_Spread``), for the
+    setups with two or more. Each run's headline is computed once, and the widest move
+    between two replicates is then the spread from the lowest to the highest: a series of
+    hundreds of replicates is judged in as many steps, not in one per pair."""
+    groups: dict[tuple[object, ...], _Spread] = {}
+    for place, run in enumerate(history):
+        geomean = aggregate(cell_stats(run)).geomean
+        if geomean:
+            groups.setdefault(setup_of(run), []).append((geomean, run.id, place))
+    return [sorted(group) for group in groups.values() if len(group) >= 2]
+
+
+def _run_band(spreads: list[_Spread], exclude: tuple[str, str]) -> tuple[float, float]:
+    """How far the headline moved between two runs of one setup (``_replicate_spreads``),
     over every pair but the one under judgment; (1, 1) when there is none."""
-    skip = frozenset(exclude)
-    worst = next((move for move, ids in moves if ids != skip), 0.0)
+    skip = set(exclude)
+    worst = 0.0
+    for group in spreads:
+        # The widest pair is the two ends (division and log are monotone); the next widest,
+        # when the ends are the pair judged, drops one of them.
+        ends = [(group[0], group[-1])]
+        if {group[0][1], group[-1][1]} == skip:
+            ends = [(group[0], group[-2]), (group[1], group[-1])] if len(group) > 2 else []
+        for a, b in ends:
+            worst = max(worst, _move(a, b))
     return (math.exp(-worst), math.exp(worst))
+
+
+def _move(a: tuple[float, str, int], b: tuple[float, str, int]) -> float:
+    # |log(newer / older)|, the float a pair's move has always been.
+    (older, _, _), (newer, _, _) = sorted((a, b), key=lambda p: p[2])
+    return abs(math.log(newer / older))
 
 
 def change_between(
@@ -146,7 +155,7 @@ def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
     pool = tuple(runs)
     for (arch, sweep, sharded), history in sorted(_series(pool).items()):
         points = [headline(r, pool) for r in history]
-        moves = _replicate_moves(history)
+        spreads = _replicate_spreads(history)
         changes: list[dict[str, Any]] = []
         breaks: list[dict[str, Any]] = []
         for (ra, pa), (rb, pb) in itertools.pairwise(list(zip(history, points, strict=True))):
@@ -158,7 +167,7 @@ def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
                 # Replicates of one setup (same commit, fingerprints, sweep): how far they
                 # moved is the run-to-run band itself, never a change.
                 continue
-            band = _run_band(moves, (ra.id, rb.id))
+            band = _run_band(spreads, (ra.id, rb.id))
             change = change_between(pa, pb, band)
             if change is not None:
                 changes.append(change)
