@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -343,7 +343,7 @@ def coverage_gaps(th: Threshold, cells: list[CellStat]) -> list[str]:
 def check_thresholds(
     root: Path,
     policy: Iterable[Threshold],
-    runs: list[Run],
+    runs: Sequence[Run],
     current: str | CurrentHarness,
     stale: StaleFiles | None = None,
 ) -> list[Finding]:
@@ -402,7 +402,9 @@ def check_thresholds(
     return findings
 
 
-def check_front_page(root: Path, runs: list[Run], stale: StaleFiles | None = None) -> list[Finding]:
+def check_front_page(
+    root: Path, runs: Sequence[Run], stale: StaleFiles | None = None
+) -> list[Finding]:
     """Each front-page comparison ([tool.tether.summary] rows) is what a caller gets: where
     the run it cites declares entry points, its B arm must be one of them. An arm sweep times
     an arm prepared outside the call, not the entry point a caller calls (the seeds' failure:
@@ -475,7 +477,9 @@ def _barred(root: Path, runs: list[Run]) -> tuple[Barred | None, list[Finding]]:
     return bar, findings
 
 
-def check_tune_citations(root: Path, runs: list[Run], bar: Barred | None = None) -> list[Finding]:
+def check_tune_citations(
+    root: Path, runs: Sequence[Run], bar: Barred | None = None
+) -> list[Finding]:
     """Each ``tune-<id>`` region names a tuning run the store holds and may cite. Under
     [tool.tether.signing] require a run not signed by an allowed signer (``bar.refused``) is
     a finding; a run recorded as legacy (``bar.legacy``) is not: the region renders as set
@@ -501,7 +505,7 @@ def check_tune_citations(root: Path, runs: list[Run], bar: Barred | None = None)
 def check_tuned_choices(
     root: Path,
     tuned: Iterable[TunedChoice],
-    runs: list[Run],
+    runs: Sequence[Run],
     current: str | CurrentHarness,
     stale: StaleFiles | None = None,
 ) -> list[Finding]:
@@ -560,7 +564,7 @@ def check_tuned_choices(
 def check_gates(
     root: Path,
     gates: Iterable[Gate],
-    runs: list[Run],
+    runs: Sequence[Run],
     current: str | CurrentHarness,
     bar: Barred | None = None,
 ) -> list[Finding]:
@@ -650,7 +654,7 @@ def check_gates(
 # -- compile evidence (issue 13) -------------------------------------------------------------
 
 
-def check_compile_evidence(root: Path, runs: list[Any]) -> list[Finding]:
+def check_compile_evidence(root: Path, runs: Sequence[Any]) -> list[Finding]:
     """The newest ok compile run of each kernel and arch still describes this checkout: no
     kernel file it compiles from ([tool.tether.fingerprint] compiled) changed in code since
     its commit (``KernelDiff.compile_staleness``). One that did is stale evidence, like a run
@@ -800,7 +804,7 @@ def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
 
 
 def evidence_runs(
-    runs: list[Run],
+    runs: Sequence[Run],
     policy: Iterable[Threshold],
     gates: Iterable[Gate],
     tuned: Iterable[TunedChoice] = (),
@@ -831,7 +835,7 @@ def evidence_runs(
 
 def check_timing_freshness(
     root: Path,
-    runs: list[Run],
+    runs: Sequence[Run],
     policy: Iterable[Threshold],
     gates: Iterable[Gate],
     tuned: Iterable[TunedChoice] = (),
@@ -944,13 +948,14 @@ def judge_evidence(
     gates, tuned choices and compile runs judged against the runs they cite."""
     diffs: list[str] = []
     loaded, findings = load_checked_store(store, root, runs_cache)
-    runs: list[Run] = []
+    runs: tuple[Run, ...] = ()
     if loaded is not None:
         bar, found = _barred(root, loaded)
         findings += found
         # Under [tool.tether.signing] require, what is not signed by an allowed signer is
         # judged as the documents see it: absent (tether.store.evidence).
-        runs = citable(root, loaded, bar)
+        # A tuple: one that cannot change is indexed once by setup (tether.store.cite.siblings).
+        runs = tuple(citable(root, loaded, bar))
         try:
             expected, figures = render_parts(root, loaded, bar)
             drawn, matched = figures_to_compare(root, figures, full)

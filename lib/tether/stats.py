@@ -254,7 +254,7 @@ def _ratio(cell: Cell) -> float:
 # objects so an id cannot be reused while it is kept.
 _JUDGED: dict[tuple[int, tuple[int, ...]], tuple[Run, tuple[Run, ...], tuple[CellStat, ...]]]
 _JUDGED = {}
-_JUDGED_MAX = 8192
+_JUDGED_MAX = 65536
 
 
 def cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:

@@ -22,14 +22,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tether.stats import aggregate, cell_stats, judge
-from tether.store.cite import same_setup
+from tether.store.cite import same_setup, setup_of
 from tether.store.model import Run
 
 
 def headline(run: Run, runs: Iterable[Run] = ()) -> dict[str, Any]:
     """One point of a trend: the run's whole-map geomean with its floor and replicate band,
     judged with its replicates among ``runs`` (tether.stats.judge), and the word it gets."""
-    agg = aggregate(judge(run, list(runs)))
+    # A tuple, so the store's index by setup is made once (tether.store.cite.siblings).
+    agg = aggregate(judge(run, tuple(runs)))
     return {
         "run": run.id,
         "started": run.started,
@@ -46,17 +47,43 @@ def headline(run: Run, runs: Iterable[Run] = ()) -> dict[str, Any]:
     }
 
 
-def _run_band(pairs: list[tuple[Run, Run]], exclude: tuple[str, str]) -> tuple[float, float]:
-    """How far the headline moved between two runs of one setup (replicates), over the given
-    pairs except the one under judgment; (1, 1) when there is none."""
+# One setup's replicate headlines as (geomean, run id, place in the series), lowest first.
+_Spread = list[tuple[float, str, int]]
+
+
+def _replicate_spreads(history: list[Run]) -> list[_Spread]:
+    """The headlines of each setup's replicates among ``history`` (``_Spread``), for the
+    setups with two or more. Each run's headline is computed once, and the widest move
+    between two replicates is then the spread from the lowest to the highest: a series of
+    hundreds of replicates is judged in as many steps, not in one per pair."""
+    groups: dict[tuple[object, ...], _Spread] = {}
+    for place, run in enumerate(history):
+        geomean = aggregate(cell_stats(run)).geomean
+        if geomean:
+            groups.setdefault(setup_of(run), []).append((geomean, run.id, place))
+    return [sorted(group) for group in groups.values() if len(group) >= 2]
+
+
+def _run_band(spreads: list[_Spread], exclude: tuple[str, str]) -> tuple[float, float]:
+    """How far the headline moved between two runs of one setup (``_replicate_spreads``),
+    over every pair but the one under judgment; (1, 1) when there is none."""
+    skip = set(exclude)
     worst = 0.0
-    for a, b in pairs:
-        if {a.id, b.id} == set(exclude):
-            continue
-        ga, gb = aggregate(cell_stats(a)).geomean, aggregate(cell_stats(b)).geomean
-        if ga and gb:
-            worst = max(worst, abs(math.log(gb / ga)))
+    for group in spreads:
+        # The widest pair is the two ends (division and log are monotone); the next widest,
+        # when the ends are the pair judged, drops one of them.
+        ends = [(group[0], group[-1])]
+        if {group[0][1], group[-1][1]} == skip:
+            ends = [(group[0], group[-2]), (group[1], group[-1])] if len(group) > 2 else []
+        for a, b in ends:
+            worst = max(worst, _move(a, b))
     return (math.exp(-worst), math.exp(worst))
+
+
+def _move(a: tuple[float, str, int], b: tuple[float, str, int]) -> float:
+    # |log(newer / older)|, the float a pair's move has always been.
+    (older, _, _), (newer, _, _) = sorted((a, b), key=lambda p: p[2])
+    return abs(math.log(newer / older))
 
 
 def change_between(
@@ -125,10 +152,10 @@ def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
     and ``figure`` (its file name in the figures folder).
     """
     trends = []
-    pool = list(runs)
+    pool = tuple(runs)
     for (arch, sweep, sharded), history in sorted(_series(pool).items()):
         points = [headline(r, pool) for r in history]
-        pairs = [(a, b) for a, b in itertools.combinations(history, 2) if same_setup(a, b)]
+        spreads = _replicate_spreads(history)
         changes: list[dict[str, Any]] = []
         breaks: list[dict[str, Any]] = []
         for (ra, pa), (rb, pb) in itertools.pairwise(list(zip(history, points, strict=True))):
@@ -140,7 +167,7 @@ def trend_context(runs: Iterable[Run]) -> dict[str, Any]:
                 # Replicates of one setup (same commit, fingerprints, sweep): how far they
                 # moved is the run-to-run band itself, never a change.
                 continue
-            band = _run_band(pairs, (ra.id, rb.id))
+            band = _run_band(spreads, (ra.id, rb.id))
             change = change_between(pa, pb, band)
             if change is not None:
                 changes.append(change)

@@ -65,7 +65,8 @@ def cited_context(root: Path, store: Path | Any, bar: Barred | None = None) -> d
 
     loaded = load_runs(store)
     bar = barred(root, loaded) if bar is None else bar
-    runs = citable(root, loaded, bar)
+    # A tuple: one that cannot change is indexed once by setup (tether.store.cite.siblings).
+    runs = tuple(citable(root, loaded, bar))
     context = build_context(root, runs)
     proj = project.get(root)
     context.update(extra_context(runs, context, proj, loaded))

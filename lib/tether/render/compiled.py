@@ -16,7 +16,7 @@ about this kernel and are not cited.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,7 +125,7 @@ def config_evidence(cells: Iterable[Any]) -> tuple[ConfigEvidence, ...]:
 
 
 def compile_doc(
-    runs: list[Any], arch: str, kernel: str, fresh: CompileFreshness, gate: CompileGate | None
+    runs: Sequence[Any], arch: str, kernel: str, fresh: CompileFreshness, gate: CompileGate | None
 ) -> CompileDoc | None:
     """The newest ok compile run of ``kernel`` on ``arch``, as the documents cite it."""
 
@@ -140,7 +140,7 @@ def _compiler(run: Any) -> str:
 
 
 def also_compiled(
-    runs: list[Any], primary: CompileDoc, fresh: CompileFreshness, gate: CompileGate | None
+    runs: Sequence[Any], primary: CompileDoc, fresh: CompileFreshness, gate: CompileGate | None
 ) -> tuple[CompileDoc, ...]:
     """The newest ok compile run of each compiler other than ``primary``'s, of the same kernel
     and arch, that still describes the checkout, by compiler."""
@@ -187,7 +187,7 @@ def _doc(
     )
 
 
-def compile_context(root: Path, runs: list[Any], arches: Iterable[str]) -> dict[str, Any]:
+def compile_context(root: Path, runs: Sequence[Any], arches: Iterable[str]) -> dict[str, Any]:
     """``compiled``: arch -> CompileDoc or None for each document arch (the kernel of that
     arch's compile gate, else the newest compile run's); ``compiled_also``: arch -> the other
     compilers' CompileDocs (see ``also_compiled``); ``compile_regions``: region ->
@@ -212,7 +212,7 @@ def compile_context(root: Path, runs: list[Any], arches: Iterable[str]) -> dict[
     return {"compiled": compiled, "compiled_also": also, "compile_regions": regions}
 
 
-def _newest_kernel(runs: list[Any], arch: str) -> str | None:
+def _newest_kernel(runs: Sequence[Any], arch: str) -> str | None:
     pool = [r for r in runs if r.kind == "compile" and r.arch == arch and r.status == "ok"]
     best = max(pool, key=lambda r: (r.started, r.id), default=None)
     return best.name if best is not None else None

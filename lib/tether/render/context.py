@@ -176,7 +176,7 @@ def run_ref(run: Run, current: str | CurrentHarness) -> RunRef:
 
 
 def _attempt(
-    runs: list[Run],
+    runs: Sequence[Run],
     kind: str,
     name: str | None,
     arch: str,
@@ -243,7 +243,7 @@ def _figures_dir(root: Path) -> str | None:
 
 
 def sweep_doc(
-    runs: list[Run],
+    runs: Sequence[Run],
     arch: str,
     name: str,
     population: Population,
@@ -324,7 +324,7 @@ def clock_range(run: Run) -> dict[str, float] | None:
     return out
 
 
-def _shard_comparison(runs: list[Run], run: Run) -> tuple[Run | None, Run | None, Run | None]:
+def _shard_comparison(runs: Sequence[Run], run: Run) -> tuple[Run | None, Run | None, Run | None]:
     """(sharded, base, control) among the evidence-grade runs of ``run``'s sweep, arch, commit
     and harness: the newest sharded run, the newest unsharded run it is judged against, and the
     next unsharded run (the run-level control) or None."""
@@ -360,7 +360,7 @@ class ProbeDoc:
 
 
 def probe_doc(
-    runs: list[Run], arch: str, current: str | CurrentHarness, stale: StaleFiles | None = None
+    runs: Sequence[Run], arch: str, current: str | CurrentHarness, stale: StaleFiles | None = None
 ) -> ProbeDoc | None:
     run = cited(runs, "probe", None, arch, stale)
     if run is None:
@@ -407,7 +407,7 @@ class GateDoc:
 
 
 def _measured(
-    runs: list[Run], run_id: str | None, gate: Gate, role: str, current: str | CurrentHarness
+    runs: Sequence[Run], run_id: str | None, gate: Gate, role: str, current: str | CurrentHarness
 ):
     run = by_id(runs, run_id)
     if run is None:
@@ -422,7 +422,7 @@ def _measured(
 
 
 def gate_doc(
-    runs: list[Run], gate: Gate, current: str | CurrentHarness, stale: StaleFiles | None = None
+    runs: Sequence[Run], gate: Gate, current: str | CurrentHarness, stale: StaleFiles | None = None
 ) -> GateDoc:
     latest = cited(runs, "gate", gate.id, gate.arch, stale)
     stat = None
@@ -456,7 +456,7 @@ class ThresholdDoc:
 
 
 def threshold_doc(
-    runs: list[Run],
+    runs: Sequence[Run],
     th: Threshold,
     current: str | CurrentHarness,
     figures: str | None,
@@ -517,7 +517,7 @@ class TunedDoc:
 
 
 def tuned_doc(
-    runs: list[Run],
+    runs: Sequence[Run],
     choice: TunedChoice,
     current: str | CurrentHarness,
     stale: StaleFiles,
@@ -616,7 +616,9 @@ class ArchDoc:
         )
 
 
-def arch_sweeps(runs: list[Run], arch: str, headline: str | None, listed: bool) -> tuple[str, ...]:
+def arch_sweeps(
+    runs: Sequence[Run], arch: str, headline: str | None, listed: bool
+) -> tuple[str, ...]:
     """Sweeps cited for ``arch``: the headline sweep on listed arches, then every other sweep
     the store holds a run of (any status) on that arch, sorted."""
     held = {r.name for r in runs if r.kind == "sweep" and r.arch == arch}
@@ -624,7 +626,9 @@ def arch_sweeps(runs: list[Run], arch: str, headline: str | None, listed: bool) 
     return (*main, *sorted(held - set(main)))
 
 
-def why_not_measured(runs: list[Run], arch: str, current: str | CurrentHarness) -> RunRef | None:
+def why_not_measured(
+    runs: Sequence[Run], arch: str, current: str | CurrentHarness
+) -> RunRef | None:
     """When ``arch`` has no ok run of any kind: its newest not ok run."""
     mine = [r for r in runs if r.arch == arch]
     if any(r.ok for r in mine):
@@ -633,7 +637,7 @@ def why_not_measured(runs: list[Run], arch: str, current: str | CurrentHarness) 
     return run_ref(bad[-1], current) if bad else None
 
 
-def _verify_runs(runs: list[Run]) -> tuple[Run | None, Run | None]:
+def _verify_runs(runs: Sequence[Run]) -> tuple[Run | None, Run | None]:
     """(newest complete verify run, newer partial one or None): a verify run that ran a
     selection of the suite never becomes the Tested line."""
     ran = sorted(
@@ -656,7 +660,7 @@ def _verify_runs(runs: list[Run]) -> tuple[Run | None, Run | None]:
 
 
 def _region_of(
-    runs: list[Run],
+    runs: Sequence[Run],
     arch: str,
     sweep: str,
     thresholds: tuple[Threshold, ...],
@@ -677,7 +681,7 @@ def _region_of(
     return fallback
 
 
-def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
+def build_context(root: Path, runs: Sequence[Run]) -> dict[str, Any]:
     """Everything the templates see, computed once per render."""
 
     proj = project.get(root)
@@ -747,7 +751,7 @@ def build_context(root: Path, runs: list[Run]) -> dict[str, Any]:
 UNKNOWN = "unknown: "
 
 
-def kernel_staleness(root: Path, runs: list[Run]) -> StaleFiles:
+def kernel_staleness(root: Path, runs: Sequence[Run]) -> StaleFiles:
     """A function from a cited run (or None) to the kernel files its arms use that changed
     since it was measured (tether.freshness); ("unknown: why",) when git cannot tell."""
 

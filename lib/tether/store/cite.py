@@ -70,27 +70,50 @@ def newest_attempt(runs: Iterable[Run], kind: str, name: str | None, arch: str) 
     return pool[-1] if pool else None
 
 
-def same_setup(a: Run, b: Run) -> bool:
-    pa, pb = a.provenance, b.provenance
+def setup_of(run: Run) -> tuple[object, ...]:
+    """What makes two runs replicates of one setup (``same_setup``), as one hashable value."""
+    p = run.provenance
     return (
-        a.kind == b.kind
-        and a.name == b.name
-        and pa.arch == pb.arch
-        and pa.device == pb.device
-        and pa.git_sha == pb.git_sha
-        and pa.git_dirty == pb.git_dirty
-        and pa.harness_fingerprint == pb.harness_fingerprint
-        and pa.kernels_fingerprint == pb.kernels_fingerprint
-        and a.sharded == b.sharded
+        run.kind,
+        run.name,
+        p.arch,
+        p.device,
+        p.git_sha,
+        p.git_dirty,
+        p.harness_fingerprint,
+        p.kernels_fingerprint,
+        run.sharded,
     )
+
+
+def same_setup(a: Run, b: Run) -> bool:
+    return setup_of(a) == setup_of(b)
+
+
+# The evidence-grade runs of a tuple of runs by setup, oldest first, for the last tuple asked
+# about: every headline, threshold and gate asks for its run's siblings, and scanning the whole
+# store for each made a check's cost grow with the square of the store. Only a tuple is
+# indexed: it cannot change after the index is made, so the index is never stale.
+_INDEXED: list[tuple[tuple[Run, ...], dict[tuple[object, ...], list[Run]]]] = []
+
+
+def _by_setup(runs: Iterable[Run]) -> dict[tuple[object, ...], list[Run]]:
+    if type(runs) is tuple and _INDEXED and _INDEXED[0][0] is runs:
+        return _INDEXED[0][1]
+    index: dict[tuple[object, ...], list[Run]] = {}
+    for run in runs:
+        if run.evidence_grade:
+            index.setdefault(setup_of(run), []).append(run)
+    for group in index.values():
+        group.sort(key=_rank)  # stable: equal ranks keep the store's order, as before
+    if type(runs) is tuple:
+        _INDEXED[:] = [(runs, index)]
+    return index
 
 
 def siblings(runs: Iterable[Run], run: Run) -> list[Run]:
     """Other evidence-grade runs of ``run``'s setup (replicates), oldest first."""
-    return sorted(
-        (r for r in runs if r.id != run.id and r.evidence_grade and same_setup(r, run)),
-        key=_rank,
-    )
+    return [r for r in _by_setup(runs).get(setup_of(run), ()) if r.id != run.id]
 
 
 def by_id(runs: Iterable[Run], run_id: str | None) -> Run | None:

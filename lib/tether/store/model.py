@@ -335,7 +335,7 @@ class Run:
 # dataclasses.replace, is another object). The entry holds the run so its id cannot be reused
 # while it is kept. A digest is a canonical JSON dump of every sample, so it is not redone.
 _DIGESTS: dict[int, tuple[Run, str]] = {}
-_DIGESTS_MAX = 8192  # as stats._JUDGED_MAX: a long process (a test session) holds no more
+_DIGESTS_MAX = 65536  # as stats._JUDGED_MAX: a long process (a test session) holds no more
 
 
 def remember_digest(run: Run, digest: str) -> None:
