@@ -251,6 +251,10 @@ class PagedEntryArm:
     allowed_kernels: tuple[str, ...] = ()
 
     def supports(self, case: Any, arch: str) -> str | None:
+        return self.declared_refusal(case, arch)
+
+    def declared_refusal(self, case: Any, arch: str) -> str | None:
+        """Why paged_prefill takes no route for the cell on ``arch`` (route_paged's answer)."""
         if not isinstance(case, PagedCase):
             return f"{self.name} takes a paged batch (the paged case)"
         try:
@@ -300,6 +304,11 @@ class FlashInferPagedArm:
     allowed_kernels: tuple[str, ...] = ()
 
     def supports(self, case: Any, arch: str) -> str | None:
+        return self.declared_refusal(case, arch) or flashinfer_missing()
+
+    def declared_refusal(self, case: Any, arch: str) -> str | None:
+        """``supports`` by FlashInfer's contract alone, whether it imports here left out (as
+        a host that does not run it judges a session's sweeps)."""
         if not isinstance(case, PagedCase):
             return f"{self.name} takes a paged batch (the paged case)"
         if arch != "sm90":
@@ -309,7 +318,7 @@ class FlashInferPagedArm:
             return f"{self.name}: FlashInfer's FA3 instantiates f16/bf16 at head_dim 64/128/256"
         if p.causal and any(q > k for q, k in zip(p.qo_lens, p.kv_lens, strict=True)):
             return f"{self.name}: rows that see no key are outside FlashInfer's contract"
-        return flashinfer_missing()
+        return None
 
     def prepare(self, case: PagedCase, inputs: Any, arch: str) -> Callable[[], Any]:
         reason = self.supports(case, arch)

@@ -9,6 +9,7 @@ Importing it imports neither torch nor triton.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -257,8 +258,6 @@ class PagedCase:
     def table(self) -> tuple[list[int], list[int], list[int]]:
         """FlashInfer's page table (kv_indptr, kv_indices, kv_last_page_len): each request's
         pages taken in turn from one shuffled order of the cache's pages."""
-        import random
-
         size = self.shape.page_size
         order = list(range(self.pages()))
         random.Random(PAGE_ORDER_SEED).shuffle(order)

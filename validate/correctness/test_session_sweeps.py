@@ -38,6 +38,9 @@ def role_refusal(reg: Any, arm_name: str, case: Any, arch: str) -> str | None:
     """Why the arm ``arm_name`` (an entry point: the arm it routes the cell to) does not serve
     the cell on ``arch`` by its declaration; whether a peer is importable here is left out."""
     adapter = reg.get_arm(arm_name)
+    declared = getattr(adapter, "declared_refusal", None)
+    if declared is not None:  # a bench arm of its own case (the paged ones) declares its own
+        return declared(case, arch)
     if getattr(adapter, "kind", None) == "entry":
         entry = adapter.name
         if entry not in reachable_entry_points(case.shape):
