@@ -102,7 +102,8 @@ SM90_SHORT_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
 # a batch of two) and at 128/128 (where single_prefill takes cuDNN) the one launch held no
 # floor against per_request (each request its own single_prefill) in both runs of 2026-12-06,
 # and at MHA 32/32 (group 1) head_dim 128 it lost to per_request in both H100 runs of
-# 2026-12-07 (the H200 pair had it level), so MHA batches keep per_request.
+# 2026-12-07 (the H200 pair of 2026-12-06 had it as its narrowest win), so MHA batches keep
+# per_request.
 SM90_RAGGED_LAYOUTS = (("hq//hkv", "within", (2, 16)), ("hq", "within", (16, 32)))
 
 

@@ -24,7 +24,12 @@ from tether_kernels.arms import ARMS, Arm, get_arm, prepare_triton_config
 from tether_kernels.gluon.arm import prepare_gluon
 from tether_kernels.launch_tables import LaunchConfig
 from tether_kernels.paged import paged_prefill, route_paged
-from tether_kernels.peers import FA3_KERNELS, WORKSPACE_BYTES, flashinfer_missing
+from tether_kernels.peers import (
+    FA3_KERNELS,
+    WORKSPACE_BYTES,
+    _import_flashinfer,
+    flashinfer_missing,
+)
 from tether_kernels.prefill import plan_per_request
 from tether_kernels.routing import ENTRY_POINTS, per_request_refusal, reachable_entry_points, route
 
@@ -326,10 +331,7 @@ class FlashInferPagedArm:
             raise ArmUnavailableError(reason)
         import torch
 
-        try:
-            import flashinfer
-        except Exception as exc:  # found but does not import: a refusal, with why
-            raise ArmUnavailableError(f"flashinfer does not import: {exc!r}") from exc
+        flashinfer = _import_flashinfer()
         q, k_cache, v_cache, _ = inputs
         p, dev = case.shape, q.device
         indptr, indices, last = case.table()

@@ -330,15 +330,21 @@ def _call_id(call: Call) -> str:
             f"-{call.layout}{lse}")  # fmt: skip
 
 
-POLICY = Grid(
-    lambda gpu: {
-        "call": [
-            pytest.param(c, id=_call_id(c), marks=pytest.mark.gpu(reason=POLICY_REASON))
-            for c in policy_calls()
-        ]
-    },
-    lambda gpu, call: call,
-)
+def gpu_calls(calls: Callable[[], list[Call]], reason: str) -> Grid:
+    """A grid of whole calls (``calls()``, built when the test is collected), each GPU-only
+    for ``reason``."""
+    return Grid(
+        lambda gpu: {
+            "call": [
+                pytest.param(c, id=_call_id(c), marks=pytest.mark.gpu(reason=reason))
+                for c in calls()
+            ]
+        },
+        lambda gpu, call: call,
+    )
+
+
+POLICY = gpu_calls(policy_calls, POLICY_REASON)
 
 # --- The model catalog's calls (issue 43 item 5) ---------------------------------------------
 # Every per-GPU layout of the catalog's models (kernels/models.toml) at tensor parallelism 1
@@ -355,17 +361,12 @@ CATALOG_REASON = (
 
 def catalog_calls() -> list[Call]:
     """single_prefill's calls over every catalog layout at CATALOG_TP (see above)."""
-    from tether_kernels_plugin.catalog import load_catalog
+    from tether_kernels_plugin.sweeps import catalog_layouts
 
-    layouts: dict[tuple[int, int, int], None] = {}
-    for model in load_catalog():
-        for degree in CATALOG_TP:
-            layout = model.tp[degree]
-            if layout is not None:
-                layouts.setdefault((*layout, model.head_dim), None)
+    (qo, kv), (sq, _) = CATALOG_PAIRS
     calls = []
-    for n, (hq, hkv, head_dim) in enumerate(layouts):
-        (qo, kv), (sq, _) = CATALOG_PAIRS
+    for n, layout in enumerate(catalog_layouts(CATALOG_TP, head_dims=None)):
+        hq, hkv, head_dim = map(int, layout.split("/"))
         chunk = Shape(1, qo, kv, hq, hkv, head_dim, "bf16", True)
         square = Shape(1, sq, sq, hq, hkv, head_dim, "bf16", True)
         calls.append(Call("single_prefill", chunk))
@@ -374,15 +375,7 @@ def catalog_calls() -> list[Call]:
     return calls
 
 
-CATALOG = Grid(
-    lambda gpu: {
-        "call": [
-            pytest.param(c, id=_call_id(c), marks=pytest.mark.gpu(reason=CATALOG_REASON))
-            for c in catalog_calls()
-        ]
-    },
-    lambda gpu, call: call,
-)
+CATALOG = gpu_calls(catalog_calls, CATALOG_REASON)
 GRIDS = {
     "catalog": CATALOG,
     "lengths": LENGTHS,

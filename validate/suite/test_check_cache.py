@@ -228,19 +228,25 @@ def _run_files(repo: Path) -> list[Path]:
     return sorted((repo / "results").rglob("*.json"))
 
 
+def _found_then_restored(repo: Path, victim: Path) -> None:
+    """Tamper one sample of ``victim``: the check (as with --no-cache) names it malformed;
+    with the file checked out again it is the genuine blob, and the check passes."""
+    _tamper_a_sample(victim)
+    git(repo, "add", "-A")
+    rc, out = _same_as_uncached(repo)
+    assert rc == 1 and victim.name in out and "malformed run" in out, out
+    git(repo, "checkout", "HEAD", "--", "results")
+    git(repo, "add", "-A")
+    rc, out = _same_as_uncached(repo)
+    assert rc == 0, out
+
+
 def test_a_run_tampered_after_caching_is_found(repo: Path) -> None:
     # The run's entry is warm; the edited file is another blob, so it is parsed, and its
     # digest no longer matches its content.
     _second_run(repo)
     for victim in _run_files(repo):
-        _tamper_a_sample(victim)
-        git(repo, "add", "-A")
-        rc, out = _same_as_uncached(repo)
-        assert rc == 1 and victim.name in out and "malformed run" in out, out
-        git(repo, "checkout", "HEAD", "--", "results")
-        git(repo, "add", "-A")
-        rc, out = _same_as_uncached(repo)
-        assert rc == 0, out  # the genuine file is the genuine blob again, and passes
+        _found_then_restored(repo, victim)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "flip", "swap", "other-tool"])
@@ -284,14 +290,7 @@ def test_a_damaged_cache_never_hides_a_tampered_run(repo: Path, damage: str) -> 
             else:  # one byte of the payload changed, the checksum left as it was
                 entry.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
     victim = _run_files(repo)[-1]
-    _tamper_a_sample(victim)
-    git(repo, "add", "-A")
-    rc, out = _same_as_uncached(repo)
-    assert rc == 1 and victim.name in out and "malformed run" in out, out
-    git(repo, "checkout", "HEAD", "--", "results")
-    git(repo, "add", "-A")
-    rc, out = _same_as_uncached(repo)
-    assert rc == 0, out
+    _found_then_restored(repo, victim)
 
 
 def test_a_kept_run_entry_of_another_run_is_not_read(repo: Path) -> None:
