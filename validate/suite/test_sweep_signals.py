@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from tether import stopping
+from tether.bench.engine import TimingPolicy
 from tether.stopping import Interrupted, SafeBench, StopSignals
 from tether.store import load_store
 
@@ -35,12 +36,13 @@ def safe(store: Path, reg: Any, sigs: StopSignals | None = None) -> SafeBench:
     )
 
 
-def _sweep(measuring: SafeBench) -> Any:
-    """As bench_for: the bench's signals entered around the sweep, a held one released after."""
+def _sweep(measuring: SafeBench, sweep: Any = None) -> Any:
+    """As bench_for: the bench's signals entered around the sweep (the fixture sweep unless
+    given), a held one released after."""
     assert measuring.signals is not None
     with measuring.signals as sigs:
         try:
-            run = measuring.sweep(fake_sweep())
+            run = measuring.sweep(sweep or fake_sweep())
             sigs.release()
             return run
         except KeyboardInterrupt as exc:
@@ -159,3 +161,83 @@ def test_a_clock_stepped_back_is_recorded_not_fatal(
     assert run.provenance.ended >= run.provenance.started
     assert run.config["clock"]["wall_step_s"] < -3000
     assert load_store(tmp_path)[0].id == run.id
+
+
+class Events(list[int]):
+    """Every prepare and timed call of a sweep's arms (each its cell's seqlen), in order; sends
+    ``signum`` to this process as the ``at``-th is logged, whichever role logs it."""
+
+    def __init__(self, signum: int | None = None, at: int = -1) -> None:
+        super().__init__()
+        self.signum, self.at = signum, at
+
+    def log(self, seqlen: int) -> None:
+        self.append(seqlen)
+        if self.signum is not None and len(self) - 1 == self.at:
+            os.kill(os.getpid(), self.signum)
+
+
+class EventArm(FakeArm):
+    """Fixture arm whose prepares and calls are logged in ``events``, shared by both roles."""
+
+    def __init__(self, name: str, events: Events) -> None:
+        super().__init__(name)
+        self.events = events
+
+    def prepare(self, case: Any, inputs: Any, arch: str) -> Any:
+        seqlen = case.fields()["seqlen"]
+        self.events.log(seqlen)
+        return lambda: self.events.log(seqlen)
+
+
+def _event_registry(events: Events) -> Any:
+    return fake_registry(fake_a=EventArm("fake_a", events), fake_b=EventArm("fake_b", events))
+
+
+POINTS = 20
+# One call per sample (a sample floor no call misses): the engine's calibration then makes the
+# same events in every run, so a point names the same moment of the sweep each time.
+ONE_CALL = fake_sweep().replace(
+    timing=TimingPolicy(min_sample_s=1e-9, min_reps=3, max_reps=3, warmup_calls=1)
+)
+
+
+@pytest.mark.parametrize("point", range(POINTS))
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
+def test_a_signal_at_any_point_keeps_every_cell_measured_before_it(
+    tmp_path: Path, signum: int, point: int
+) -> None:
+    # Issue 47 item 3: each signal at POINTS points spread over a sweep's events (both roles'
+    # prepares and timed calls, every cell), and once in the closing idle check (below). A clean sweep first counts the events; a cell that a later cell's event
+    # followed was measured before the signal, and must be in the run that is written.
+    clean = Events()
+    _sweep(safe(tmp_path / "clean", _event_registry(clean), StopSignals()), ONE_CALL)
+    at = point * (len(clean) - 1) // (POINTS - 1)
+    events = Events(signum, at)
+    with pytest.raises(Interrupted) as stopped:
+        _sweep(safe(tmp_path / "store", _event_registry(events), StopSignals()), ONE_CALL)
+    assert stopped.value.signum == signum
+    assert len(events) > at  # the signal was sent
+    order = list(dict.fromkeys(events[: at + 1]))  # the cells begun by the signal, in order
+    (run,) = load_store(tmp_path / "store")
+    kept = [c.key["seqlen"] for c in run.cells]
+    assert kept[: len(order) - 1] == order[:-1], (at, order, kept)
+    assert set(kept) <= set(order)
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
+def test_each_signal_in_the_closing_idle_check_keeps_the_complete_run(
+    tmp_path: Path, signum: int
+) -> None:
+    reg = fake_registry(fake_a=FakeArm("fake_a"), fake_b=FakeArm("fake_b"))
+    measuring = safe(tmp_path, reg, StopSignals())
+    measuring.holding = FakeHolding(signum)
+    with pytest.raises(Interrupted) as stopped:
+        _sweep(measuring)
+    assert stopped.value.signum == signum
+    (run,) = load_store(tmp_path)
+    assert run.status == "ok" and len(run.cells) == 3
