@@ -25,8 +25,12 @@ Routes, tried in order (``route_paged``): ``triton``, the Triton kernel reading 
 place (triton/paged_fwd.py), where the Triton arm serves every request; then ``gather``, the
 requests' pages gathered into packed k and v (one indexed copy per call) and run as
 ragged_prefill runs them, which serves every call some arm serves (on the CPU, PyTorch's
-kernels). No policy threshold speaks for paged calls yet: that order stands until sweeps of
-the two on a GPU decide it.
+kernels). On sm90, where ragged_prefill takes the Gluon kernel's one launch, ``gather`` comes
+first (``gather_first``): there the in-place Triton kernel ran batches at 0.45 to 0.54 of
+FlashInfer's paged fa3 wrapper on the H100 (validate/tools/ragged_session.py, 2026-12-07),
+and the Gluon launch the same batches packed at 1.05 to 1.1, which leaves the copy of the
+keys and values (a pass over them, where the attention makes one per query tile) its margin.
+No policy threshold speaks for paged calls yet; api-paged-fa3 times the route taken.
 """
 
 from __future__ import annotations
@@ -326,6 +330,24 @@ def _triton_refusal(call: Paged, arch: str, need_lse: bool, inplace_ok: str | No
     return inplace_ok
 
 
+def gather_first(call: Paged, arch: str, return_lse: bool = False) -> bool:
+    """Whether ``call`` tries ``gather`` before ``triton`` (module docstring): on sm90, where
+    its requests packed are a batch ragged_prefill gives the Gluon kernel."""
+    if arch != "sm90":
+        return False
+    try:
+        return route("ragged_prefill", call.ragged, arch, return_lse=return_lse) == "gluon"
+    except UsageError:
+        return False
+
+
+def paged_routes(call: Paged, arch: str, return_lse: bool = False) -> tuple[str, ...]:
+    """The routes ``call`` tries on ``arch``, in order: PAGED_ROUTES, or gather first."""
+    if gather_first(call, arch, return_lse):
+        return tuple(reversed(PAGED_ROUTES))
+    return PAGED_ROUTES
+
+
 def route_paged(
     call: Paged, arch: str, *, return_lse: bool = False, inplace: str | None = None
 ) -> str:
@@ -334,7 +356,7 @@ def route_paged(
     tensors cannot be read in place (a cache whose rows are not contiguous), or None.
     UsageError naming each route's refusal when neither serves."""
     reasons = []
-    for name in PAGED_ROUTES:
+    for name in paged_routes(call, arch, return_lse):
         if name == "triton":
             reason = _triton_refusal(call, arch, return_lse, inplace)
         else:
@@ -562,4 +584,13 @@ def paged_prefill(
     return res
 
 
-__all__ = ["KV_LAYOUTS", "PAGED_ROUTES", "PageTable", "Paged", "paged_prefill", "route_paged"]
+__all__ = [
+    "KV_LAYOUTS",
+    "PAGED_ROUTES",
+    "PageTable",
+    "Paged",
+    "gather_first",
+    "paged_prefill",
+    "paged_routes",
+    "route_paged",
+]

@@ -135,13 +135,28 @@ def candidate(name: str) -> Any:
 
 # How a ragged cell's requests share out its longest length. "spread": request i of b has
 # ceil(L * (i + 1) / b) queries and as many keys (square, causal), so a batch holds short and
-# long requests alike, the longest L (a serving step's mix of new prompts).
-MIXES = ("spread",)
+# long requests alike, the longest L (a serving step's mix of new prompts). "serving": the
+# keys as "spread" gives them, and a serving engine's step of three kinds of request in turn:
+# a one-token row (a request decoding), a chunked prefill (the last quarter of its keys as
+# queries, over its cached prefix), a new prompt (as many queries as keys), and another new
+# prompt.
+MIXES = ("spread", "serving")
 
 
 def spread(batch: int, longest: int) -> tuple[int, ...]:
     """The "spread" mix's lengths: request i of ``batch`` has ceil(longest * (i + 1) / batch)."""
     return tuple(-(-longest * (i + 1) // batch) for i in range(batch))
+
+
+def mix_lengths(mix: str, batch: int, longest: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(qo_lens, kv_lens) of a ragged cell's requests under ``mix`` (see MIXES)."""
+    kv = spread(batch, longest)
+    if mix == "spread":
+        return kv, kv
+    qo = tuple(
+        1 if i % 4 == 0 else max(1, -(-n // 4)) if i % 4 == 1 else n for i, n in enumerate(kv)
+    )
+    return qo, kv
 
 
 @dataclass(frozen=True)
@@ -191,8 +206,8 @@ class RaggedCase:
 @registry.case("ragged")
 def ragged_case(fields: Mapping[str, Any]) -> RaggedCase:
     """A cell's fields as a RaggedCase: ``batch`` requests mixed by ``mix`` (default "spread")
-    up to the longest ``seqlen`` (qo_len and kv_len alike: square requests), the shared fields
-    as an attention cell's (``hq/hkv`` pairs too)."""
+    up to the longest ``seqlen`` (the longest request's keys; its queries as the mix gives
+    them), the shared fields as an attention cell's (``hq/hkv`` pairs too)."""
     full = shape_fields(fields, {}, SQUARE_ALIAS)
     full.pop("seqlen", None)
     for pair in [f for f in full if PAIR in f]:
@@ -209,8 +224,8 @@ def ragged_case(fields: Mapping[str, Any]) -> RaggedCase:
             f"ragged case: mix {mix!r} takes a batch and one longest length (seqlen), got "
             f"batch={batch!r}, qo_len={qo_len!r}, kv_len={kv_len!r}"
         )
-    lens = spread(batch, qo_len)
-    return RaggedCase(Ragged(lens, lens, **full), mix)
+    qo_lens, kv_lens = mix_lengths(mix, batch, qo_len)
+    return RaggedCase(Ragged(qo_lens, kv_lens, **full), mix)
 
 
 # --- paged batches: ragged requests whose keys and values live in a paged cache -------------

@@ -16,7 +16,7 @@ from tether.policy import Condition, holds
 from tether.registry import Bound, Probe, Sweep
 from tether_kernels.arms import get_arm
 from tether_kernels.gluon.launch import VARIANTS
-from tether_kernels.policy import SM90_RAGGED_LAYOUTS, SM90_SHORT_LAYOUTS, SM90_SQUARE_LAYOUTS
+from tether_kernels.policy import SM90_SHORT_LAYOUTS, SM90_SQUARE_LAYOUTS
 from tether_kernels.routing import ENTRY_POINTS
 from tether_kernels.shapes import TORCH_DTYPES, Shape
 
@@ -550,29 +550,40 @@ _single_block(
 # stack plans a step), and the policy's evidence, the Gluon kernel's one launch against
 # per_request (each request as single_prefill runs it), over the scope's dtypes, head_dims
 # and heads.
-_RAGGED_FIXED = {"causal": True, "mix": "spread"}
 _single_block(
     "api-ragged-fa3",
-    {"batch": (2, 4, 8, 16), "seqlen": (256, 1024, 4096)},
-    {**_RAGGED_FIXED, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "bf16"},
+    {"batch": (2, 4, 8, 16), "seqlen": (256, 1024, 4096), "mix": ("spread", "serving")},
+    {"causal": True, "hq": 32, "hkv": 8, "head_dim": 128, "dtype": "bf16"},
     {"A": "flashinfer_fa3", "B": "ragged_prefill"},
     "ragged_prefill as called (CUDA graph) against FlashInfer fa3's ragged wrapper: batches "
-    "of 2 to 16 requests spread up to the longest length",
+    "of 2 to 16 requests up to the longest length, new prompts and serving steps",
     case="ragged",
+)
+# The ragged scope's designed sample (hq/hkv/head_dim/dtype): each end of its ranges (groups
+# of 2 and 16, 4 and 64 query heads) and layouts inside, and every head_dim and dtype pair the
+# scope routes, rather than every layout at every head_dim and dtype (a product four times the
+# size, which the device time of a session does not hold twice).
+RAGGED_DESIGN = (
+    "4/1/128/bf16",  # the fewest query heads (Llama-3-8B at TP 8)
+    "16/1/64/bf16",  # the widest group
+    "16/8/128/bf16",  # the narrowest group (Gemma-2-9B)
+    "64/8/128/bf16",  # the most query heads (Llama-3-70B)
+    "8/1/64/bf16",  # Llama-3-70B at TP 8
+    "28/4/64/f16",
+    "32/8/128/f16",
 )
 _single_block(
     "policy-ragged-sm90",
     {
         "batch": (2, 16),
-        "seqlen": (256, 4096),
-        # 16/8 (Gemma-2-9B): the scope's group-2 end, which no design layout has.
-        **_design(SM90_RAGGED_LAYOUTS, ("16/8/bf16",)),
-        "head_dim": (64, 128),
+        "seqlen": (128, 4096),
+        "mix": ("spread", "serving"),
+        "hq/hkv/head_dim/dtype": RAGGED_DESIGN,
     },
-    _RAGGED_FIXED,
+    {"causal": True},
     {"A": "per_request", "B": "gluon"},
-    "sm90 ragged batches: the Gluon kernel's one launch against per_request (each request as "
-    "single_prefill runs it), head_dim 64 and 128, the layout design, f16 and bf16",
+    "sm90 ragged batches, new prompts and serving steps: the Gluon kernel's one launch against "
+    "per_request (each request as single_prefill runs it), the ragged scope's layout design",
     case="ragged",
 )
 # Paged batches (paged_prefill, issue 44 item 2): the entry point as called against FlashInfer's

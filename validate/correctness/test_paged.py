@@ -18,9 +18,16 @@ import pytest
 import torch
 from tether.errors import UsageError
 from tether.pytest_plugin import current_arch, device
-from tether_kernels import Ragged, paged
+from tether_kernels import Ragged, paged, route
 from tether_kernels.arms import torch_dtype
-from tether_kernels.paged import Paged, paged_prefill, route_paged
+from tether_kernels.paged import (
+    PAGED_ROUTES,
+    Paged,
+    gather_first,
+    paged_prefill,
+    paged_routes,
+    route_paged,
+)
 
 from validate.correctness._helpers import BF16_REASON, assert_matches_per_request, fresh_seed
 
@@ -197,11 +204,27 @@ def test_a_page_table_is_planned_once_and_each_new_table_again() -> None:
 
 
 def test_the_route_reads_pages_in_place_where_triton_serves_and_gathers_elsewhere() -> None:
-    call = Paged((5, 1), (40, 7), 16, 8, 2, 64, "bf16", True)
+    # MHA: ragged_prefill runs each request on its own there, so the pages are read in place.
+    call = Paged((5, 1), (40, 7), 16, 8, 8, 64, "bf16", True)
+    assert not gather_first(call, "sm90")
     assert route_paged(call, "sm90") == "triton"
     assert route_paged(call, "sm90", inplace="rows not contiguous") == "gather"
     # bf16 tl.dot is wrong in the interpreter: the CPU's triton arm refuses it, gather serves.
     assert route_paged(call, "cpu") == "gather"
+
+
+def test_sm90_gathers_first_where_the_packed_batch_takes_the_gluon_launch() -> None:
+    """The same requests at a GQA layout: packed, ragged_prefill gives them the Gluon kernel's
+    one launch on sm90, so paged_prefill gathers the pages first; on gfx942 (no Gluon) and
+    for a batch of one request (per_request) it reads them in place."""
+    call = Paged((5, 1), (40, 7), 16, 8, 2, 64, "bf16", True)
+    assert route("ragged_prefill", call.ragged, "sm90") == "gluon"
+    assert gather_first(call, "sm90")
+    assert paged_routes(call, "sm90") == ("gather", "triton")
+    assert route_paged(call, "sm90") == "gather"
+    assert paged_routes(call, "gfx942") == PAGED_ROUTES
+    one = Paged((5,), (40,), 16, 8, 2, 64, "bf16", True)
+    assert route_paged(one, "sm90") == "triton"
 
 
 def _small() -> tuple[torch.Tensor, ...]:

@@ -203,11 +203,21 @@ def test_sm90_sends_ragged_batches_in_the_policys_scope_to_the_gluon_kernel() ->
     call = Ragged(lens, lens, 32, 8, 128, "bf16", True)
     assert route("ragged_prefill", call, "sm90") == "gluon"
     assert route("ragged_prefill", call, "sm90", return_lse=True) == "gluon"
+    # The scope's other batches: short requests, serving steps (one-token rows, chunks over a
+    # cached prefix), the ends of its head ranges.
+    for inside in (
+        dataclasses.replace(call, qo_lens=(64, 200), kv_lens=(64, 200)),
+        dataclasses.replace(call, qo_lens=(1, 75, 768, 1), kv_lens=(300, 600, 768, 1100)),
+        dataclasses.replace(call, hq=4, hkv=1),
+        dataclasses.replace(call, hq=64, hkv=8, head_dim=64, dtype="f16"),
+    ):
+        assert route("ragged_prefill", inside, "sm90") == "gluon", inside
     # Outside the scope or below its bounds: each request as single_prefill routes it.
     for other in (
         dataclasses.replace(call, qo_lens=(100,), kv_lens=(100,)),  # batch 1
-        dataclasses.replace(call, qo_lens=(64, 200), kv_lens=(64, 200)),  # longest below 256
-        dataclasses.replace(call, kv_lens=(300, 600, 900, 1100)),  # chunked requests
+        dataclasses.replace(call, qo_lens=(300, 600), kv_lens=(100, 200)),  # keys fewer
+        dataclasses.replace(call, hkv=32),  # MHA
+        dataclasses.replace(call, hq=128, hkv=8),  # more query heads than the scope
         dataclasses.replace(call, dtype="f32"),
     ):
         assert route("ragged_prefill", other, "sm90") == PER_REQUEST, other
