@@ -401,16 +401,14 @@ _SM90_BATCH = Threshold(
 #   batch >= 2
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, hq//hkv within 2 to 16, hq within 4 to 64).
-# run 20261207T093427Z-sweep-policy-ragged-sm90-sm90-62b7afee48f9
-# (2026-12-07, git 3b5453385ca6, 1 blocks, 1 replicate runs)
-# superseded (harness changed since; re-measure)
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 40 cells, geomean 1.918,
-# noise 0.972-1.029 (A/A floor 0.987-1.013
-# times replicate band 0.985-1.015): faster;
-# cells 40 faster, 0 slower, 0 level;
-# worst cell batch=2 head_dim=64 hq/hkv/dtype=32/8/f16 seqlen=4096
-# at 1.072.
+# run 20261207T125038Z-sweep-policy-ragged-sm90-sm90-95c91cb1d37c
+# (2026-12-07, git cf2ae87ae115, 1 blocks, 1 replicate runs)
+# 42 cells, geomean 2.972,
+# noise 0.976-1.025 (A/A floor 0.986-1.014
+# times replicate band 0.990-1.010): faster;
+# cells 42 faster, 0 slower, 0 level, 14 flagged cells not counted;
+# worst cell batch=2 hq/hkv/head_dim/dtype=28/4/64/f16 mix=spread seqlen=4096
+# at 1.078.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-ragged-prefill
