@@ -88,6 +88,11 @@ API_SWEEPS=${SWEEPS:-"policy-chunked-sm90 policy-square-sm90 policy-square-short
 # inside its step (at 6d1b213 the first policy-wide-sm90 run, head_dim 96 and 256, was cut off
 # at the old limit: results/ keeps it, rejected).
 SWEEP_S=${SWEEP_S:-180}
+# A first run's limit: it compiles every Gluon and Triton variant its cells launch (on
+# 2026-12-07 the first run of policy-ragged-sm90's 56-cell design, seven layouts each its own
+# compile, was cut at 180 s and left no run; its second took 47 s). The second runs find the
+# variants compiled and keep SWEEP_S.
+SWEEP1_S=${SWEEP1_S:-300}
 # The second runs, one list for every plan: ROUND2's sweeps; none for "none"; unset, every
 # first-run sweep in "sweeps" and none in "verify".
 case "${ROUND2-}" in
@@ -147,7 +152,7 @@ lane1() {  # the sweeps the policy cites, twice each (two runs: the run-to-run b
   fi
   if [ "$PLAN" = sweeps ]; then
     for name in $API_SWEEPS; do
-      step lane1 "$name.1" "$SWEEP_S" $s "$name"
+      step lane1 "$name.1" "$SWEEP1_S" $s "$name"
     done
     for name in $SECOND; do
       step lane1 "$name.2" "$SWEEP_S" $s "$name"
