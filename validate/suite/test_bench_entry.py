@@ -184,6 +184,22 @@ def test_ragged_prefill_as_an_entry_arm_against_per_request_on_the_cpu(tmp_path:
     assert batch3.work == sum(4 * 4 * 64 * n * (n + 1) // 2 for n in (14, 27, 40))
 
 
+def test_a_serving_mix_is_decode_rows_chunks_and_prompts_in_turn() -> None:
+    """The "serving" mix keeps "spread"'s keys and gives request i a one-token row, the last
+    quarter of its keys, or all of them as queries, in turn: the envelope the ragged scope
+    reads is the longest request's keys and the most queries any request has."""
+    reg = _reg()
+    fields = {"batch": 6, "seqlen": 120, "hq": 4, "hkv": 2, "head_dim": 64, "dtype": "f32"}
+    spread = reg.make_case("ragged", {**fields, "mix": "spread"}).shape
+    case = reg.make_case("ragged", {**fields, "mix": "serving"})
+    assert case.shape.kv_lens == spread.kv_lens == (20, 40, 60, 80, 100, 120)
+    assert case.shape.qo_lens == (1, 10, 60, 80, 1, 30)
+    assert case.fields()["mix"] == "serving"
+    assert (case.shape.qo_len, case.shape.kv_len) == (80, 120)
+    # Every request's queries see keys (causal, bottom-right): none outnumbers its keys.
+    assert all(q <= k for q, k in zip(case.shape.qo_lens, case.shape.kv_lens, strict=True))
+
+
 def test_a_ragged_case_names_what_it_cannot_make() -> None:
     reg = _reg()
     fields = {"batch": 2, "seqlen": 8, "hq": 2, "hkv": 2, "head_dim": 64, "dtype": "f32"}
