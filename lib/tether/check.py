@@ -61,10 +61,10 @@ from tether.render.targets import missing_tune_regions
 from tether.stats import MIN_RUNS, aggregate, cell_stats, evaluate, rate_of
 from tether.store.audit import RunCache, load_store_checked
 from tether.store.cite import StaleFiles, by_id, cited, latest_ok, siblings
-from tether.store.evidence import Barred, barred, citable
+from tether.store.evidence import Barred, barred, citable, verdicts
 from tether.store.harness import CurrentHarness, is_superseded
 from tether.store.provenance import definition_digests
-from tether.store.signing import keygen, verify_run
+from tether.store.signing import keygen
 from tether.textfile import read_text
 
 if TYPE_CHECKING:
@@ -785,9 +785,9 @@ def check_signatures(root: Path, cited: Iterable[Run]) -> list[Finding]:
     except SigningError as exc:
         return [Finding(where, 1, f"[tool.tether.signing] require is set but {exc}")]
     findings = []
-    for run in cited:
+    cited = list(cited)
+    for run, verdict in zip(cited, verdicts(cited, allowed), strict=True):
         path = _run_file(run)
-        verdict = verify_run(path, run.digest, allowed)
         if not verdict.ok:
             findings.append(
                 Finding(
