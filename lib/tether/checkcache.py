@@ -26,7 +26,9 @@ entry or an entry of another tool version never turns a finding into a pass.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 import shutil
 from array import array
@@ -155,27 +157,57 @@ def _packed_cell(cell: Cell) -> Cell:
 
 class BlobRuns:
     """The runs of a snapshot's store by their files' blob ids (``tether.store.audit``'s
-    RunCache). ``blobs`` maps a run file's path in the snapshot to its blob id."""
+    RunCache). ``blobs`` maps a run file's path in the snapshot to its blob id.
 
-    def __init__(self, cache: Cache, blobs: Mapping[str, str]):
+    ``hold`` reads a run's entry before the snapshot is written, so that a run the cache
+    knows need not be written into it: the audit then lists the store as git does
+    (``listed``, set once the snapshot's store folder is known) and gets each held run here.
+    """
+
+    def __init__(self, cache: Cache, blobs: Mapping[str, str] | None = None):
         self.cache = cache
-        self.blobs = blobs
+        self.blobs: Mapping[str, str] = blobs or {}
         self.limit = max_run_bytes()
+        self.scan: layout.Scan | None = None  # what ``listed`` gives, for the snapshot's store
+        self.store: Path | None = None
+        self._held: dict[str, tuple[Run, str]] = {}  # key -> (the kept run, its digest)
+
+    def _key_of(self, blob: str, name: str, folder: str) -> str:
+        # The name and folder are validated against the run (its id, its arch), so they are
+        # part of what a blob's verdict means.
+        return digest(blob, name, folder, self.limit)
 
     def _key(self, path: Path) -> str | None:
         blob = self.blobs.get(str(path))
-        # The name and folder are validated against the run (its id, its arch), so they are
-        # part of what a blob's verdict means.
-        return None if blob is None else digest(blob, path.name, path.parent.name, self.limit)
+        return None if blob is None else self._key_of(blob, path.name, path.parent.name)
 
-    def get(self, path: Path) -> Run | None:
-        key = self._key(path)
-        entry = None if key is None else self.cache.get(RUN, key, tuple)
+    def _entry(self, key: str) -> tuple[Run, str] | None:
+        found = self._held.get(key)
+        if found is not None:
+            return found
+        entry = self.cache.get(RUN, key, tuple)
         if entry is None or len(entry) != 2:
             return None
         kept, sealed = entry
         if not isinstance(kept, Run) or not isinstance(sealed, str):
             return None
+        return kept, sealed
+
+    def hold(self, blob: str, name: str, folder: str) -> bool:
+        """Read the entry of the run file ``folder/name`` of blob ``blob`` now; whether the
+        cache has a whole one (then ``get`` gives it without reading the file)."""
+        key = self._key_of(blob, name, folder)
+        entry = self._entry(key)
+        if entry is not None:
+            self._held[key] = entry
+        return entry is not None
+
+    def get(self, path: Path) -> Run | None:
+        key = self._key(path)
+        entry = None if key is None else self._entry(key)
+        if entry is None:
+            return None
+        kept, sealed = entry
         run = placed(kept, path=path)
         remember_digest(run, sealed)  # the digest the file was verified against when kept
         return run
@@ -185,6 +217,9 @@ class BlobRuns:
         if key is not None:
             sealed = content_digest(run)
             self.cache.put(RUN, key, (_packed(placed(run, path=None, added=None)), sealed))
+
+    def listed(self, store: Path) -> layout.Scan | None:
+        return self.scan if self.store is not None and store == self.store else None
 
 
 class TextScans:
@@ -233,6 +268,22 @@ def _evidence_key(
     return digest(prefix, full, where, _settings(), order, "\n".join(lines))
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block. A check builds a few hundred
+    thousand objects that live until it ends (every run's cells, read from the cache or
+    parsed) and makes almost no cycles; the collector would walk the growing heap again and
+    again as they are made, a third of a warm check's time on this repository's store. The
+    check is one pass, so what it leaves is freed when it returns (or the process ends)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def check(
     root: Path,
     store: Path,
@@ -247,6 +298,19 @@ def check(
     on the index, ``rev`` or (``worktree``) the files on disk, with the cache where it can be
     used: a tree git lists (not the working tree, nor a folder outside git) and a store inside
     the repository."""
+    with _collector_paused():
+        return _check(root, store, rev, worktree, full, err, use_cache)
+
+
+def _check(
+    root: Path,
+    store: Path,
+    rev: str | None,
+    worktree: bool,
+    full: bool,
+    err: TextIO | None,
+    use_cache: bool,
+) -> Outcome:
     root = Path(root).resolve()
     top = git_toplevel(root)
     cache = Cache.for_repository(top) if use_cache else Cache(None)
@@ -283,13 +347,16 @@ def check(
                 ):
                     found = finish_check(snap.root, evidence, scan_cache=scans)
                 return Outcome(found, list(evidence.diffs), snap.what, cached=True)
-    with snapshot(root, rev=rev) as snap, active(cache):
+    runs = BlobRuns(cache)
+    held, names = _held_runs(runs, files or {}, prefix, store_rel)
+    with snapshot(root, rev=rev, leave_out_files=held) as snap, active(cache):
         moved = snap.moved(store, root)
-        blobs = _snapshot_blobs(snap, files or {}, prefix, store_rel)
+        runs.blobs = _snapshot_blobs(snap, files or {}, prefix, store_rel)
+        if held:
+            runs.store, runs.scan = moved, layout.scan_listed(moved, names)
+            assert runs.scan is not None, "_held_runs holds runs of a plain store only"
         with tree_lock(snap.root, shared=True, err=err):
-            evidence = judge_evidence(
-                snap.root, moved, full, snap.where, runs_cache=BlobRuns(cache, blobs)
-            )
+            evidence = judge_evidence(snap.root, moved, full, snap.where, runs_cache=runs)
             found = finish_check(snap.root, evidence, scan_cache=scans)
         if files is not None:
             _keep(cache, snap, files, prefix, store_rel, full, rev, evidence)
@@ -342,6 +409,39 @@ def _inside(store: Path, top: Path | None) -> str | None:
         return Path(store).resolve().relative_to(top).as_posix()
     except ValueError:
         return None
+
+
+def _held_runs(
+    runs: BlobRuns, files: Mapping[str, str], prefix: str, store_rel: str
+) -> tuple[frozenset[str], list[str]]:
+    """(the store's run files, from the top, that need not be written into the snapshot,
+    the store's files from its folder). A run is held when the cache has its entry (``hold``),
+    and only in a store that is a folder inside the project whose every file is a regular
+    file git holds one version of, each a run or a signature in an arch folder
+    (``layout.scan_listed``): anything else is written and walked, so the audit names it."""
+    start = store_rel.rstrip("/") + "/"
+    under = _under(files, store_rel)
+    names = [path[len(start) :] for path in under]
+    if store_rel in files or not store_rel.startswith(prefix) or not under:
+        return frozenset(), names
+    plain = all(_plain_entry(files[path]) for path in under)
+    if not plain or layout.scan_listed(Path(store_rel), names) is None:
+        return frozenset(), names
+    held = set()
+    for path, name in zip(under, names, strict=True):
+        folder, _, file = name.rpartition("/")
+        mode, _, blob = files[path].partition(" ")
+        if layout.run_id_of(file) is None or mode != "100644":
+            continue  # a signature, or a file _snapshot_blobs does not key: written and read
+        if runs.hold(blob, file, folder):
+            held.add(path)
+    return frozenset(held), names
+
+
+def _plain_entry(entry: str) -> bool:
+    """A listing's entry (``gitobjects.listing``) of one regular, merged file."""
+    mode, _, blob = entry.partition(" ")
+    return mode in ("100644", "100755") and "," not in blob and "@" not in blob
 
 
 def _snapshot_blobs(

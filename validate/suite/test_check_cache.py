@@ -7,6 +7,7 @@ that the cached check says exactly what ``--no-cache`` says.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -334,3 +335,61 @@ def test_packed_samples_are_the_runs_samples() -> None:
     assert not isinstance(PackedSamples.of({"A": (1, 2.0)}), PackedSamples)
     with pytest.raises(KeyError):
         packed.cells[0].samples["nope"]
+
+
+@pytest.mark.parametrize("odd", ["signature-alone", "misnamed", "packed-twin"])
+def test_a_store_problem_is_found_while_the_runs_are_held(repo: Path, odd: str) -> None:
+    # A warm check writes no run the cache knows into its snapshot and lists the store as git
+    # does (tether.store.layout.scan_listed); a file beside the held runs is still judged as
+    # the walk of a full copy judges it.
+    _second_run(repo)
+    victim = _run_files(repo)[0]
+    if odd == "signature-alone":
+        extra = victim.with_name("20260109T000000Z-sweep-x-sm90-0123456789ab.sig")
+    elif odd == "misnamed":
+        extra = victim.with_name("notes.txt")
+    else:
+        extra = victim.with_name(victim.name + ".gz")
+    extra.write_bytes(b"not what it claims\n")
+    git(repo, "add", "-A")
+    # A twin's message names the other file by its path in the snapshot, a temp folder of
+    # its own each check; the rest of every line is compared.
+    cached, plain = run_cli(repo, "check"), run_cli(repo, "check", "--no-cache")
+    unplaced = [re.sub(r"/\S*/tether-check-[^/]+/tree/", "", said[1]) for said in (cached, plain)]
+    assert cached[0] == plain[0] == 1 and unplaced[0] == unplaced[1], unplaced
+    assert extra.name in cached[1], cached[1]
+
+
+def test_kept_trends_follow_the_runs_content(tmp_path: Path) -> None:
+    # The trends are kept by the content digests of the runs (tether.render.context._trends):
+    # an edited replicate is another key, and a damaged entry is computed again.
+    import dataclasses
+
+    from tether.cache import Cache, active
+    from tether.render.context import _trends
+    from tether.trends import trend_context
+
+    runs = [
+        make_sweep_run(started=f"2026-01-0{day}T00:00:00Z", ratio=ratio, seed=day)
+        for day, ratio in ((1, 0.9), (2, 0.5), (3, 0.91))
+    ]
+    cell = runs[1].cells[0]
+    faster = tuple(v * 0.2 for v in cell.samples["B"])
+    edited = [
+        runs[0],
+        dataclasses.replace(
+            runs[1], cells=(dataclasses.replace(cell, samples={**cell.samples, "B": faster}),)
+        ),
+        runs[2],
+    ]
+    cache = Cache(tmp_path / "cache")
+    with active(cache):
+        kept, other = _trends(runs), _trends(edited)
+        assert _trends(runs) == kept and cache.hits >= 1
+    assert kept == trend_context(runs) and other == trend_context(edited) and kept != other
+    entries = [p for p in (tmp_path / "cache" / "trends").rglob("*") if p.is_file()]
+    assert len(entries) == 2
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[:-2] + b"xx")
+    with active(cache):
+        assert _trends(runs) == trend_context(runs)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,6 +198,35 @@ def scan(root: Path, under: Path | None = None) -> Scan:
             )
         )
     _walk(start, depth, found)
+    return _paired(found)
+
+
+# A regular file's status, as a walk of a checkout sees every file git lists as one.
+_REGULAR = os.stat_result((stat.S_IFREG | 0o644, 0, 0, 1, 0, 0, 0, 0, 0, 0))
+
+
+def scan_listed(root: Path, names: Iterable[str]) -> Scan | None:
+    """What ``scan(root)`` finds in a folder holding exactly the regular files ``names``
+    (paths under ``root``, as git lists a store's files), without the folder being written:
+    a check that knows each run by its blob id need not check a thousand files out to learn
+    that they are there. Only for a plain store, each file a run or a signature in an arch
+    folder: None for anything else (a misplaced or misnamed file, a temp file), which the
+    walk of a written copy judges, so the problems named are always the walk's own."""
+    found = Scan(root=Path(os.path.realpath(root)))
+    for name in names:
+        parts = name.split("/")
+        if len(parts) != 2 or not ARCH_RE.fullmatch(parts[0]):
+            return None
+        before = (len(found.runs), len(found.sigs))
+        _file(Path(root, *parts), 1, _REGULAR, found)
+        if found.problems or found.temps or (len(found.runs), len(found.sigs)) == before:
+            return None
+    return _paired(found)
+
+
+def _paired(found: Scan) -> Scan:
+    """``found`` sorted, with the problems of its files as pairs: a run both packed and not,
+    a signature without its run."""
     found.runs.sort()
     found.sigs.sort()
     runs = set(found.runs)
