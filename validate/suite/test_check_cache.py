@@ -393,3 +393,28 @@ def test_kept_trends_follow_the_runs_content(tmp_path: Path) -> None:
         entry.write_bytes(entry.read_bytes()[:-2] + b"xx")
     with active(cache):
         assert _trends(runs) == trend_context(runs)
+
+
+def test_the_check_command_exits_at_once_with_its_whole_output(repo: Path, tmp_path: Path) -> None:
+    # `python -m tether check` ends with os._exit once its output is flushed
+    # (tether.cli.HARD_EXIT_VERBS): every line is still written, the code is the check's, and
+    # its temp copy of the tree is gone.
+    import os
+    import subprocess
+    import sys
+
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8") + "\nfaster by 9.99x\n", "utf-8")
+    git(repo, "add", "README.md")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    env["TMPDIR"] = str(temp)
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "check"], cwd=repo, env=env, capture_output=True,
+        text=True, timeout=300, check=False,
+    )  # fmt: skip
+    rc, out, err = run_cli(repo, "check")
+    assert (done.returncode, done.stdout) == (rc, out) and rc == 1, done.stdout + done.stderr
+    assert done.stderr.endswith(err) and "tether check: " in err, done.stderr
+    assert not list(temp.iterdir()), "the check left its temp copy behind"
