@@ -322,9 +322,11 @@ HARD_EXIT_VERBS = frozenset({"check"})
 
 def run() -> NoReturn:
     """The ``tether`` command (and ``python -m tether``): ``main`` on ``sys.argv``, then exit
-    with its code, at once for HARD_EXIT_VERBS (see there)."""
+    with its code, at once for HARD_EXIT_VERBS (see there) unless a profiler or tracer runs."""
     code = main()
-    if verb_of(sys.argv[1:]) not in HARD_EXIT_VERBS:
+    # A profiler or a tracer (coverage) writes its report at the interpreter's exit.
+    watched = sys.getprofile() is not None or sys.gettrace() is not None
+    if watched or verb_of(sys.argv[1:]) not in HARD_EXIT_VERBS:
         sys.exit(code)
     try:
         sys.stdout.flush()
