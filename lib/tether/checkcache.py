@@ -298,22 +298,26 @@ def check(
     on the index, ``rev`` or (``worktree``) the files on disk, with the cache where it can be
     used: a tree git lists (not the working tree, nor a folder outside git) and a store inside
     the repository."""
-    with _collector_paused():
-        return _check(root, store, rev, worktree, full, err, use_cache)
+    root = Path(root).resolve()
+    top = git_toplevel(root)
+    cache = Cache.for_repository(top) if use_cache else Cache(None)
+    try:
+        with _collector_paused():
+            return _check(root, top, cache, store, rev, worktree, full, err)
+    finally:
+        cache.flush()  # every entry written before the command may end (tether.cli.run)
 
 
 def _check(
     root: Path,
+    top: Path | None,
+    cache: Cache,
     store: Path,
     rev: str | None,
     worktree: bool,
     full: bool,
     err: TextIO | None,
-    use_cache: bool,
 ) -> Outcome:
-    root = Path(root).resolve()
-    top = git_toplevel(root)
-    cache = Cache.for_repository(top) if use_cache else Cache(None)
     scans = TextScans(cache)
     store_rel = _inside(store, top)
     if worktree or top is None or not cache.enabled or store_rel is None:
@@ -418,14 +422,14 @@ def _held_runs(
     the store's files from its folder). A run is held when the cache has its entry (``hold``),
     and only in a store that is a folder inside the project whose every file is a regular
     file git holds one version of, each a run or a signature in an arch folder
-    (``layout.scan_listed``): anything else is written and walked, so the audit names it."""
+    (``layout.plain_listing``): anything else is written and walked, so the audit names it."""
     start = store_rel.rstrip("/") + "/"
     under = _under(files, store_rel)
     names = [path[len(start) :] for path in under]
     if store_rel in files or not store_rel.startswith(prefix) or not under:
         return frozenset(), names
     plain = all(_plain_entry(files[path]) for path in under)
-    if not plain or layout.scan_listed(Path(store_rel), names) is None:
+    if not plain or not layout.plain_listing(names):
         return frozenset(), names
     held = set()
     for path, name in zip(under, names, strict=True):

@@ -418,3 +418,39 @@ def test_the_check_command_exits_at_once_with_its_whole_output(repo: Path, tmp_p
     assert (done.returncode, done.stdout) == (rc, out) and rc == 1, done.stdout + done.stderr
     assert done.stderr.endswith(err) and "tether check: " in err, done.stderr
     assert not list(temp.iterdir()), "the check left its temp copy behind"
+
+
+def test_entries_put_are_read_back_before_and_after_they_are_written(tmp_path: Path) -> None:
+    # Cache.put hands the write to a thread (tether.cache): an entry is read back from memory
+    # until it is written, from its file after flush, and one kind's entries share a folder.
+    from tether.cache import Cache
+
+    cache = Cache(tmp_path / "cache")
+    for n in range(40):
+        cache.put("kind", f"key-{n}", ("value", n))
+        assert cache.get("kind", f"key-{n}", tuple) == ("value", n)
+    cache.flush()
+    files = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    assert len(files) == 40 and {p.parent.name for p in files} == {"kind"}
+    again = Cache(tmp_path / "cache")
+    assert [again.get("kind", f"key-{n}", tuple) for n in range(40)] == [
+        ("value", n) for n in range(40)
+    ]
+    assert again.get("kind", "key-0", list) is None  # the wrong type: refused and removed
+    assert again.get("kind", "key-0", tuple) is None
+
+
+def test_a_profiled_check_still_writes_its_profile(repo: Path, tmp_path: Path) -> None:
+    # Under a profiler the check exits as usual (tether.cli.run), so the profile is written.
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "check.prof"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "tether", "check"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out.is_file() and out.stat().st_size > 0
