@@ -47,6 +47,7 @@ from tether.snapshot import Snapshot, git_toplevel, index_env, snapshot
 from tether.store import history, layout
 from tether.store.io import max_run_bytes
 from tether.store.model import Cell, Run, content_digest, placed, remember_digest
+from tether.store.signing import time_bound
 
 # Kinds of entry (tether.cache): what each maps from, see the module's docstring.
 RUN = "run"
@@ -338,6 +339,7 @@ def _check(
         files = listing(top, rev, env=None if rev is not None else index_env(top))
     except GitObjectError:
         files = None  # the snapshot below names the problem as it always has
+    order = None  # the store's history order (_history), asked of git once per check
     if files is not None:
         inputs = cache.get(INPUTS, _inputs_key(files, prefix), Inputs)
         if inputs is not None and inputs.store == store_rel:
@@ -363,7 +365,7 @@ def _check(
             evidence = judge_evidence(snap.root, moved, full, snap.where, runs_cache=runs)
             found = finish_check(snap.root, evidence, scan_cache=scans)
         if files is not None:
-            _keep(cache, snap, files, prefix, store_rel, full, rev, evidence)
+            _keep(cache, snap, files, prefix, store_rel, full, rev, evidence, order)
     return Outcome(found, list(evidence.diffs), snap.what, cached=False)
 
 
@@ -376,17 +378,35 @@ def _keep(
     full: bool,
     rev: str | None,
     evidence: Evidence,
+    order: str | None,
 ) -> None:
-    """Record the tree's inputs and its evidence verdict for the next check."""
+    """Record the tree's inputs and its evidence verdict for the next check (``order``: the
+    store's history order, when the check has asked git already)."""
     try:
         proj = project.get(snap.root)
     except TetherError:
         return  # a tree whose configuration fails is judged (the finding says so), not kept
     inputs = Inputs(store_rel, prose_files(proj, files, prefix))
     cache.put(INPUTS, _inputs_key(files, prefix), inputs)
-    order = _history(_repo_top(snap), store_rel, rev, _under(files, store_rel))
+    if _clock_bound(proj):
+        return  # its signature verdicts read the clock, so the judgement does too
+    if order is None:
+        order = _history(_repo_top(snap), store_rel, rev, _under(files, store_rel))
     key = _evidence_key(files, inputs, prefix, full, _where(rev), order)
     cache.put(EVIDENCE, key, evidence)
+
+
+def _clock_bound(proj: project.Project) -> bool:
+    """Whether the project requires signed evidence from an allowed-signers file under which
+    a verdict depends on when it is asked (``signing.time_bound``): a kept judgement could
+    then pass a run whose key has since expired."""
+    allowed = proj.allowed_signers
+    if not proj.require_signed or allowed is None:
+        return False
+    try:
+        return time_bound(allowed.read_bytes())
+    except OSError:
+        return False  # no file: the judgement says so, whenever it is asked
 
 
 def _where(rev: str | None) -> str:

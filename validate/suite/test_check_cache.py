@@ -454,3 +454,34 @@ def test_a_profiled_check_still_writes_its_profile(repo: Path, tmp_path: Path) -
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert out.is_file() and out.stat().st_size > 0
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["valid-before", "control"])
+def test_a_clock_bound_allowed_signers_file_keeps_no_judgement(repo: Path, bound: bool) -> None:
+    # Under an allowed-signers file with a validity interval, ssh-keygen's verdicts read the
+    # clock (tether.store.signing.time_bound), so neither they nor the judgement resting on
+    # them are kept (the control, without one, keeps the judgement); the check still says
+    # what --no-cache says.
+    from validate.suite.signing_keys import keypair, require_ssh_keygen
+
+    require_ssh_keygen()
+    key = keypair(repo.parent, "host")
+    public = " ".join(key.with_suffix(".pub").read_text(encoding="utf-8").split()[:2])
+    interval = ',valid-before="29991231"' if bound else ""
+    (repo / ".tether").mkdir(exist_ok=True)
+    (repo / ".tether" / "allowed_signers").write_text(
+        f'host@fixture namespaces="tether-run"{interval} {public}\n', "utf-8"
+    )
+    config = repo / "pyproject.toml"
+    text = config.read_text(encoding="utf-8").split("[tool.tether.signing]")[0]
+    config.write_text(
+        text + '[tool.tether.signing]\nallowed_signers = ".tether/allowed_signers"\n'
+        "require = true\n",
+        encoding="utf-8",
+    )
+    git(repo, "add", "-A")
+    shutil.rmtree(repo / ".git" / "tether" / "cache")
+    rc, out = _same_as_uncached(repo)
+    assert rc == 1 and "not recorded as legacy" in out, out
+    kept = {p.parent.name for p in _cache_files(repo)}
+    assert ("evidence" not in kept) == bound, kept
