@@ -303,7 +303,7 @@ def check(
     top = git_toplevel(root)
     cache = Cache.for_repository(top) if use_cache else Cache(None)
     try:
-        with _collector_paused():
+        with _collector_paused(), history.steady():
             return _check(root, top, cache, store, rev, worktree, full, err)
     finally:
         cache.flush()  # every entry written before the command may end (tether.cli.run)
