@@ -485,3 +485,32 @@ def test_a_clock_bound_allowed_signers_file_keeps_no_judgement(repo: Path, bound
     assert rc == 1 and "not recorded as legacy" in out, out
     kept = {p.parent.name for p in _cache_files(repo)}
     assert ("evidence" not in kept) == bound, kept
+
+
+def test_cited_ids_finds_every_id_the_text_holds() -> None:
+    # check.cited_ids looks an id up where its stamp begins; it must name exactly the runs
+    # whose id is a substring of the text, as a search per run does.
+    import dataclasses
+
+    from tether.check import cited_ids
+
+    base = make_sweep_run()
+    ids = [
+        "20260101T000000Z-sweep-a-sm90-0123456789ab",
+        "20260101T000000Z-sweep-a-sm90-0123456789",  # a prefix of the first
+        "20260101T000000Z-sweep-b-sm90-0123456789ab",
+        "20260102T000000Z-sweep-a-sm90-0123456789ab",
+        "20260103T000000Z-sweep-c-sm90-ffffffffffff",
+        "legacy-run-without-a-stamp",
+        "0260101T000000Z-sweep-a-sm90-0123456789ab",  # a suffix of the first, no stamp
+    ]
+    runs = [dataclasses.replace(base, id=i) for i in ids]
+    text = (
+        b"cites 20260101T000000Z-sweep-a-sm90-0123456789abX and "
+        b"x20260102T000000Z-sweep-a-sm90-0123456789ab, legacy-run-without-a-stamp; "
+        b"220260103T000000Z-sweep-c-sm90-fffffffffff (one digit short)"
+    )
+    published = {Path("README.md"): text, Path("docs/f.svg"): ids[4].encode()}
+    want = [r for r in runs if r.id.encode() in text]
+    assert cited_ids(runs, published) == want
+    assert [r.id for r in want] == [ids[0], ids[1], ids[3], ids[5], ids[6]]
