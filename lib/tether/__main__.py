@@ -1,5 +1,5 @@
 """``python -m tether`` is the same as the ``tether`` command."""
 
-from tether.cli import main
+from tether.cli import run
 
-raise SystemExit(main())
+run()

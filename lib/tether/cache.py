@@ -15,6 +15,12 @@ Rules that keep a cache from ever turning a finding into a pass:
   as absent: the caller recomputes it. A cache written by another tool version is never read;
 - writes go to a temp file renamed into place, so a reader sees a whole entry or none.
 
+Entries lie flat in one folder per kind, and are written by one thread beside the caller
+(``flush`` waits for them): creating a file or a folder costs about a millisecond on the file
+systems these checks run on, and a first check of a store writes a couple of thousand
+entries, so they are made while the check goes on computing, in as few folders as can hold
+them (a folder per entry's first two hex digits made up to 256 of them per kind).
+
 The cache is a local accelerator: CI checks a fresh clone, so it judges without one, and
 ``TETHER_NO_CACHE=1`` (or ``tether check --no-cache``) judges without it anywhere. The
 payload is pickled: the folder lives inside the clone's own ``.git``, which only its owner
@@ -33,11 +39,13 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-FORMAT = "tether-cache/1"
+FORMAT = "tether-cache/2"  # 2: flat folders per kind
 NO_CACHE_ENV = "TETHER_NO_CACHE"
 GIT_TIMEOUT_S = 10.0
 # Libraries whose output a cached result holds: the templates' engine, the figures' drawer.
@@ -103,6 +111,11 @@ class Cache:
         self.folder = folder
         self.hits = 0
         self.misses = 0
+        self._made: set[Path] = set()  # folders known to exist
+        # Entries put and not yet written (path -> bytes): read back from here meanwhile.
+        self._pending: dict[Path, bytes] = {}
+        self._writer: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
 
     @classmethod
     def for_repository(cls, top: Path | None) -> Cache:
@@ -119,7 +132,7 @@ class Cache:
     def _path(self, kind: str, key: str) -> Path:
         assert self.folder is not None
         name = digest(FORMAT, tool_digest(), kind, key)
-        return self.folder / kind / name[:2] / name
+        return self.folder / kind / name
 
     def _header(self, kind: str, key: str) -> bytes:
         return f"{FORMAT}\n{tool_digest()}\n{kind}\n{key}\n".encode("utf-8", "surrogateescape")
@@ -130,8 +143,9 @@ class Cache:
         if self.folder is None:
             return None
         path = self._path(kind, key)
+        raw = self._pending.get(path)
         try:
-            raw = path.read_bytes()
+            raw = path.read_bytes() if raw is None else raw
         except OSError:
             self.misses += 1
             return None
@@ -159,23 +173,46 @@ class Cache:
         return value if isinstance(value, expect) else None
 
     def put(self, kind: str, key: str, value: Any) -> None:
-        """Store ``value``; a cache that cannot be written is skipped, never an error."""
+        """Store ``value`` (written by the writer thread; ``flush`` waits for it); a cache that
+        cannot be written is skipped, never an error. The value is pickled here, as it is now."""
         if self.folder is None:
             return
         path = self._path(kind, key)
         payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         data = self._header(kind, key) + hashlib.sha256(payload).hexdigest().encode() + b"\n"
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(data + payload)
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+        data += payload
+        with self._lock:
+            self._pending[path] = data
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="tether-cache")
+            self._writer.submit(self._write, path, data)
+
+    def _write(self, path: Path, data: bytes) -> None:
+        try:
+            with contextlib.suppress(OSError):
+                if path.parent not in self._made:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    self._made.add(path.parent)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+                try:
+                    with os.fdopen(fd, "wb") as out:
+                        out.write(data)
+                    os.replace(tmp, path)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                    raise
+        finally:
+            with self._lock:
+                if self._pending.get(path) is data:
+                    del self._pending[path]
+
+    def flush(self) -> None:
+        """Wait until every entry put so far is written (or given up)."""
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
 
 
 # The cache that pure functions deep in a check consult (``current``): a source text's digest,
@@ -185,12 +222,14 @@ _ACTIVE: contextvars.ContextVar[Cache | None] = contextvars.ContextVar("tether_c
 
 @contextlib.contextmanager
 def active(cache: Cache) -> Iterator[None]:
-    """Within the block, ``current()`` is ``cache`` (None when it keeps nothing)."""
+    """Within the block, ``current()`` is ``cache`` (None when it keeps nothing); its entries
+    are written when the block ends (``Cache.flush``)."""
     token = _ACTIVE.set(cache if cache.enabled else None)
     try:
         yield
     finally:
         _ACTIVE.reset(token)
+        cache.flush()
 
 
 def current() -> Cache | None:

@@ -26,7 +26,9 @@ entry or an entry of another tool version never turns a finding into a pass.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 import shutil
 from array import array
@@ -45,6 +47,7 @@ from tether.snapshot import Snapshot, git_toplevel, index_env, snapshot
 from tether.store import history, layout
 from tether.store.io import max_run_bytes
 from tether.store.model import Cell, Run, content_digest, placed, remember_digest
+from tether.store.signing import time_bound
 
 # Kinds of entry (tether.cache): what each maps from, see the module's docstring.
 RUN = "run"
@@ -155,27 +158,57 @@ def _packed_cell(cell: Cell) -> Cell:
 
 class BlobRuns:
     """The runs of a snapshot's store by their files' blob ids (``tether.store.audit``'s
-    RunCache). ``blobs`` maps a run file's path in the snapshot to its blob id."""
+    RunCache). ``blobs`` maps a run file's path in the snapshot to its blob id.
 
-    def __init__(self, cache: Cache, blobs: Mapping[str, str]):
+    ``hold`` reads a run's entry before the snapshot is written, so that a run the cache
+    knows need not be written into it: the audit then lists the store as git does
+    (``listed``, set once the snapshot's store folder is known) and gets each held run here.
+    """
+
+    def __init__(self, cache: Cache, blobs: Mapping[str, str] | None = None):
         self.cache = cache
-        self.blobs = blobs
+        self.blobs: Mapping[str, str] = blobs or {}
         self.limit = max_run_bytes()
+        self.scan: layout.Scan | None = None  # what ``listed`` gives, for the snapshot's store
+        self.store: Path | None = None
+        self._held: dict[str, tuple[Run, str]] = {}  # key -> (the kept run, its digest)
+
+    def _key_of(self, blob: str, name: str, folder: str) -> str:
+        # The name and folder are validated against the run (its id, its arch), so they are
+        # part of what a blob's verdict means.
+        return digest(blob, name, folder, self.limit)
 
     def _key(self, path: Path) -> str | None:
         blob = self.blobs.get(str(path))
-        # The name and folder are validated against the run (its id, its arch), so they are
-        # part of what a blob's verdict means.
-        return None if blob is None else digest(blob, path.name, path.parent.name, self.limit)
+        return None if blob is None else self._key_of(blob, path.name, path.parent.name)
 
-    def get(self, path: Path) -> Run | None:
-        key = self._key(path)
-        entry = None if key is None else self.cache.get(RUN, key, tuple)
+    def _entry(self, key: str) -> tuple[Run, str] | None:
+        found = self._held.get(key)
+        if found is not None:
+            return found
+        entry = self.cache.get(RUN, key, tuple)
         if entry is None or len(entry) != 2:
             return None
         kept, sealed = entry
         if not isinstance(kept, Run) or not isinstance(sealed, str):
             return None
+        return kept, sealed
+
+    def hold(self, blob: str, name: str, folder: str) -> bool:
+        """Read the entry of the run file ``folder/name`` of blob ``blob`` now; whether the
+        cache has a whole one (then ``get`` gives it without reading the file)."""
+        key = self._key_of(blob, name, folder)
+        entry = self._entry(key)
+        if entry is not None:
+            self._held[key] = entry
+        return entry is not None
+
+    def get(self, path: Path) -> Run | None:
+        key = self._key(path)
+        entry = None if key is None else self._entry(key)
+        if entry is None:
+            return None
+        kept, sealed = entry
         run = placed(kept, path=path)
         remember_digest(run, sealed)  # the digest the file was verified against when kept
         return run
@@ -185,6 +218,9 @@ class BlobRuns:
         if key is not None:
             sealed = content_digest(run)
             self.cache.put(RUN, key, (_packed(placed(run, path=None, added=None)), sealed))
+
+    def listed(self, store: Path) -> layout.Scan | None:
+        return self.scan if self.store is not None and store == self.store else None
 
 
 class TextScans:
@@ -233,6 +269,22 @@ def _evidence_key(
     return digest(prefix, full, where, _settings(), order, "\n".join(lines))
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block. A check builds a few hundred
+    thousand objects that live until it ends (every run's cells, read from the cache or
+    parsed) and makes almost no cycles; the collector would walk the growing heap again and
+    again as they are made, a third of a warm check's time on this repository's store. The
+    check is one pass, so what it leaves is freed when it returns (or the process ends)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def check(
     root: Path,
     store: Path,
@@ -250,6 +302,23 @@ def check(
     root = Path(root).resolve()
     top = git_toplevel(root)
     cache = Cache.for_repository(top) if use_cache else Cache(None)
+    try:
+        with _collector_paused(), history.steady():
+            return _check(root, top, cache, store, rev, worktree, full, err)
+    finally:
+        cache.flush()  # every entry written before the command may end (tether.cli.run)
+
+
+def _check(
+    root: Path,
+    top: Path | None,
+    cache: Cache,
+    store: Path,
+    rev: str | None,
+    worktree: bool,
+    full: bool,
+    err: TextIO | None,
+) -> Outcome:
     scans = TextScans(cache)
     store_rel = _inside(store, top)
     if worktree or top is None or not cache.enabled or store_rel is None:
@@ -270,6 +339,7 @@ def check(
         files = listing(top, rev, env=None if rev is not None else index_env(top))
     except GitObjectError:
         files = None  # the snapshot below names the problem as it always has
+    order = None  # the store's history order (_history), asked of git once per check
     if files is not None:
         inputs = cache.get(INPUTS, _inputs_key(files, prefix), Inputs)
         if inputs is not None and inputs.store == store_rel:
@@ -283,16 +353,19 @@ def check(
                 ):
                     found = finish_check(snap.root, evidence, scan_cache=scans)
                 return Outcome(found, list(evidence.diffs), snap.what, cached=True)
-    with snapshot(root, rev=rev) as snap, active(cache):
+    runs = BlobRuns(cache)
+    held, names = _held_runs(runs, files or {}, prefix, store_rel)
+    with snapshot(root, rev=rev, leave_out_files=held) as snap, active(cache):
         moved = snap.moved(store, root)
-        blobs = _snapshot_blobs(snap, files or {}, prefix, store_rel)
+        runs.blobs = _snapshot_blobs(snap, files or {}, prefix, store_rel)
+        if held:
+            runs.store, runs.scan = moved, layout.scan_listed(moved, names)
+            assert runs.scan is not None, "_held_runs holds runs of a plain store only"
         with tree_lock(snap.root, shared=True, err=err):
-            evidence = judge_evidence(
-                snap.root, moved, full, snap.where, runs_cache=BlobRuns(cache, blobs)
-            )
+            evidence = judge_evidence(snap.root, moved, full, snap.where, runs_cache=runs)
             found = finish_check(snap.root, evidence, scan_cache=scans)
         if files is not None:
-            _keep(cache, snap, files, prefix, store_rel, full, rev, evidence)
+            _keep(cache, snap, files, prefix, store_rel, full, rev, evidence, order)
     return Outcome(found, list(evidence.diffs), snap.what, cached=False)
 
 
@@ -305,17 +378,35 @@ def _keep(
     full: bool,
     rev: str | None,
     evidence: Evidence,
+    order: str | None,
 ) -> None:
-    """Record the tree's inputs and its evidence verdict for the next check."""
+    """Record the tree's inputs and its evidence verdict for the next check (``order``: the
+    store's history order, when the check has asked git already)."""
     try:
         proj = project.get(snap.root)
     except TetherError:
         return  # a tree whose configuration fails is judged (the finding says so), not kept
     inputs = Inputs(store_rel, prose_files(proj, files, prefix))
     cache.put(INPUTS, _inputs_key(files, prefix), inputs)
-    order = _history(_repo_top(snap), store_rel, rev, _under(files, store_rel))
+    if _clock_bound(proj):
+        return  # its signature verdicts read the clock, so the judgement does too
+    if order is None:
+        order = _history(_repo_top(snap), store_rel, rev, _under(files, store_rel))
     key = _evidence_key(files, inputs, prefix, full, _where(rev), order)
     cache.put(EVIDENCE, key, evidence)
+
+
+def _clock_bound(proj: project.Project) -> bool:
+    """Whether the project requires signed evidence from an allowed-signers file under which
+    a verdict depends on when it is asked (``signing.time_bound``): a kept judgement could
+    then pass a run whose key has since expired."""
+    allowed = proj.allowed_signers
+    if not proj.require_signed or allowed is None:
+        return False
+    try:
+        return time_bound(allowed.read_bytes())
+    except OSError:
+        return False  # no file: the judgement says so, whenever it is asked
 
 
 def _where(rev: str | None) -> str:
@@ -342,6 +433,39 @@ def _inside(store: Path, top: Path | None) -> str | None:
         return Path(store).resolve().relative_to(top).as_posix()
     except ValueError:
         return None
+
+
+def _held_runs(
+    runs: BlobRuns, files: Mapping[str, str], prefix: str, store_rel: str
+) -> tuple[frozenset[str], list[str]]:
+    """(the store's run files, from the top, that need not be written into the snapshot,
+    the store's files from its folder). A run is held when the cache has its entry (``hold``),
+    and only in a store that is a folder inside the project whose every file is a regular
+    file git holds one version of, each a run or a signature in an arch folder
+    (``layout.plain_listing``): anything else is written and walked, so the audit names it."""
+    start = store_rel.rstrip("/") + "/"
+    under = _under(files, store_rel)
+    names = [path[len(start) :] for path in under]
+    if store_rel in files or not store_rel.startswith(prefix) or not under:
+        return frozenset(), names
+    plain = all(_plain_entry(files[path]) for path in under)
+    if not plain or not layout.plain_listing(names):
+        return frozenset(), names
+    held = set()
+    for path, name in zip(under, names, strict=True):
+        folder, _, file = name.rpartition("/")
+        mode, _, blob = files[path].partition(" ")
+        if layout.run_id_of(file) is None or mode != "100644":
+            continue  # a signature, or a file _snapshot_blobs does not key: written and read
+        if runs.hold(blob, file, folder):
+            held.add(path)
+    return frozenset(held), names
+
+
+def _plain_entry(entry: str) -> bool:
+    """A listing's entry (``gitobjects.listing``) of one regular, merged file."""
+    mode, _, blob = entry.partition(" ")
+    return mode in ("100644", "100755") and "," not in blob and "@" not in blob
 
 
 def _snapshot_blobs(

@@ -134,12 +134,14 @@ def snapshot(
     rev: str | None = None,
     worktree: bool = False,
     leave_out: tuple[str, ...] = (),
+    leave_out_files: frozenset[str] = frozenset(),
 ) -> Iterator[Snapshot]:
     """The project at ``root`` as committed: the index, ``rev``'s tree, or (``worktree``)
-    the folder itself; the temp copy is removed on exit. ``leave_out``: folders (paths from
-    the repository's top) not written into the copy, for a check that already knows what they
-    hold by their blob ids (``tether.checkcache``: a store of thousands of runs is most of the
-    copy's cost)."""
+    the folder itself; the temp copy is removed on exit. ``leave_out``: folders, and
+    ``leave_out_files``: files (paths from the repository's top), not written into the copy,
+    for a check that already knows what they hold by their blob ids (``tether.checkcache``: a
+    store of thousands of runs is most of the copy's cost, and each file written costs about
+    a millisecond of the file system's time)."""
     root = Path(root).resolve()
     if worktree:
         if rev is not None:
@@ -166,10 +168,12 @@ def snapshot(
             what = f"revision {rev}"
         else:
             what = "the index"
-        if leave_out:
+        if leave_out or leave_out_files:
             names = _git(top, "ls-files", "-z", env=env).split("\0")
             skip = tuple(folder.rstrip("/") + "/" for folder in leave_out)
-            kept = "".join(n + "\0" for n in names if n and not n.startswith(skip))
+            kept = "".join(
+                n + "\0" for n in names if n and not n.startswith(skip) and n not in leave_out_files
+            )
             _git(
                 top,
                 "checkout-index",

@@ -302,13 +302,13 @@ def _cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:
     counts: dict[str, int] = {}
     for sib in siblings:
         for c in sib.cells:
-            if {"A", "B"} <= set(c.samples):
-                label = key_label(c.key)
-                others.setdefault(label, []).extend([_ratio(c), *block_ratios(c)])
+            seen = _as_sibling(c)
+            if seen is not None:
+                label, ratios, floor = seen
+                others.setdefault(label, []).extend(ratios)
                 counts[label] = counts.get(label, 0) + 1
-                if CONTROL in c.samples:
-                    aa = aa_statistics(c.samples["A"], c.samples[CONTROL])
-                    floors.setdefault(label, []).append(floor_of(aa))
+                if floor is not None:
+                    floors.setdefault(label, []).append(floor)
     stats = [
         _judged(
             run,
@@ -321,6 +321,32 @@ def _cell_stats(run: Run, siblings: Sequence[Run] = ()) -> tuple[CellStat, ...]:
         for i, c in enumerate(run.cells)
     ]
     return tuple(sorted(stats, key=lambda s: tuple(sorted((k, str(v)) for k, v in s.key.items()))))
+
+
+# id(cell) -> (the cell, what it gives as a sibling): every run of a setup is judged with
+# all its replicates, so each cell is another run's sibling as many times as its setup has
+# replicates; its ratios and A/A floor (medians of every sample) are computed once. The entry
+# holds the cell so its id cannot be reused while it is kept.
+_SIBLING: dict[int, tuple[Cell, tuple[str, tuple[float, ...], tuple[float, float] | None] | None]]
+_SIBLING = {}
+
+
+def _as_sibling(cell: Cell) -> tuple[str, tuple[float, ...], tuple[float, float] | None] | None:
+    """(its key's label, its ratios whole and per block, its A/A floor or None) of a cell
+    with roles A and B, for the runs it is a replicate of; None for another cell."""
+    hit = _SIBLING.get(id(cell))
+    if hit is not None and hit[0] is cell:
+        return hit[1]
+    seen = None
+    if {"A", "B"} <= set(cell.samples):
+        floor = None
+        if CONTROL in cell.samples:
+            floor = floor_of(aa_statistics(cell.samples["A"], cell.samples[CONTROL]))
+        seen = (key_label(cell.key), (_ratio(cell), *block_ratios(cell)), floor)
+    if len(_SIBLING) >= _JUDGED_MAX * 16:  # cells, not runs: a run holds a few dozen
+        _SIBLING.clear()
+    _SIBLING[id(cell)] = (cell, seen)
+    return seen
 
 
 def _judged(

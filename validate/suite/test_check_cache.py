@@ -7,6 +7,7 @@ that the cached check says exactly what ``--no-cache`` says.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -334,3 +335,182 @@ def test_packed_samples_are_the_runs_samples() -> None:
     assert not isinstance(PackedSamples.of({"A": (1, 2.0)}), PackedSamples)
     with pytest.raises(KeyError):
         packed.cells[0].samples["nope"]
+
+
+@pytest.mark.parametrize("odd", ["signature-alone", "misnamed", "packed-twin"])
+def test_a_store_problem_is_found_while_the_runs_are_held(repo: Path, odd: str) -> None:
+    # A warm check writes no run the cache knows into its snapshot and lists the store as git
+    # does (tether.store.layout.scan_listed); a file beside the held runs is still judged as
+    # the walk of a full copy judges it.
+    _second_run(repo)
+    victim = _run_files(repo)[0]
+    if odd == "signature-alone":
+        extra = victim.with_name("20260109T000000Z-sweep-x-sm90-0123456789ab.sig")
+    elif odd == "misnamed":
+        extra = victim.with_name("notes.txt")
+    else:
+        extra = victim.with_name(victim.name + ".gz")
+    extra.write_bytes(b"not what it claims\n")
+    git(repo, "add", "-A")
+    # A twin's message names the other file by its path in the snapshot, a temp folder of
+    # its own each check; the rest of every line is compared.
+    cached, plain = run_cli(repo, "check"), run_cli(repo, "check", "--no-cache")
+    unplaced = [re.sub(r"/\S*/tether-check-[^/]+/tree/", "", said[1]) for said in (cached, plain)]
+    assert cached[0] == plain[0] == 1 and unplaced[0] == unplaced[1], unplaced
+    assert extra.name in cached[1], cached[1]
+
+
+def test_kept_trends_follow_the_runs_content(tmp_path: Path) -> None:
+    # The trends are kept by the content digests of the runs (tether.render.context._trends):
+    # an edited replicate is another key, and a damaged entry is computed again.
+    import dataclasses
+
+    from tether.cache import Cache, active
+    from tether.render.context import _trends
+    from tether.trends import trend_context
+
+    runs = [
+        make_sweep_run(started=f"2026-01-0{day}T00:00:00Z", ratio=ratio, seed=day)
+        for day, ratio in ((1, 0.9), (2, 0.5), (3, 0.91))
+    ]
+    cell = runs[1].cells[0]
+    faster = tuple(v * 0.2 for v in cell.samples["B"])
+    edited = [
+        runs[0],
+        dataclasses.replace(
+            runs[1], cells=(dataclasses.replace(cell, samples={**cell.samples, "B": faster}),)
+        ),
+        runs[2],
+    ]
+    cache = Cache(tmp_path / "cache")
+    with active(cache):
+        kept, other = _trends(runs), _trends(edited)
+        assert _trends(runs) == kept and cache.hits >= 1
+    assert kept == trend_context(runs) and other == trend_context(edited) and kept != other
+    entries = [p for p in (tmp_path / "cache" / "trends").rglob("*") if p.is_file()]
+    assert len(entries) == 2
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[:-2] + b"xx")
+    with active(cache):
+        assert _trends(runs) == trend_context(runs)
+
+
+def test_the_check_command_exits_at_once_with_its_whole_output(repo: Path, tmp_path: Path) -> None:
+    # `python -m tether check` ends with os._exit once its output is flushed
+    # (tether.cli.HARD_EXIT_VERBS): every line is still written, the code is the check's, and
+    # its temp copy of the tree is gone.
+    import os
+    import subprocess
+    import sys
+
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8") + "\nfaster by 9.99x\n", "utf-8")
+    git(repo, "add", "README.md")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    env["TMPDIR"] = str(temp)
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "check"], cwd=repo, env=env, capture_output=True,
+        text=True, timeout=300, check=False,
+    )  # fmt: skip
+    rc, out, err = run_cli(repo, "check")
+    assert (done.returncode, done.stdout) == (rc, out) and rc == 1, done.stdout + done.stderr
+    assert done.stderr.endswith(err) and "tether check: " in err, done.stderr
+    assert not list(temp.iterdir()), "the check left its temp copy behind"
+
+
+def test_entries_put_are_read_back_before_and_after_they_are_written(tmp_path: Path) -> None:
+    # Cache.put hands the write to a thread (tether.cache): an entry is read back from memory
+    # until it is written, from its file after flush, and one kind's entries share a folder.
+    from tether.cache import Cache
+
+    cache = Cache(tmp_path / "cache")
+    for n in range(40):
+        cache.put("kind", f"key-{n}", ("value", n))
+        assert cache.get("kind", f"key-{n}", tuple) == ("value", n)
+    cache.flush()
+    files = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    assert len(files) == 40 and {p.parent.name for p in files} == {"kind"}
+    again = Cache(tmp_path / "cache")
+    assert [again.get("kind", f"key-{n}", tuple) for n in range(40)] == [
+        ("value", n) for n in range(40)
+    ]
+    assert again.get("kind", "key-0", list) is None  # the wrong type: refused and removed
+    assert again.get("kind", "key-0", tuple) is None
+
+
+def test_a_profiled_check_still_writes_its_profile(repo: Path, tmp_path: Path) -> None:
+    # Under a profiler the check exits as usual (tether.cli.run), so the profile is written.
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "check.prof"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "tether", "check"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out.is_file() and out.stat().st_size > 0
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["valid-before", "control"])
+def test_a_clock_bound_allowed_signers_file_keeps_no_judgement(repo: Path, bound: bool) -> None:
+    # Under an allowed-signers file with a validity interval, ssh-keygen's verdicts read the
+    # clock (tether.store.signing.time_bound), so neither they nor the judgement resting on
+    # them are kept (the control, without one, keeps the judgement); the check still says
+    # what --no-cache says.
+    from validate.suite.signing_keys import keypair, require_ssh_keygen
+
+    require_ssh_keygen()
+    key = keypair(repo.parent, "host")
+    public = " ".join(key.with_suffix(".pub").read_text(encoding="utf-8").split()[:2])
+    interval = ',valid-before="29991231"' if bound else ""
+    (repo / ".tether").mkdir(exist_ok=True)
+    (repo / ".tether" / "allowed_signers").write_text(
+        f'host@fixture namespaces="tether-run"{interval} {public}\n', "utf-8"
+    )
+    config = repo / "pyproject.toml"
+    text = config.read_text(encoding="utf-8").split("[tool.tether.signing]")[0]
+    config.write_text(
+        text + '[tool.tether.signing]\nallowed_signers = ".tether/allowed_signers"\n'
+        "require = true\n",
+        encoding="utf-8",
+    )
+    git(repo, "add", "-A")
+    shutil.rmtree(repo / ".git" / "tether" / "cache")
+    rc, out = _same_as_uncached(repo)
+    assert rc == 1 and "not recorded as legacy" in out, out
+    kept = {p.parent.name for p in _cache_files(repo)}
+    assert ("evidence" not in kept) == bound, kept
+
+
+def test_cited_ids_finds_every_id_the_text_holds() -> None:
+    # check.cited_ids looks an id up where its stamp begins; it must name exactly the runs
+    # whose id is a substring of the text, as a search per run does.
+    import dataclasses
+
+    from tether.check import cited_ids
+
+    base = make_sweep_run()
+    ids = [
+        "20260101T000000Z-sweep-a-sm90-0123456789ab",
+        "20260101T000000Z-sweep-a-sm90-0123456789",  # a prefix of the first
+        "20260101T000000Z-sweep-b-sm90-0123456789ab",
+        "20260102T000000Z-sweep-a-sm90-0123456789ab",
+        "20260103T000000Z-sweep-c-sm90-ffffffffffff",
+        "legacy-run-without-a-stamp",
+        "0260101T000000Z-sweep-a-sm90-0123456789ab",  # a suffix of the first, no stamp
+    ]
+    runs = [dataclasses.replace(base, id=i) for i in ids]
+    text = (
+        b"cites 20260101T000000Z-sweep-a-sm90-0123456789abX and "
+        b"x20260102T000000Z-sweep-a-sm90-0123456789ab, legacy-run-without-a-stamp; "
+        b"220260103T000000Z-sweep-c-sm90-fffffffffff (one digit short)"
+    )
+    published = {Path("README.md"): text, Path("docs/f.svg"): ids[4].encode()}
+    want = [r for r in runs if r.id.encode() in text]
+    assert cited_ids(runs, published) == want
+    assert [r.id for r in want] == [ids[0], ids[1], ids[3], ids[5], ids[6]]

@@ -90,3 +90,29 @@ def test_small_clock_skew_is_not_a_finding(tmp_path: Path) -> None:
     ahead = make_sweep_run(started=_stamp(timedelta(days=2)), seed=8, store=store)
     found = check_future_runs(tmp_path, [skewed, ahead])
     assert [ahead.id in f.what for f in found] == [True]
+
+
+def test_order_in_asks_git_once_per_store_within_a_steady_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One check asks the store's history twice (its loader, its cache key); inside
+    # history.steady() git is asked once, and a caller's copy is its own.
+    from tether.store import history
+
+    asked: list[tuple[str, ...]] = []
+
+    def fake_git(cwd: Path, *args: str) -> str:
+        asked.append(args)
+        return "\0\nresults/sm90/20260101T000000Z-sweep-x-sm90-0123456789ab.json\n"
+
+    monkeypatch.setattr(history, "_git", fake_git)
+    with history.steady():
+        first = history.order_in(tmp_path, "results")
+        first.clear()
+        assert history.order_in(tmp_path, "results") == {
+            "20260101T000000Z-sweep-x-sm90-0123456789ab": 0
+        }
+        history.order_in(tmp_path, "results", "HEAD~1")
+    assert len(asked) == 2
+    history.order_in(tmp_path, "results")
+    assert len(asked) == 3  # outside the block, git is asked again

@@ -273,3 +273,55 @@ def test_extreme_samples_raise_naming_run_and_cell(project: Path) -> None:
     rc, _, err = run_cli(project, "render")
     assert rc == 1 and run.id in err and "seqlen=256" in err
     assert not (project / "README.md").exists(), "nothing is written when a render fails"
+
+
+# -- a store listed, not walked (tether.checkcache leaves known runs unwritten) -----------------
+
+RUN_A = "20260101T000000Z-sweep-x-sm90-0123456789ab"
+RUN_B = "20260102T000000Z-sweep-x-sm90-ba9876543210"
+PLAIN = [
+    pytest.param([f"sm90/{RUN_A}.json", f"sm90/{RUN_A}.sig"], id="run-and-signature"),
+    pytest.param([f"sm90/{RUN_A}.json", f"gfx942/{RUN_B}.json"], id="two-arches"),
+    pytest.param([f"sm90/{RUN_B}.sig", f"sm90/{RUN_A}.json"], id="signature-alone"),
+    pytest.param([f"sm90/{RUN_A}.json", f"sm90/{RUN_A}.json.gz"], id="packed-and-not"),
+    pytest.param([], id="empty"),
+]
+WALKED = [
+    pytest.param([f"sm90/{RUN_A}.json", f"sm90/{RUN_A}.JSON"], id="upper-case"),
+    pytest.param([f"sm90/{RUN_A}.json", "sm90/notes.txt"], id="misnamed"),
+    pytest.param([f"sm90/.{RUN_A}.abc.tmp"], id="temp"),
+    pytest.param([f"sm90/deep/{RUN_A}.json"], id="nested"),
+    pytest.param([f"{RUN_A}.json"], id="at-the-root"),
+    pytest.param([f"hopper/{RUN_A}.json"], id="not-an-arch"),
+]
+
+
+def _written(tmp_path: Path, names: list[str]) -> Path:
+    store = tmp_path / "results"
+    store.mkdir()
+    for name in names:
+        (store / name).parent.mkdir(parents=True, exist_ok=True)
+        (store / name).write_bytes(b"")
+    return store
+
+
+@pytest.mark.parametrize("names", PLAIN)
+def test_a_listed_store_is_what_its_walk_finds(tmp_path: Path, names: list[str]) -> None:
+    # scan_listed gives the walk's own Scan of a folder holding exactly those files, pair
+    # problems (a signature alone, a run packed and not) included.
+    from tether.store import layout
+
+    store = _written(tmp_path, names)
+    assert layout.scan_listed(store, names) == layout.scan(store)
+
+
+@pytest.mark.parametrize("names", WALKED)
+def test_a_store_with_an_odd_file_is_left_to_the_walk(tmp_path: Path, names: list[str]) -> None:
+    # Where the walk names a file's own problem (misnamed, misplaced, a temp file), the list
+    # gives None: such a store is written into the snapshot and walked.
+    from tether.store import layout
+
+    store = _written(tmp_path, names)
+    walked = layout.scan(store)
+    assert walked.problems or walked.temps
+    assert layout.scan_listed(store, names) is None

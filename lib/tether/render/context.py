@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tether import project
+from tether import cache, project
 from tether.freshness import KernelDiff
 from tether.policy import (
     WHOLE_MAP,
@@ -96,7 +96,7 @@ from tether.store.cite import (
     siblings,
 )
 from tether.store.harness import CurrentHarness, is_superseded
-from tether.store.model import Run
+from tether.store.model import Run, content_digest
 from tether.store.signing import signature_label
 from tether.trends import trend_context
 
@@ -681,6 +681,23 @@ def _region_of(
     return fallback
 
 
+TRENDS = "trends"  # the kind of entry _trends keeps (tether.cache)
+
+
+def _trends(runs: Sequence[Run]) -> dict[str, Any]:
+    """``trend_context(runs)``, kept by the content digests of ``runs`` in their order
+    (``tether.cache.kept``): it reads nothing else, so a commit that leaves the store as it
+    was (a kernel edit) reads it back rather than judging every replicate of every series
+    again. Kept here, not in tether.trends, whose source is an input of every trend figure."""
+    pool = tuple(runs)
+    return cache.kept(
+        TRENDS,
+        lambda: cache.digest(*(content_digest(r) for r in pool)),
+        lambda: trend_context(pool),
+        lambda value: isinstance(value, dict) and isinstance(value.get("trends"), list),
+    )
+
+
 def build_context(root: Path, runs: Sequence[Run]) -> dict[str, Any]:
     """Everything the templates see, computed once per render."""
 
@@ -691,7 +708,7 @@ def build_context(root: Path, runs: Sequence[Run]) -> dict[str, Any]:
     thresholds, gates = pol if pol is not None else ((), ())
     arches = list(proj.doc_arches)
     arches += sorted({r.arch for r in runs} - set(arches))
-    trends = {(t["arch"], t["sweep"]): t for t in trend_context(runs)["trends"] if not t["sharded"]}
+    trends = {(t["arch"], t["sweep"]): t for t in _trends(runs)["trends"] if not t["sharded"]}
     stale = kernel_staleness(root, runs)
     docs = []
     for arch in arches:

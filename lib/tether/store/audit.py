@@ -58,11 +58,15 @@ def store_root_for(path: Path, store: Path) -> Path:
 
 class RunCache(Protocol):
     """Runs already validated, by their file's content (``tether.checkcache``): ``get`` gives
-    the run a file holds, or None to load it; ``put`` records one that loaded."""
+    the run a file holds, or None to load it; ``put`` records one that loaded; ``listed``
+    gives the files of the store at ``store`` as its source lists them (``layout.scan_listed``:
+    a snapshot that leaves the runs it knows unwritten), or None to walk the folder."""
 
     def get(self, path: Path) -> Run | None: ...
 
     def put(self, path: Path, run: Run) -> None: ...
+
+    def listed(self, store: Path) -> layout.Scan | None: ...
 
 
 def audit(store: Path, under: Path | None = None, runs_cache: RunCache | None = None) -> Audit:
@@ -72,7 +76,8 @@ def audit(store: Path, under: Path | None = None, runs_cache: RunCache | None = 
     reported when one of the pair lies in the part audited.
     """
     store = Path(store)
-    part = layout.scan(store, under)
+    listed = runs_cache.listed(store) if runs_cache is not None and under is None else None
+    part = listed if listed is not None else layout.scan(store, under)
     found = Audit(root=store, problems=list(part.problems), temps=list(part.temps))
     for path in part.runs:
         found.run_files.add(path)

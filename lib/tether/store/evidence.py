@@ -21,24 +21,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomllib
 
-from tether import project
+from tether import cache, project
 from tether.atomic import utc_stamp, write_atomic
 from tether.errors import SigningError, UsageError
-from tether.store.model import Run
+from tether.store.model import Run, content_digest
 from tether.store.signing import (
     SshSignature,
     Verdict,
     keygen,
+    keygen_digest,
     listed_principals,
     sidecar,
     signature_of,
+    time_bound,
     verify_run,
 )
 from tether.textfile import read_text
@@ -138,21 +140,75 @@ def record_legacy(
 
 # -- under require: what may be cited --------------------------------------------------------
 
-_VERDICTS: dict[tuple[str, bytes, bytes], Verdict] = {}
+# A verdict is a pure function of what ``verify_run`` reads: the run's digest, its sidecar's
+# bytes, the allowed-signers file (its bytes and its name, which a refusal names) and the
+# ssh-keygen that judges them. So it is kept by exactly those (in this process, and across
+# checks in the active ``tether.cache``), except where the allowed-signers file makes it a
+# function of the clock as well (``signing.time_bound``): such verdicts are judged every time.
+_VERDICTS: dict[str, Verdict] = {}
+SIGNATURE = "signature"  # the kind of entry (tether.cache)
 
 
-def _verdict(run: Run, allowed: Path, allowed_bytes: bytes) -> Verdict:
+def _verdict_key(run: Run, sig_bytes: bytes, judge: str) -> str:
+    return cache.digest(content_digest(run), hashlib.sha256(sig_bytes).hexdigest(), judge)
+
+
+def verdicts(runs: Sequence[Run], allowed: Path) -> list[Verdict]:
+    """``verify_run``'s verdict on each of ``runs`` against the allowed-signers file
+    ``allowed``, each judged by ssh-keygen once per content (see ``_VERDICTS``); the calls
+    still to make run a few at once, since each mostly waits on its process."""
+    try:
+        allowed_bytes = allowed.read_bytes()
+    except OSError:
+        allowed_bytes = None
+    keep = cache.current() if allowed_bytes is not None and not time_bound(allowed_bytes) else None
+    # What every verdict of this batch is judged by: the file (its name is in a refusal) and
+    # the ssh-keygen.
+    judge = repr((allowed.name, hashlib.sha256(allowed_bytes or b"").hexdigest(), keygen_digest()))
+    out: list[Verdict | None] = []
+    todo: dict[int, str | None] = {}  # index in runs -> its key (None: not keepable)
+    for i, run in enumerate(runs):
+        key = None
+        if run.path is not None and allowed_bytes is not None:
+            try:
+                sig_bytes: bytes | None = sidecar(run.path).read_bytes()
+            except OSError:
+                sig_bytes = None  # unsigned, or unreadable: verify_run says which, every time
+            if sig_bytes is not None:
+                key = _verdict_key(run, sig_bytes, judge)
+        found = None if key is None else _VERDICTS.get(key)
+        if found is None and key is not None and keep is not None:
+            entry = keep.get(SIGNATURE, key, Verdict)
+            found = entry if entry is not None and _whole(entry) else None
+        out.append(found)
+        if found is None:
+            todo[i] = key
+    judged: list[Verdict] = []
+    if todo:
+        with ThreadPoolExecutor(_VERIFY_THREADS) as pool:
+            judged = list(pool.map(lambda i: _judge(runs[i], allowed), todo))
+    for (i, key), verdict in zip(todo.items(), judged, strict=True):
+        out[i] = verdict
+        if key is not None:
+            _VERDICTS[key] = verdict
+            if keep is not None:
+                keep.put(SIGNATURE, key, verdict)
+    return [v for v in out if v is not None]
+
+
+def _judge(run: Run, allowed: Path) -> Verdict:
     if run.path is None:
         return Verdict(False, "is unsigned (it has no file)")
-    sig = sidecar(run.path)
-    try:
-        sig_bytes = sig.read_bytes()
-    except OSError:
-        return verify_run(run.path, run.digest, allowed)  # unsigned, or unreadable: it says
-    key = (run.digest, hashlib.sha256(sig_bytes).digest(), allowed_bytes)
-    if key not in _VERDICTS:
-        _VERDICTS[key] = verify_run(run.path, run.digest, allowed)
-    return _VERDICTS[key]
+    return verify_run(run.path, content_digest(run), allowed)
+
+
+def _whole(verdict: Verdict) -> bool:
+    return (
+        isinstance(verdict.ok, bool)
+        and isinstance(verdict.why, str)
+        and isinstance(verdict.principals, tuple)
+        and all(isinstance(p, str) for p in verdict.principals)
+    )
 
 
 @dataclass(frozen=True)
@@ -183,18 +239,15 @@ def barred(root: Path, runs: Iterable[Run]) -> Barred:
     keygen()
     legacy_file = proj.legacy_runs
     legacy = load_legacy(legacy_file, proj.rel(legacy_file) if legacy_file else None)
-    allowed_bytes = hashlib.sha256(allowed.read_bytes()).digest()
     old = frozenset(r.id for r in runs if _is_legacy(r, legacy))
     judged = [r for r in runs if r.id not in old]
-    with ThreadPoolExecutor(_VERIFY_THREADS) as pool:
-        verdicts = list(pool.map(lambda r: _verdict(r, allowed, allowed_bytes), judged))
-    why = {r.id: v.why for r, v in zip(judged, verdicts, strict=True) if not v.ok}
+    why = {r.id: v.why for r, v in zip(judged, verdicts(judged, allowed), strict=True) if not v.ok}
     return Barred(old, why)
 
 
 def _is_legacy(run: Run, legacy: Mapping[str, LegacyRun]) -> bool:
     entry = legacy.get(run.id)
-    return entry is not None and entry.digest == run.digest
+    return entry is not None and entry.digest == content_digest(run)
 
 
 def citable(root: Path, runs: Iterable[Run], bar: Barred | None = None) -> list[Run]:
@@ -214,6 +267,7 @@ __all__ = [
     "load_legacy",
     "record_legacy",
     "signing_summary",
+    "verdicts",
     "write_legacy",
 ]
 

@@ -14,9 +14,12 @@ the copy's origin here (``register_origin``) so its runs are ordered by the real
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from tether.store.layout import run_id_of
@@ -83,9 +86,37 @@ def added_order(store: Path) -> dict[str, int]:
     return order_in(top, rel, rev)
 
 
+# The answers of order_in within a ``steady`` block: one judgement asks it of the same store
+# twice (the loader's "newest" order, the check cache's key), and git's history does not move
+# under a check that only reads.
+_STEADY: contextvars.ContextVar[dict[tuple[Path, str, str | None], dict[str, int]] | None]
+_STEADY = contextvars.ContextVar("tether_history", default=None)
+
+
+@contextlib.contextmanager
+def steady() -> Iterator[None]:
+    """Within the block, ``order_in`` asks git once per store and revision."""
+    token = _STEADY.set({})
+    try:
+        yield
+    finally:
+        _STEADY.reset(token)
+
+
 def order_in(top: Path, rel: str, rev: str | None = None) -> dict[str, int]:
     """``added_order`` for the store at ``rel`` (from ``top``) in ``rev``'s history (HEAD's
     when None); {} when git cannot tell."""
+    memo = _STEADY.get()
+    key = (Path(top), rel or ".", rev)
+    if memo is not None and key in memo:
+        return dict(memo[key])
+    order = _order_in(top, rel, rev)
+    if memo is not None:
+        memo[key] = dict(order)
+    return order
+
+
+def _order_in(top: Path, rel: str, rev: str | None) -> dict[str, int]:
     log = _git(
         top,
         "log",

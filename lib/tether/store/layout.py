@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,8 +104,27 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(".") and name.endswith(TEMP_SUFFIX) and len(name) > 5
 
 
+# What a regular file of a store is (``_kind_of``), when it is not a problem.
+TEMP, SIG, RUN = "temp", "signature", "run"
+
+
+def _kind_of(name: str, depth: int) -> str:
+    """What a regular file named ``name``, ``depth`` folders below a store's root, is: TEMP,
+    SIG or RUN, or else the problem with it (a sentence)."""
+    if depth == 1 and is_temp_name(name):
+        return TEMP
+    if depth == 0:
+        return f"a file at the store root; {LAYOUT}"
+    if depth > 1:
+        return f"misplaced in a sub-folder of an arch folder; {LAYOUT}"
+    if not name.startswith(".") and name.endswith(SIG_SUFFIX) and name != SIG_SUFFIX:
+        return SIG
+    if run_id_of(name) is None:
+        return f"not a run file name (a run is <id>.json or <id>.json.gz, lower case); {LAYOUT}"
+    return RUN
+
+
 def _file(path: Path, depth: int, st: os.stat_result, scan: Scan) -> None:
-    name = path.name
     if stat.S_ISLNK(st.st_mode):
         scan.problems.append(_symlink_problem(path, scan.root))
         return
@@ -113,26 +133,15 @@ def _file(path: Path, depth: int, st: os.stat_result, scan: Scan) -> None:
             Problem(path, f"{_kind(st.st_mode)}; a store holds regular files only")
         )
         return
-    if depth == 1 and is_temp_name(name):
+    kind = _kind_of(path.name, depth)
+    if kind == TEMP:
         scan.temps.append(path)
-        return
-    if depth == 0:
-        scan.problems.append(Problem(path, f"a file at the store root; {LAYOUT}"))
-    elif depth > 1:
-        scan.problems.append(
-            Problem(path, f"misplaced in a sub-folder of an arch folder; {LAYOUT}")
-        )
-    elif not name.startswith(".") and name.endswith(SIG_SUFFIX) and name != SIG_SUFFIX:
+    elif kind == SIG:
         scan.sigs.append(path)
-    elif run_id_of(name) is None:
-        scan.problems.append(
-            Problem(
-                path,
-                f"not a run file name (a run is <id>.json or <id>.json.gz, lower case); {LAYOUT}",
-            )
-        )
-    else:
+    elif kind == RUN:
         scan.runs.append(path)
+    else:
+        scan.problems.append(Problem(path, kind))
 
 
 def _walk(folder: Path, depth: int, scan: Scan) -> None:
@@ -197,6 +206,43 @@ def scan(root: Path, under: Path | None = None) -> Scan:
             )
         )
     _walk(start, depth, found)
+    return _paired(found)
+
+
+def plain_listing(names: Iterable[str]) -> bool:
+    """Whether a store holding exactly the regular files ``names`` (paths under its root) is
+    plain: each file a run or a signature in an arch folder, so that ``scan_listed`` can
+    judge it from the names alone."""
+    for name in names:
+        folder, sep, file = name.partition("/")
+        if not sep or "/" in file or not ARCH_RE.fullmatch(folder):
+            return False
+        if _kind_of(file, 1) not in (RUN, SIG):
+            return False
+    return True
+
+
+def scan_listed(root: Path, names: Iterable[str]) -> Scan | None:
+    """What ``scan(root)`` finds in a folder holding exactly the regular files ``names``
+    (paths under ``root``, as git lists a store's files), without the folder being written:
+    a check that knows each run by its blob id need not check a thousand files out to learn
+    that they are there. Only for a plain store (``plain_listing``): None for anything else
+    (a misplaced or misnamed file, a temp file), which the walk of a written copy judges, so
+    the problems named are always the walk's own."""
+    names = list(names)
+    if not plain_listing(names):
+        return None
+    found = Scan(root=Path(os.path.realpath(root)))
+    for name in names:
+        folder, _, file = name.partition("/")
+        kind = _kind_of(file, 1)
+        (found.runs if kind == RUN else found.sigs).append(Path(root, folder, file))
+    return _paired(found)
+
+
+def _paired(found: Scan) -> Scan:
+    """``found`` sorted, with the problems of its files as pairs: a run both packed and not,
+    a signature without its run."""
     found.runs.sort()
     found.sigs.sort()
     runs = set(found.runs)

@@ -165,6 +165,33 @@ def keygen() -> str:
     return found
 
 
+def keygen_digest() -> str:
+    """What judges a signature, for a kept verdict's key: the ssh-keygen on PATH, by its path
+    and the SHA-256 of its bytes (another OpenSSH may judge another way); "absent" without one.
+    Read afresh on each call (once per batch of verdicts): PATH or the file may change."""
+    found = shutil.which("ssh-keygen")
+    if found is None:
+        return "absent"
+    try:
+        return found + ":" + hashlib.sha256(Path(found).read_bytes()).hexdigest()
+    except OSError:
+        return found + ":unreadable"
+
+
+# Allowed-signers options under which ``-Y verify`` also reads the clock: a key's validity
+# interval, or a certificate authority (its certificates expire).
+_TIME_OPTIONS = (b"valid-after", b"valid-before", b"cert-authority")
+
+
+def time_bound(allowed: bytes) -> bool:
+    """Whether the allowed-signers file ``allowed`` (its bytes) can make a verdict depend on
+    when it is asked, so that a verdict must not be kept: any line naming a validity interval
+    or a certificate authority (matched anywhere in the file, so a comment counts too: a
+    false "bound" only costs a recheck)."""
+    lowered = allowed.lower()
+    return any(option in lowered for option in _TIME_OPTIONS)
+
+
 def _keygen(args: list[str], message: bytes) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
