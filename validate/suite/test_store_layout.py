@@ -127,6 +127,11 @@ def test_same_id_in_two_arch_folders_names_both(project: Path) -> None:
 
     loaded, findings = load_checked_store(store, project)
     assert loaded is None and any("claims run id" in f.what for f in findings)
+    # The other claimant is named from the store's folder on, never by an absolute path
+    # (under tether check that is the index's temp copy, a new one every check).
+    claim = next(f.what for f in findings if "claims run id" in f.what)
+    assert any(f"which results/{a}/{sm90.path.name} claims too" in claim for a in ("cpu", "sm90"))
+    assert str(project) not in claim
 
 
 def test_folder_and_provenance_arch_must_agree(project: Path) -> None:

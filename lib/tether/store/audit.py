@@ -109,10 +109,22 @@ def audit(store: Path, under: Path | None = None, runs_cache: RunCache | None = 
         if first in scope or second in scope:
             found.problems.append(
                 Problem(
-                    second, f"claims run id {layout.run_id_of(second)}, which {first} claims too"
+                    second,
+                    f"claims run id {layout.run_id_of(second)}, which "
+                    f"{_in_store(first, store)} claims too",
                 )
             )
     return found
+
+
+def _in_store(path: Path, store: Path) -> str:
+    """``path`` as a finding names it: from the store's folder on (``results/sm90/…``), never
+    the absolute path, which under ``tether check`` is the index's temp copy and differs on
+    every check."""
+    try:
+        return path.relative_to(store.parent).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def orphan_temps(temps: list[Path], min_age_s: float = ORPHAN_AGE_S) -> list[Path]:
