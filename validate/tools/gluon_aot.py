@@ -3,8 +3,9 @@
     python validate/tools/gluon_aot.py [--json FILE] [--workers N]
 
 The cases (``CASES``): each variant of ``tether_kernels.gluon.launch.VARIANTS`` at bf16,
-head_dim 128, causal and not and the split-KV launch; and what the arm launches at each
-head_dim (``default_config``), causal and not, split, and f16. Each compiles for
+head_dim 128, causal and not and the split-KV launch; what the arm launches at each
+head_dim (``default_config``), causal and not, split, and f16; and the ragged launch at the
+head_dims the ragged scope routes. Each compiles for
 ``GPUTarget("cuda", 90, 32)`` under the installed Triton, and the result is read: wgmma in the
 PTX, setmaxnreg register splits, shared memory, from ptxas (``-v``, Triton's bundled one)
 registers and spill bytes, and from cuobjdump's SASS the HGMMA count and the steady loops
@@ -214,6 +215,15 @@ def _case_rows() -> list[dict[str, Any]]:
                 {"set": "head_dim", "variant": "default", "head_dim": head_dim, "dtype": dtype}
                 | {"causal": causal, "split": split}
             )
+    # What ragged_prefill launches where the ragged scope routes it (head_dim 64 and 128): the
+    # ragged launch, whose work rows are read per program. Not 256, which the scope leaves to
+    # per_request: its ragged launch (served when the arm is forced) spills 3812 bytes under
+    # 3.6, where the batch launch at 256 spills none.
+    for head_dim in (64, 128):
+        cases.append(
+            {"set": "ragged", "variant": "default", "head_dim": head_dim, "dtype": "bf16"}
+            | {"causal": True, "split": False}
+        )
     return cases
 
 
@@ -230,8 +240,9 @@ def compile_case(case: dict[str, Any]) -> dict[str, Any]:
     cfg = default_config(case["head_dim"]) if case["variant"] == "default" else case["variant"]
     try:
         compiled = compile_variant(
-            cfg, case["causal"], case["dtype"], case["head_dim"], split=case["split"]
-        )
+            cfg, case["causal"], case["dtype"], case["head_dim"], split=case["split"],
+            ragged=case["set"] == "ragged",
+        )  # fmt: skip
         row.update(inspect(compiled))
     except Exception as exc:  # report every case; the gate says it failed
         row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[-1][:200]}"
