@@ -90,8 +90,8 @@ API_SWEEPS=${SWEEPS:-"policy-chunked-sm90 policy-square-sm90 policy-square-short
 SWEEP_S=${SWEEP_S:-180}
 # A first run's limit: it compiles every Gluon and Triton variant its cells launch (on
 # 2026-12-07 the first run of policy-ragged-sm90's 56-cell design, seven layouts each its own
-# compile, was cut at 180 s and left no run; its second took 47 s). The second runs find the
-# variants compiled and keep SWEEP_S.
+# compile, was cut at SWEEP_S and left no run; its second run fit well inside). The second
+# runs find the variants compiled and keep SWEEP_S.
 SWEEP1_S=${SWEEP1_S:-300}
 # The second runs, one list for every plan: ROUND2's sweeps; none for "none"; unset, every
 # first-run sweep in "sweeps" and none in "verify".

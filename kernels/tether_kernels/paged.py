@@ -26,11 +26,11 @@ place (triton/paged_fwd.py), where the Triton arm serves every request; then ``g
 requests' pages gathered into packed k and v (one indexed copy per call) and run as
 ragged_prefill runs them, which serves every call some arm serves (on the CPU, PyTorch's
 kernels). On sm90, where ragged_prefill takes the Gluon kernel's one launch, ``gather`` comes
-first (``gather_first``): there the in-place Triton kernel ran batches at 0.45 to 0.54 of
-FlashInfer's paged fa3 wrapper on the H100 (validate/tools/ragged_session.py, 2026-12-07),
-and the Gluon launch the same batches packed at 1.05 to 1.1, which leaves the copy of the
-keys and values (a pass over them, where the attention makes one per query tile) its margin.
-No policy threshold speaks for paged calls yet; api-paged-fa3 times the route taken.
+first (``gather_first``), an order taken from a diagnostic on the H100
+(validate/tools/ragged_session.py, 2026-12-07, a run for reading, not evidence): the copy of
+the keys and values is one pass over them, where the attention makes one per query tile. No
+policy threshold speaks for paged calls yet, and no stored run yet measures either route;
+api-paged-fa3 times the route taken.
 """
 
 from __future__ import annotations

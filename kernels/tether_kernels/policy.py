@@ -100,11 +100,11 @@ SM90_SQUARE_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (8, 32))
 SM90_SHORT_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
 # Ragged batches of GQA groups of 2 to 16 and 4 to 64 query heads, new prompts and serving
 # steps alike (one-token rows, chunks over a cached prefix). The scope stopped at 16 to 32
-# heads and 256-query requests, where its sweep's design did; outside it per_request ran
-# ragged batches at 0.15 to 0.6 of FlashInfer's ragged wrapper on the H100, where the one
-# launch ran 0.6 to 0.9 (validate/tools/ragged_session.py on branch ragged-persistent,
-# 2026-12-07: 128-query requests, 8/1 and 64/8). The evidence is policy-ragged-sm90's designed
-# sample: each range's ends and layouts inside. MHA (group 1) keeps per_request: at 32/32 head
+# heads and 256-query requests, where its sweep's design did, and per_request (a launch per
+# request) took everything else; a diagnostic on the H100 (validate/tools/ragged_session.py on
+# branch ragged-persistent, 2026-12-07: 128-query requests, 8/1 and 64/8) had the one launch
+# ahead of it there, a run for reading, not evidence. The evidence is policy-ragged-sm90's
+# designed sample, rendered below: each range's ends and layouts inside. MHA (group 1) keeps per_request: at 32/32 head
 # dim 128 and 4096 the one launch lost to it in both H100 runs of 2026-12-07, and at 1/1 and
 # 128/128 it held no floor against it in both runs of 2026-12-06.
 SM90_RAGGED_LAYOUTS = (("hq//hkv", "within", (2, 16)), ("hq", "within", (4, 64)))

@@ -1,5 +1,6 @@
-"""SSH signing keys for the signature tests (test_store_signing, test_signed_evidence): one
-definition of how a test makes a key, and of what happens where ssh-keygen is missing."""
+"""SSH signing keys for the signature tests (test_store_signing, test_signed_evidence,
+test_signature_cache): one definition of how a test makes a key, signs a run with it, and of
+what happens where ssh-keygen is missing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tether.store import Run
+from tether.store.signing import NAMESPACE, sidecar
 
 
 def require_ssh_keygen() -> None:
@@ -29,3 +32,15 @@ def keypair(folder: Path, name: str) -> Path:
         capture_output=True,
     )
     return key
+
+
+def sign_with(key: Path, run: Run) -> None:
+    """FIXTURE: ``run``'s sidecar made by ``key`` directly (no allowed-signers check)."""
+    assert run.path is not None
+    made = subprocess.run(
+        ["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", NAMESPACE],
+        input=run.digest.encode(),
+        capture_output=True,
+        check=True,
+    )
+    sidecar(run.path).write_bytes(made.stdout)

@@ -19,21 +19,9 @@ from tether.store import evidence as ev
 from tether.store.signing import NAMESPACE, Verdict, sidecar, verify_run
 
 from validate.suite.runfactory import make_sweep_run, resealed
-from validate.suite.signing_keys import keypair, require_ssh_keygen
+from validate.suite.signing_keys import keypair, require_ssh_keygen, sign_with
 
 require_ssh_keygen()
-
-
-def _sign(key: Path, run: Run) -> None:
-    """FIXTURE: ``run``'s sidecar made by ``key``."""
-    assert run.path is not None
-    made = subprocess.run(
-        ["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", NAMESPACE],
-        input=run.digest.encode(),
-        capture_output=True,
-        check=True,
-    )
-    sidecar(run.path).write_bytes(made.stdout)
 
 
 def _allowed(path: Path, key: Path, options: str = f'namespaces="{NAMESPACE}"') -> Path:
@@ -49,7 +37,7 @@ def signed(tmp_path: Path) -> tuple[list[Run], Path, Path]:
     key = keypair(tmp_path, "host")
     store = tmp_path / "results"
     good = make_sweep_run(ratio=0.9, store=store)
-    _sign(key, good)
+    sign_with(key, good)
     forged = resealed(
         good, provenance={"started": "2026-01-03T00:00:00Z", "ended": "2026-01-03T00:00:00Z"}
     ).write(store)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from tether_kernels import gates, policy
 
 from validate.suite.fixture_project import fixture_project, run_cli
 from validate.suite.runfactory import make_sweep_run, resealed
-from validate.suite.signing_keys import keypair, require_ssh_keygen
+from validate.suite.signing_keys import keypair, require_ssh_keygen, sign_with
 from validate.suite.test_check import (  # noqa: F401 (checkout: the fixture, used by name)
     POLICY_REGION,
     Checkout,
@@ -65,18 +64,6 @@ def _allow(root: Path, key: Path, require: bool = True) -> None:
     os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
 
 
-def _sign_with(key: Path, run: Run) -> None:
-    """FIXTURE: ``run``'s sidecar made by ``key`` directly (no allowed-signers check)."""
-    assert run.path is not None
-    made = subprocess.run(
-        ["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", NAMESPACE],
-        input=run.digest.encode(),
-        capture_output=True,
-        check=True,
-    )
-    sidecar(run.path).write_bytes(made.stdout)
-
-
 class Signed:
     """The signed FIXTURE checkout and its keys."""
 
@@ -104,7 +91,7 @@ class Signed:
         source = (signed_from or run).path
         assert forged.path is not None and source is not None
         if kind == "unknown-key":
-            _sign_with(self.forger, forged)
+            sign_with(self.forger, forged)
         elif kind == "copied-signature":
             shutil.copyfile(sidecar(source), sidecar(forged.path))
         return forged
@@ -213,7 +200,7 @@ def test_a_threshold_resting_on_forgeries_fails(
     for run in made:  # the control: signed by the allowed host, they are evidence
         assert run.path is not None
         sidecar(run.path).unlink(missing_ok=True)
-        _sign_with(signed.host, run)
+        sign_with(signed.host, run)
     _, said = signed.check()
     assert f"rests on sweep {name!r}" not in said
 
@@ -416,7 +403,7 @@ def test_tether_compile_judges_the_signed_run_not_a_forgery(
 
     root, key = signing_project
     honest = _compile_run(root, "2026-01-01", spills=2)
-    _sign_with(key, honest)
+    sign_with(key, honest)
     forged = resealed(
         honest,
         cells=tuple(replace(c, extra={**c.extra, "spills": 0}) for c in honest.cells),
@@ -427,7 +414,7 @@ def test_tether_compile_judges_the_signed_run_not_a_forgery(
     assert forged.path is not None and honest.path is not None
     if kind == "unknown-key":
         forger = keypair(tmp_path / "keys", "forger")
-        _sign_with(forger, forged)
+        sign_with(forger, forged)
     elif kind == "copied-signature":
         shutil.copyfile(sidecar(honest.path), sidecar(forged.path))
 
