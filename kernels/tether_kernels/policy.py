@@ -92,11 +92,20 @@ _SM90_HALF = (("dtype", "in", ("f16", "bf16")),)
 # head, GROUP in the kernels) of 1 (MHA) to 16 and up to 128 query heads, which hold every
 # per-GPU layout of the model catalog (kernels/models.toml at TP 1 to 8) but none wider.
 SM90_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 128)))
-# Causal squares of 8 to 32 query heads: the design's cells of 64 query heads and more, and
-# its single-head cells at head_dim 64, held no floor against cuDNN in both runs of 2026-12-06
-# (H100), so those squares keep the route order; the sweeps still time the whole design, so
-# the store shows why.
-SM90_SQUARE_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (8, 32)))
+# Long causal squares, three scopes, each set where the H100 runs of 9eba023 (2026-12-06, both
+# in the store: policy-square-sm90 at 2048, 4096 and 16384 queries) put the kernel against
+# cuDNN: head_dim 128 from one query head to 32 (a serving engine's TP-8 shards of the
+# catalog's models have 2 to 7); head_dim 64 from 8, as that run's single-head cells at 64 did
+# not clear the floor; and squares of 40 to 128 query heads in groups of 4 to 16 (the catalog's
+# 40/8 to 128/8), at head_dim 128, from 8192 queries, a length the sweep adds to judge them,
+# between the two lengths where that run's 64/8 and 128/8 cells went each way. MHA of more than
+# 32 heads keeps the route order (128/128 in that run). The sweep times the design's other
+# cells too, so the store shows why each scope stops where it does; the regions below render
+# each scope's evidence.
+SM90_SQUARE_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
+SM90_SQUARE64_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (8, 32)))
+SM90_SQUARE_HEADS_LAYOUTS = (("hq//hkv", "within", (4, 16)), ("hq", "within", (40, 128)))
+SM90_SQUARE_HEADS_MIN_QO = 8192
 SM90_SHORT_LAYOUTS = (("hq//hkv", "within", (1, 16)), ("hq", "within", (1, 32)))
 # Ragged batches of GQA groups of 2 to 16 and 4 to 64 query heads, new prompts and serving
 # steps alike (one-token rows, chunks over a cached prefix). The scope stopped at 16 to 32
@@ -132,7 +141,9 @@ _SM90_CHUNKED_SCOPE = (
 # Causal squares: the long ones' and the short ones' scopes differ only in the head_dims their
 # evidence covers and the short ones' upper bound.
 _SM90_SQUARE = (("causal", "==", True), ("kv_len", "==", "qo_len"), *_SM90_HALF)
-_SM90_SQUARE_SCOPE = (*_SM90_SQUARE, *SM90_SQUARE_LAYOUTS, ("head_dim", "in", (64, 128)))
+_SM90_SQUARE_SCOPE = (*_SM90_SQUARE, *SM90_SQUARE_LAYOUTS, ("head_dim", "==", 128))
+_SM90_SQUARE64_SCOPE = (*_SM90_SQUARE, *SM90_SQUARE64_LAYOUTS, ("head_dim", "==", 64))
+_SM90_SQUARE_HEADS_SCOPE = (*_SM90_SQUARE, *SM90_SQUARE_HEADS_LAYOUTS, ("head_dim", "==", 128))
 _SM90_SQUARE_SHORT_SCOPE = (
     *_SM90_SQUARE,
     *SM90_SHORT_LAYOUTS,
@@ -214,19 +225,20 @@ _SM90_CHUNKED = Threshold(
 #   kv_len == qo_len
 #   dtype in (f16 or bf16)
 #   hq//hkv within 1 to 16
-#   hq within 8 to 32
-#   head_dim in (64 or 128)
+#   hq within 1 to 32
+#   head_dim == 128
 #   qo_len >= 2048
 # sweep policy-square-sm90, population policy-square-sm90-region
-# (reachable from single_prefill, qo_len >= 2048, hq//hkv within 1 to 16, hq within 8 to 32).
+# (reachable from single_prefill, qo_len >= 2048, head_dim == 128, hq//hkv within 1 to 16, hq
+# within 1 to 32).
 # run 20261206T201740Z-sweep-policy-square-sm90-sm90-2f14bdea7c96
 # (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
-# 36 cells, geomean 1.134,
-# noise 0.992-1.008 (A/A floor 0.997-1.003
-# times replicate band 0.995-1.005): faster;
-# cells 34 faster, 0 slower, 2 level;
-# worst cell head_dim=64 hq/hkv/dtype=32/8/f16 seqlen=16384
-# at 1.003.
+# 18 cells, geomean 1.180,
+# noise 0.992-1.008 (A/A floor 0.998-1.002
+# times replicate band 0.994-1.006): faster;
+# cells 18 faster, 0 slower, 0 level;
+# worst cell head_dim=128 hq/hkv/dtype=32/32/bf16 seqlen=4096
+# at 1.079.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -237,10 +249,89 @@ _SM90 = Threshold(
     arm="gluon",
     otherwise="sdpa_cudnn",
     evidence=_sm90_evidence(
-        "policy-square-sm90", "single_prefill", (("qo_len", ">=", 2048), *SM90_SQUARE_LAYOUTS)
+        "policy-square-sm90",
+        "single_prefill",
+        (("qo_len", ">=", 2048), ("head_dim", "==", 128), *SM90_SQUARE_LAYOUTS),
     ),
     takes=(("qo_len", ">=", 2048),),
     scope=_SM90_SQUARE_SCOPE,
+)
+# BEGIN GENERATED: policy-sm90-single-prefill-square-64 (tether render)
+# Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
+# where:
+#   causal == True
+#   kv_len == qo_len
+#   dtype in (f16 or bf16)
+#   hq//hkv within 1 to 16
+#   hq within 8 to 32
+#   head_dim == 64
+#   qo_len >= 2048
+# sweep policy-square-sm90, population policy-square-sm90-d64
+# (reachable from single_prefill, qo_len >= 2048, head_dim == 64, hq//hkv within 1 to 16, hq
+# within 8 to 32).
+# run 20261206T201740Z-sweep-policy-square-sm90-sm90-2f14bdea7c96
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
+# 18 cells, geomean 1.091,
+# noise 0.992-1.008 (A/A floor 0.996-1.004
+# times replicate band 0.996-1.004): faster;
+# cells 16 faster, 0 slower, 2 level;
+# worst cell head_dim=64 hq/hkv/dtype=32/8/f16 seqlen=16384
+# at 1.003.
+# geomean_win: holds
+# no_loss_outside_floor: holds
+# END GENERATED: policy-sm90-single-prefill-square-64
+_SM90_SQUARE64 = Threshold(
+    region="policy-sm90-single-prefill-square-64",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence(
+        "policy-square-sm90",
+        "single_prefill",
+        (("qo_len", ">=", 2048), ("head_dim", "==", 64), *SM90_SQUARE64_LAYOUTS),
+        "policy-square-sm90-d64",
+    ),
+    takes=(("qo_len", ">=", 2048),),
+    scope=_SM90_SQUARE64_SCOPE,
+)
+# BEGIN GENERATED: policy-sm90-single-prefill-square-heads (tether render)
+# Evidence for sm90 single_prefill -> gluon (else sdpa_cudnn)
+# where:
+#   causal == True
+#   kv_len == qo_len
+#   dtype in (f16 or bf16)
+#   hq//hkv within 4 to 16
+#   hq within 40 to 128
+#   head_dim == 128
+#   qo_len >= 8192
+# sweep policy-square-sm90, population policy-square-sm90-heads
+# (reachable from single_prefill, qo_len >= 8192, head_dim == 128, hq//hkv within 4 to 16, hq
+# within 40 to 128).
+# run 20261206T201740Z-sweep-policy-square-sm90-sm90-2f14bdea7c96
+# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
+# the population has no cells in this run.
+# geomean_win: does not hold
+# no_loss_outside_floor: does not hold
+# END GENERATED: policy-sm90-single-prefill-square-heads
+_SM90_SQUARE_HEADS = Threshold(
+    region="policy-sm90-single-prefill-square-heads",
+    arch="sm90",
+    entry="single_prefill",
+    arm="gluon",
+    otherwise="sdpa_cudnn",
+    evidence=_sm90_evidence(
+        "policy-square-sm90",
+        "single_prefill",
+        (
+            ("qo_len", ">=", SM90_SQUARE_HEADS_MIN_QO),
+            ("head_dim", "==", 128),
+            *SM90_SQUARE_HEADS_LAYOUTS,
+        ),
+        "policy-square-sm90-heads",
+    ),
+    takes=(("qo_len", ">=", SM90_SQUARE_HEADS_MIN_QO),),
+    scope=_SM90_SQUARE_HEADS_SCOPE,
 )
 # BEGIN GENERATED: policy-sm90-single-prefill-square-short (tether render)
 # Evidence for sm90 single_prefill -> triton (else sdpa_cudnn)
@@ -403,6 +494,7 @@ _SM90_BATCH = Threshold(
 # (reachable from ragged_prefill, batch >= 2, hq//hkv within 2 to 16, hq within 4 to 64).
 # run 20261207T125038Z-sweep-policy-ragged-sm90-sm90-95c91cb1d37c
 # (2026-12-07, git cf2ae87ae115, 1 blocks, 1 replicate runs)
+# stale: changed since the run: kernels/tether_kernels/policy.py
 # 42 cells, geomean 2.972,
 # noise 0.976-1.025 (A/A floor 0.986-1.014
 # times replicate band 0.990-1.010): faster;
@@ -516,6 +608,8 @@ _GFX1151_CHUNKED = _chunked_threshold("gfx1151", "sdpa_flash", None)
 # route() reads an arch's thresholds in this order; the first that takes its arm wins.
 POLICY: tuple[Threshold, ...] = (
     _SM90,
+    _SM90_SQUARE64,
+    _SM90_SQUARE_HEADS,
     _SM90_SQUARE_SHORT,
     _SM90_CHUNKED,
     _SM90_WIDE,

@@ -16,7 +16,13 @@ from tether.policy import Condition, holds
 from tether.registry import Bound, Probe, Sweep
 from tether_kernels.arms import get_arm
 from tether_kernels.gluon.launch import VARIANTS
-from tether_kernels.policy import SM90_SHORT_LAYOUTS, SM90_SQUARE_LAYOUTS
+from tether_kernels.policy import (
+    SM90_SHORT_LAYOUTS,
+    SM90_SQUARE64_LAYOUTS,
+    SM90_SQUARE_HEADS_LAYOUTS,
+    SM90_SQUARE_HEADS_MIN_QO,
+    SM90_SQUARE_LAYOUTS,
+)
 from tether_kernels.routing import ENTRY_POINTS
 from tether_kernels.shapes import TORCH_DTYPES, Shape
 
@@ -477,10 +483,11 @@ LAYOUT_DESIGN = (
 
 
 def _design(
-    ranges: tuple[Condition, ...], corners: tuple[str, ...] = ()
+    *ranges: tuple[Condition, ...], corners: tuple[str, ...] = ()
 ) -> dict[str, tuple[str, ...]]:
-    """The layout axis over LAYOUT_DESIGN's layouts inside ``ranges`` (a scope's layout ranges),
-    then ``corners``: layouts a narrower scope has at an end the design does not reach.
+    """The layout axis over LAYOUT_DESIGN's layouts inside any of ``ranges`` (the layout ranges
+    of the scopes one sweep speaks for), then ``corners``: layouts a narrower scope has at an
+    end the design does not reach.
 
     A threshold narrower than the design (long squares, short squares, ragged batches) is
     judged on its own population only, so its sweep times what the scope can route: the cells
@@ -490,7 +497,7 @@ def _design(
     keep = []
     for layout in LAYOUT_DESIGN:
         hq, hkv, _dtype = layout.split("/")
-        if holds(ranges, {"hq": int(hq), "hkv": int(hkv)}):
+        if any(holds(r, {"hq": int(hq), "hkv": int(hkv)}) for r in ranges):
             keep.append(layout)
     return {"hq/hkv/dtype": (*keep, *corners)}
 
@@ -505,9 +512,21 @@ _single_block(
     "sm90 chunked prefill from 16 queries: gluon against cuDNN, head_dim 64 and 128, the "
     "layout design (GQA groups 1 to 16, 1 to 128 query heads), f16 and bf16",
 )
+# The long squares' three scopes (policy.SM90_SQUARE_LAYOUTS and its neighbours) from one
+# sweep: 40/10 is the many-heads scope's corner (its fewest heads and smallest group, a
+# catalog layout), and SM90_SQUARE_HEADS_MIN_QO the length from which that scope takes calls.
 _single_block(
     "policy-square-sm90",
-    {"seqlen": (2048, 4096, 16384), **_design(SM90_SQUARE_LAYOUTS), "head_dim": (64, 128)},
+    {
+        "seqlen": tuple(sorted({2048, 4096, SM90_SQUARE_HEADS_MIN_QO, 16384})),
+        **_design(
+            SM90_SQUARE_LAYOUTS,
+            SM90_SQUARE64_LAYOUTS,
+            SM90_SQUARE_HEADS_LAYOUTS,
+            corners=("40/10/bf16",),
+        ),
+        "head_dim": (64, 128),
+    },
     _API_FIXED,
     _VS_CUDNN,
     "sm90 square prefill from 2048: gluon against cuDNN, head_dim 64 and 128, the layout "
