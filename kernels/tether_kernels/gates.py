@@ -26,12 +26,12 @@ API_SQUARE_2K: dict[str, object] = {**_API_CALL, "qo_len": 2048, "kv_len": 2048}
 
 # BEGIN GENERATED: gate-sm90-api-chunked-1k-16k (tether render)
 # Gate sm90-api-chunked-1k-16k-bf16 on sm90: single_prefill, threshold 600.0 TFLOP/s.
-# before: 20261207T124949Z-sweep-gate-calls-api-sm90-5131fd854b1a (role A, sdpa_cudnn)
-#   measured 336.3 TFLOP/s,
-#   band 336.2 TFLOP/s to 336.4 TFLOP/s
-# after: 20261207T124949Z-sweep-gate-calls-api-sm90-5131fd854b1a (role B, single_prefill)
-#   measured 703.0 TFLOP/s,
-#   band 701.8 TFLOP/s to 703.3 TFLOP/s
+# before: 20261207T162959Z-sweep-gate-calls-api-sm90-16dba47e90cd (role A, sdpa_cudnn)
+#   measured 334.5 TFLOP/s,
+#   band 333.7 TFLOP/s to 335.0 TFLOP/s
+# after: 20261207T162959Z-sweep-gate-calls-api-sm90-16dba47e90cd (role B, single_prefill)
+#   measured 705.1 TFLOP/s,
+#   band 705.1 TFLOP/s to 705.2 TFLOP/s
 # END GENERATED: gate-sm90-api-chunked-1k-16k
 _GATE_API_CHUNKED = Gate(
     id="sm90-api-chunked-1k-16k-bf16",
@@ -45,19 +45,19 @@ _GATE_API_CHUNKED = Gate(
     # side by side in short bursts from rest (sweep gate-calls-api, two runs of one commit),
     # clear of both replicate bands; tether check holds it there.
     threshold=600e12,
-    before_run="20261207T124949Z-sweep-gate-calls-api-sm90-5131fd854b1a",
-    after_run="20261207T124949Z-sweep-gate-calls-api-sm90-5131fd854b1a",
+    before_run="20261207T162959Z-sweep-gate-calls-api-sm90-16dba47e90cd",
+    after_run="20261207T162959Z-sweep-gate-calls-api-sm90-16dba47e90cd",
     before_role="A",
     after_role="B",
 )
 # BEGIN GENERATED: gate-sm90-api-square-2k (tether render)
 # Gate sm90-api-square-2k-bf16 on sm90: single_prefill, threshold 425.0 TFLOP/s.
-# before: 20261207T124949Z-sweep-gate-calls-api-sm90-5131fd854b1a (role A, sdpa_cudnn)
-#   measured 413.8 TFLOP/s,
-#   band 412.3 TFLOP/s to 416.2 TFLOP/s
-# after: 20261207T124949Z-sweep-gate-calls-api-sm90-5131fd854b1a (role B, single_prefill)
-#   measured 458.4 TFLOP/s,
-#   band 454.6 TFLOP/s to 458.9 TFLOP/s
+# before: 20261207T162959Z-sweep-gate-calls-api-sm90-16dba47e90cd (role A, sdpa_cudnn)
+#   measured 413.3 TFLOP/s,
+#   band 412.6 TFLOP/s to 414.0 TFLOP/s
+# after: 20261207T162959Z-sweep-gate-calls-api-sm90-16dba47e90cd (role B, single_prefill)
+#   measured 454.8 TFLOP/s,
+#   band 453.4 TFLOP/s to 455.0 TFLOP/s
 # END GENERATED: gate-sm90-api-square-2k
 _GATE_API_SQUARE = Gate(
     id="sm90-api-square-2k-bf16",
@@ -67,8 +67,8 @@ _GATE_API_SQUARE = Gate(
     case="attention",
     call=API_SQUARE_2K,
     threshold=425e12,  # set as the chunked gate's is
-    before_run="20261207T124949Z-sweep-gate-calls-api-sm90-5131fd854b1a",
-    after_run="20261207T124949Z-sweep-gate-calls-api-sm90-5131fd854b1a",
+    before_run="20261207T162959Z-sweep-gate-calls-api-sm90-16dba47e90cd",
+    after_run="20261207T162959Z-sweep-gate-calls-api-sm90-16dba47e90cd",
     before_role="A",
     after_role="B",
 )

@@ -231,14 +231,14 @@ _SM90_CHUNKED = Threshold(
 # sweep policy-square-sm90, population policy-square-sm90-region
 # (reachable from single_prefill, qo_len >= 2048, head_dim == 128, hq//hkv within 1 to 16, hq
 # within 1 to 32).
-# run 20261206T201740Z-sweep-policy-square-sm90-sm90-2f14bdea7c96
-# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
-# 18 cells, geomean 1.180,
-# noise 0.992-1.008 (A/A floor 0.998-1.002
-# times replicate band 0.994-1.006): faster;
-# cells 18 faster, 0 slower, 0 level;
-# worst cell head_dim=128 hq/hkv/dtype=32/32/bf16 seqlen=4096
-# at 1.079.
+# run 20261207T162820Z-sweep-policy-square-sm90-sm90-8e5598bbebc9
+# (2026-12-07, git 0b066c853812, 1 blocks, 1 replicate runs)
+# 32 cells, geomean 1.299,
+# noise 0.989-1.011 (A/A floor 0.996-1.004
+# times replicate band 0.993-1.007): faster;
+# cells 32 faster, 0 slower, 0 level;
+# worst cell head_dim=128 hq/hkv/dtype=1/1/f16 seqlen=16384
+# at 1.075.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-single-prefill-sm90
@@ -269,14 +269,14 @@ _SM90 = Threshold(
 # sweep policy-square-sm90, population policy-square-sm90-d64
 # (reachable from single_prefill, qo_len >= 2048, head_dim == 64, hq//hkv within 1 to 16, hq
 # within 8 to 32).
-# run 20261206T201740Z-sweep-policy-square-sm90-sm90-2f14bdea7c96
-# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
-# 18 cells, geomean 1.091,
-# noise 0.992-1.008 (A/A floor 0.996-1.004
-# times replicate band 0.996-1.004): faster;
-# cells 16 faster, 0 slower, 2 level;
-# worst cell head_dim=64 hq/hkv/dtype=32/8/f16 seqlen=16384
-# at 1.003.
+# run 20261207T162820Z-sweep-policy-square-sm90-sm90-8e5598bbebc9
+# (2026-12-07, git 0b066c853812, 1 blocks, 1 replicate runs)
+# 24 cells, geomean 1.078,
+# noise 0.996-1.004 (A/A floor 0.998-1.002
+# times replicate band 0.998-1.002): faster;
+# cells 23 faster, 0 slower, 1 level;
+# worst cell head_dim=64 hq/hkv/dtype=32/8/bf16 seqlen=16384
+# at 1.004.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-64
@@ -308,11 +308,16 @@ _SM90_SQUARE64 = Threshold(
 # sweep policy-square-sm90, population policy-square-sm90-heads
 # (reachable from single_prefill, qo_len >= 8192, head_dim == 128, hq//hkv within 4 to 16, hq
 # within 40 to 128).
-# run 20261206T201740Z-sweep-policy-square-sm90-sm90-2f14bdea7c96
-# (2026-12-06, git b88e241d15bc, 1 blocks, 1 replicate runs)
-# the population has no cells in this run.
-# geomean_win: does not hold
-# no_loss_outside_floor: does not hold
+# run 20261207T162820Z-sweep-policy-square-sm90-sm90-8e5598bbebc9
+# (2026-12-07, git 0b066c853812, 1 blocks, 1 replicate runs)
+# 8 cells, geomean 1.078,
+# noise 0.991-1.009 (A/A floor 0.996-1.004
+# times replicate band 0.994-1.006): faster;
+# cells 8 faster, 0 slower, 0 level;
+# worst cell head_dim=128 hq/hkv/dtype=128/8/f16 seqlen=8192
+# at 1.056.
+# geomean_win: holds
+# no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-single-prefill-square-heads
 _SM90_SQUARE_HEADS = Threshold(
     region="policy-sm90-single-prefill-square-heads",
@@ -492,15 +497,14 @@ _SM90_BATCH = Threshold(
 #   batch >= 2
 # sweep policy-ragged-sm90, population policy-ragged-sm90-region
 # (reachable from ragged_prefill, batch >= 2, hq//hkv within 2 to 16, hq within 4 to 64).
-# run 20261207T125038Z-sweep-policy-ragged-sm90-sm90-95c91cb1d37c
-# (2026-12-07, git cf2ae87ae115, 1 blocks, 1 replicate runs)
-# stale: changed since the run: kernels/tether_kernels/policy.py
-# 42 cells, geomean 2.972,
-# noise 0.976-1.025 (A/A floor 0.986-1.014
-# times replicate band 0.990-1.010): faster;
+# run 20261207T163026Z-sweep-policy-ragged-sm90-sm90-2d3ef1b21f8e
+# (2026-12-07, git 0b066c853812, 1 blocks, 1 replicate runs)
+# 42 cells, geomean 2.960,
+# noise 0.963-1.039 (A/A floor 0.983-1.017
+# times replicate band 0.979-1.021): faster;
 # cells 42 faster, 0 slower, 0 level, 14 flagged cells not counted;
 # worst cell batch=2 hq/hkv/head_dim/dtype=28/4/64/f16 mix=spread seqlen=4096
-# at 1.078.
+# at 1.068.
 # geomean_win: holds
 # no_loss_outside_floor: holds
 # END GENERATED: policy-sm90-ragged-prefill
