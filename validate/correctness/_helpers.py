@@ -156,11 +156,42 @@ def tolerance(
     return tol, math_err, round_err
 
 
+# A call whose f32 scores would pass this many elements is judged a slice of kv heads (with
+# their query heads) at a time: the reference, the math SDPA and the bounds each materialise
+# every head's scores, and a long square of many heads (the many-heads square scope starts at
+# 8192 queries, 128 heads) would need tens of GiB at once. A slice is a whole attention of its
+# own heads, judged by the same rule.
+SLICE_ELEMS = 1 << 28
+
+
+def head_slices(shape: Shape) -> list[tuple[slice, slice, Shape]]:
+    """(query-head slice, kv-head slice, the slice's shape) covering ``shape``'s heads, each
+    slice's scores within SLICE_ELEMS; one slice, the whole call, when it fits."""
+    group = shape.hq // shape.hkv
+    per = max(1, SLICE_ELEMS // max(shape.batch * shape.qo_len * shape.kv_len * group, 1))
+    if per >= shape.hkv:
+        return [(slice(None), slice(None), shape)]
+    out = []
+    for h in range(0, shape.hkv, per):
+        n = min(per, shape.hkv - h)
+        part = shape.with_(hq=n * group, hkv=n)
+        out.append((slice(h * group, (h + n) * group), slice(h, h + n), part))
+    return out
+
+
 def assert_within_baseline(
     name: str, out: torch.Tensor, shape: Shape, q, k, v, seed: int, sm_scale: float | None = None
 ) -> None:
     """``out`` is finite and within twice the same-dtype math SDPA's error against the reference."""
     assert torch.isfinite(out).all(), f"{name}: non-finite or unwritten output (seed {seed})"
+    slices = head_slices(shape)
+    if len(slices) > 1:
+        for qh, kh, part in slices:
+            assert_within_baseline(
+                f"{name} heads {qh.start}-{qh.stop - 1}",
+                out[:, :, qh], part, q[:, :, qh], k[:, :, kh], v[:, :, kh], seed, sm_scale,
+            )  # fmt: skip
+        return
     ref = attention_ref(q, k, v, shape.causal, sm_scale)
     err = max_err(out, ref)
     tol, math_err, round_err = tolerance(shape, q, k, v, sm_scale, ref)

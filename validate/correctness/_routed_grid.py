@@ -270,6 +270,10 @@ POLICY_PAIRS = (
     *((128, 4096), (300, 20000), (512, 8192), (2049, 5000), (1000, 3000)),
     *((128, 128), (1000, 1000), (2048, 2048), (4097, 4097)),
 )
+# A threshold that takes none of POLICY_PAIRS (the many-heads long squares, from 8192 queries)
+# is reached at these instead: its shortest calls, judged a slice of heads at a time
+# (_helpers.head_slices).
+POLICY_LONG_PAIRS = ((8192, 8192),)
 POLICY_LAYOUTS = ("kv-packed", "heads-major", "padded-rows")
 POLICY_REASON = "the policy's arms are GPU kernels; 32-head f32 references are too slow on a CPU"
 _SHAPE_FIELDS = tuple(Shape(1, 1, 1, 1, 1, 8).key())  # a Shape's field names, in order
@@ -311,12 +315,15 @@ def policy_calls() -> list[Call]:
                 values = _scope_values(th.scope + (th.takes or ()))
                 for n, combo in enumerate(itertools.product(*values.values())):
                     fields = shape_fields(dict(zip(values, combo, strict=True)), {})
-                    taken = []
-                    for qo, kv in POLICY_PAIRS:
-                        key = {"batch": 1, "qo_len": qo, "kv_len": kv, "causal": True, **fields}
-                        shape = Shape(**{f: key[f] for f in _SHAPE_FIELDS})
-                        if th.applies(shape.key()) and policy_choice(entry, shape, arch) == th.arm:
-                            taken.append(shape)
+                    taken: list[Shape] = []
+                    for pairs in (POLICY_PAIRS, POLICY_LONG_PAIRS):
+                        for qo, kv in pairs if not taken else ():
+                            key = {"batch": 1, "qo_len": qo, "kv_len": kv, "causal": True}
+                            key.update(fields)
+                            shape = Shape(**{f: key[f] for f in _SHAPE_FIELDS})
+                            chosen = policy_choice(entry, shape, arch) == th.arm
+                            if th.applies(shape.key()) and chosen:
+                                taken.append(shape)
                     for i, shape in enumerate((taken * 2)[n % max(len(taken), 1) :][:2]):
                         layout = POLICY_LAYOUTS[n % len(POLICY_LAYOUTS)] if i else "contiguous"
                         calls.append(Call(entry, shape, return_lse=bool(i), layout=layout))

@@ -49,12 +49,15 @@ def _gluon_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gluon_arm, "_triton_reason", lambda: None)
 
 
-def _layouts(rng: random.Random, n: int, lo: int = 1, hi: int = 128) -> list[tuple[int, int]]:
-    """``n`` layouts (hq, hkv) drawn inside sm90's ranges: a group of 1 to 16 and ``lo`` to
-    ``hi`` query heads, uniformly over groups so the wide ones are drawn as often as MHA."""
+def _layouts(
+    rng: random.Random, n: int, lo: int = 1, hi: int = 128, groups: tuple[int, int] = (1, 16)
+) -> list[tuple[int, int]]:
+    """``n`` layouts (hq, hkv) drawn inside sm90's ranges: a group within ``groups`` (1 to 16)
+    and ``lo`` to ``hi`` query heads, uniformly over groups so the wide ones are drawn as often
+    as MHA."""
     out = []
     while len(out) < n:
-        group = rng.randint(1, 16)
+        group = rng.randint(*groups)
         if hi // group < -(-lo // group):
             continue
         hkv = rng.randint(-(-lo // group), hi // group)
@@ -63,10 +66,11 @@ def _layouts(rng: random.Random, n: int, lo: int = 1, hi: int = 128) -> list[tup
 
 
 # (what the call is, its (qo_len, kv_len) drawer, the head_dims, the query heads drawn, the
-# arm the policy gives it). Squares from 33 query heads, and long ones under 8, are drawn too:
-# they are outside the square scopes (cuDNN led there) and must take the route order, cuDNN,
-# not a kernel of ours.
-_REGIONS = (
+# arm the policy gives it, and optionally the groups drawn). Long squares outside the square
+# scopes are drawn too (few heads at head_dim 64, many heads under 8192 queries, in small
+# groups or at head_dim 64): they must take the route order, cuDNN, not a kernel of ours.
+_LONG = 8192  # policy.SM90_SQUARE_HEADS_MIN_QO, typed here so a change to it fails a test
+_REGIONS: tuple[tuple, ...] = (
     (
         "chunk",
         lambda r: (r.randint(16, 8192), r.randint(8193, 131072)),
@@ -74,21 +78,45 @@ _REGIONS = (
         (1, 128),
         "gluon",
     ),
-    ("long square", lambda r: (n := r.randint(2048, 32768), n), (64, 128), (8, 32), "gluon"),
+    ("long square", lambda r: (n := r.randint(2048, 32768), n), (128,), (1, 32), "gluon"),
+    ("long square d64", lambda r: (n := r.randint(2048, 32768), n), (64,), (8, 32), "gluon"),
     (
-        "few-head long square",
+        "few-head long square d64",
         lambda r: (n := r.randint(2048, 32768), n),
-        (64, 128),
+        (64,),
         (1, 7),
         "sdpa_cudnn",
     ),
     ("short square", lambda r: (n := r.randint(128, 2047), n), (128,), (1, 32), "triton"),
     (
-        "many-head square",
-        lambda r: (n := r.randint(128, 32768), n),
+        "many-head longest square",
+        lambda r: (n := r.randint(_LONG, 32768), n),
+        (128,),
+        (40, 128),
+        "gluon",
+        (4, 16),
+    ),
+    (
+        "many-head square under 8192",
+        lambda r: (n := r.randint(128, _LONG - 1), n),
         (64, 128),
         (33, 128),
         "sdpa_cudnn",
+    ),
+    (
+        "many-head square d64",
+        lambda r: (n := r.randint(128, 32768), n),
+        (64,),
+        (33, 128),
+        "sdpa_cudnn",
+    ),
+    (
+        "many-head square in a small group",
+        lambda r: (n := r.randint(128, 32768), n),
+        (128,),
+        (33, 128),
+        "sdpa_cudnn",
+        (1, 3),
     ),
     ("wide", lambda r: (r.randint(16, 8192), r.randint(16, 65536)), (256,), (1, 128), "gluon"),
     ("wide 96", lambda r: (r.randint(16, 8192), r.randint(16, 65536)), (96,), (1, 64), "gluon"),
@@ -103,14 +131,22 @@ _REGIONS = (
     ),
 )
 # The regions whose draws a set threshold of ours scopes (the others take the route order).
-_OURS = ("chunk", "long square", "short square", "wide", "wide 96")
+_OURS = (
+    "chunk",
+    "long square",
+    "long square d64",
+    "short square",
+    "many-head longest square",
+    "wide",
+    "wide 96",
+)
 
 
 def _draws() -> list[tuple[str, Shape, str]]:
     rng = random.Random(SEED)
     cases = []
-    for region, lengths, head_dims, (lo, hi), arm in _REGIONS:
-        for hq, hkv in _layouts(rng, DRAWS, lo, hi):
+    for region, lengths, head_dims, (lo, hi), arm, *groups in _REGIONS:
+        for hq, hkv in _layouts(rng, DRAWS, lo, hi, *groups):
             qo, kv = lengths(rng)
             dtype = rng.choice(("f16", "bf16"))
             shape = Shape(1, qo, kv, hq, hkv, rng.choice(head_dims), dtype, True)
@@ -144,9 +180,11 @@ def test_the_drawn_layouts_fall_inside_a_scope_that_states_ranges() -> None:
 @pytest.mark.parametrize("tp", TP_DEGREES)
 def test_every_catalog_layout_takes_the_fastest_arm_measured(tp: int) -> None:
     # The calls a serving engine makes for the catalog's models on one GPU: a tiny and a long
-    # chunk and a long square, bf16. Each takes the Gluon kernel, except a square outside 8 to
-    # 32 query heads at head_dim 64 or 128, which takes cuDNN (the square scopes' bounds); no
-    # catalog layout at head_dim 96 has more than 64 query heads (the wide-96 scope's bound).
+    # chunk and a long square, bf16. Each takes the Gluon kernel, except a square outside the
+    # square scopes, which takes cuDNN: at head_dim 64 outside 8 to 32 query heads, at 128
+    # over 32 heads unless 40 to 128 in groups of 4 to 16 (the catalog's squares are 8192
+    # long, where that scope starts); no catalog layout at head_dim 96 has more than 64 query
+    # heads (the wide-96 scope's bound).
     missed = []
     for model in load_catalog():
         layout = model.tp[tp]
@@ -156,7 +194,10 @@ def test_every_catalog_layout_takes_the_fastest_arm_measured(tp: int) -> None:
         # and 256 by the two wide ones.
         for qo, kv in ((2048, 16384), (8192, 8192), (64, 16384)):
             shape = Shape(1, qo, kv, *layout, model.head_dim, "bf16", True)
-            off_square = qo == kv and not 8 <= layout[0] <= 32 and model.head_dim in (64, 128)
+            hq, group = layout[0], layout[0] // layout[1]
+            heads = 40 <= hq <= 128 and 4 <= group <= 16 and qo >= _LONG
+            inside = {64: 8 <= hq <= 32, 128: hq <= 32 or heads}.get(model.head_dim, True)
+            off_square = qo == kv and not inside
             want = "sdpa_cudnn" if off_square else "gluon"
             if (got := route("single_prefill", shape, "sm90")) != want:
                 missed.append(f"{model.name} tp{tp} {layout} q{qo} kv{kv}: {got}, not {want}")
