@@ -182,30 +182,45 @@ class Cache:
         data = self._header(kind, key) + hashlib.sha256(payload).hexdigest().encode() + b"\n"
         data += payload
         with self._lock:
+            # An entry put again before it is written (one that grows as a check goes on,
+            # tether.freshness's per-file comparisons) is written once, as it is last.
+            queued = path in self._pending
             self._pending[path] = data
             if self._writer is None:
                 self._writer = ThreadPoolExecutor(1, thread_name_prefix="tether-cache")
-            self._writer.submit(self._write, path, data)
+            if not queued:
+                self._writer.submit(self._write, path)
 
-    def _write(self, path: Path, data: bytes) -> None:
-        try:
-            with contextlib.suppress(OSError):
-                if path.parent not in self._made:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    self._made.add(path.parent)
-                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-                try:
-                    with os.fdopen(fd, "wb") as out:
-                        out.write(data)
-                    os.replace(tmp, path)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(tmp)
-                    raise
-        finally:
+    def _write(self, path: Path) -> None:
+        while True:
             with self._lock:
-                if self._pending.get(path) is data:
-                    del self._pending[path]
+                data = self._pending.get(path)
+            if data is None:
+                return
+            try:
+                self._write_bytes(path, data)
+            finally:
+                with self._lock:
+                    done = self._pending.get(path) is data
+                    if done:
+                        del self._pending[path]
+            if done:
+                return  # else it was put again while being written: write the newer value
+
+    def _write_bytes(self, path: Path, data: bytes) -> None:
+        with contextlib.suppress(OSError):
+            if path.parent not in self._made:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._made.add(path.parent)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
 
     def flush(self) -> None:
         """Wait until every entry put so far is written (or given up)."""
@@ -273,3 +288,23 @@ def kept_by_text(kind: str, text: str, compute: Callable[[str], T], expect: tupl
         lambda: compute(text),
         lambda value: isinstance(value, expect),
     )
+
+
+def kept_entry(kind: str, key: str, valid: Callable[[object], bool]) -> dict[str, Any]:
+    """A copy of the dict the active cache (``active``) holds under (``kind``, ``key``), or an
+    empty one: without an active cache, or where the entry is absent, damaged, of another
+    tool version or fails ``valid``. For values that grow by content-addressed parts (each
+    commit's comparison with a file's text); the caller adds parts and ``keep_entry``s it."""
+    cache = current()
+    if cache is None:
+        return {}
+    found = cache.get(kind, key, dict)
+    return dict(found) if found is not None and valid(found) else {}
+
+
+def keep_entry(kind: str, key: str, value: dict[str, Any]) -> None:
+    """``value`` kept in the active cache under (``kind``, ``key``), as it is now (nothing
+    without an active cache). Puts before it is written coalesce into one write."""
+    cache = current()
+    if cache is not None:
+        cache.put(kind, key, value)

@@ -151,6 +151,31 @@ def git_place(root: Path) -> tuple[Path, str]:
         return root, ""
 
 
+# (whether a kernel file differs in code at a commit, the arches a change confined to
+# arch-scoped definitions reaches or None), ``KernelDiff._compare``.
+Compared = tuple[bool, frozenset[str] | None]
+KERNEL_DIFF = "kernel-diff"
+
+
+def _valid_comparisons(value: object) -> bool:
+    """A kept ``KernelDiff`` entry: full commit ids to ``Compared``."""
+    if not isinstance(value, dict):
+        return False
+    for sha, compared in value.items():
+        if not isinstance(sha, str) or not _FULL_SHA.fullmatch(sha):
+            return False
+        if not isinstance(compared, tuple) or len(compared) != 2:
+            return False
+        differs, arches = compared
+        if not isinstance(differs, bool):
+            return False
+        if arches is not None and not (
+            differs and isinstance(arches, frozenset) and all(isinstance(a, str) for a in arches)
+        ):
+            return False
+    return True
+
+
 class KernelDiff:
     """Which kernel files changed between a commit and the checkout, cached per commit."""
 
@@ -171,6 +196,10 @@ class KernelDiff:
         self._confined: dict[tuple[str, str], frozenset[str]] = {}
         # file -> the kernels it defines in the checkout: read once, however many runs ask.
         self._defined: dict[str, set[str]] = {}
+        # file -> its text in the checkout (None: absent), read once for every commit.
+        self._texts: dict[str, str | None] = {}
+        # file -> (its kept entry's key, {full commit id: its comparison}), see ``_compared``.
+        self._kept: dict[str, tuple[str, dict[str, Compared]]] = {}
 
     def changed(self, sha: str) -> tuple[str, ...] | str:
         """Kernel files whose code differs at ``sha`` from the checkout, or why git cannot
@@ -190,23 +219,60 @@ class KernelDiff:
         except GitObjectError as exc:
             return f"git cannot compare commit {sha[:12]} with the checkout ({exc})"
         out = []
-        # Every declared file, compared as code (docstrings and comments aside) with the
-        # commit's version: the judged tree may be a snapshot of the index, not the work tree.
-        # The commit's files come through one cat-file process (tether.gitobjects).
         for rel in self.files:
-            path = self.root / rel
-            now = read_text(path, rel) if path.is_file() else None
-            try:
-                raw = cat.read(f"{sha}:{self.prefix}{rel}")
-            except GitObjectError:
-                raw = None
-            then = _decoded(raw)
-            if now is None or then is None or source_digest(now) != source_digest(then):
+            differs, arches = self._compared(sha, rel)
+            if differs:
                 out.append(rel)
-                arches = confined_to(then, now, self.arch_scoped.get(rel, {}))
                 if arches is not None:
                     self._confined[(sha, rel)] = arches
         return tuple(out)
+
+    def _now(self, rel: str) -> str | None:
+        if rel not in self._texts:
+            path = self.root / rel
+            self._texts[rel] = read_text(path, rel) if path.is_file() else None
+        return self._texts[rel]
+
+    def _compared(self, sha: str, rel: str) -> Compared:
+        """``_compare``, kept per checkout file (``tether.cache.kept_entry``): one entry per
+        file maps each full commit id to its comparison, keyed by the file's path, its text
+        in the checkout and its arch scopes, so a commit that edits one kernel file compares
+        that file alone again with every commit the runs name (a commit's tree never
+        changes). A short commit id may name another commit as the repository grows, and
+        a read git failed could be answered next time: neither is kept."""
+        if not _FULL_SHA.fullmatch(sha):
+            return self._compare(sha, rel)[0]
+        if rel not in self._kept:
+            now = self._now(rel)
+            scoped = sorted(self.arch_scoped.get(rel, {}).items())
+            text = "-" if now is None else cache.digest(now)
+            key = cache.digest(self.prefix, rel, text, repr(scoped))
+            self._kept[rel] = (key, cache.kept_entry(KERNEL_DIFF, key, _valid_comparisons))
+        key, known = self._kept[rel]
+        found = known.get(sha)
+        if found is None:
+            found, certain = self._compare(sha, rel)
+            if certain:
+                known[sha] = found
+                cache.keep_entry(KERNEL_DIFF, key, known)
+        return found
+
+    def _compare(self, sha: str, rel: str) -> tuple[Compared, bool]:
+        """(whether ``rel`` differs in code at ``sha`` from the checkout, with the arches a
+        difference confined to arch-scoped definitions reaches; whether git answered).
+        Compared as code (docstrings and comments aside) with the commit's version: the
+        judged tree may be a snapshot of the index, not the work tree. The commit's files
+        come through one cat-file process (tether.gitobjects)."""
+        now = self._now(rel)
+        certain = True
+        try:
+            raw = reader(self.git_root).read(f"{sha}:{self.prefix}{rel}")
+        except GitObjectError:
+            raw, certain = None, False
+        then = _decoded(raw)
+        if now is None or then is None or source_digest(now) != source_digest(then):
+            return (True, confined_to(then, now, self.arch_scoped.get(rel, {}))), certain
+        return (False, None), certain
 
     def _since(self, run: Run, current_fingerprint: str) -> Staleness | tuple[str, ...]:
         """The kernel files changed in code since ``run``'s commit, or the Staleness that
@@ -229,8 +295,7 @@ class KernelDiff:
     def _kernels_in(self, rel: str) -> set[str]:
         """The jitted kernels the checkout's ``rel`` defines, parsed once per KernelDiff."""
         if rel not in self._defined:
-            path = self.root / rel
-            text = read_text(path, rel) if path.is_file() else ""
+            text = self._now(rel)
             self._defined[rel] = jitted_kernels(text) if text else set()
         return self._defined[rel]
 

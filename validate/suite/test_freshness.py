@@ -500,3 +500,43 @@ def test_check_reports_compile_inputs_that_are_not_kernel_files(
         # At the line that declares the pattern, not at the file's first line.
         lines = (root / "pyproject.toml").read_text(encoding="utf-8").splitlines()
         assert "compiled = " in lines[findings[0].line - 1], findings[0]
+
+
+def test_kept_comparisons_agree_follow_the_text_and_a_damaged_entry_is_rebuilt(
+    repo: Path, tmp_path: Path
+) -> None:
+    # KernelDiff keeps each checkout file's comparison with every commit (tether.cache,
+    # kind KERNEL_DIFF), keyed by the file's text: an edit is compared again, never read
+    # from the entry of the text before it; a damaged or ill-formed entry is recomputed.
+    import pickle
+
+    from tether.cache import Cache, active
+    from tether.freshness import KERNEL_DIFF
+
+    run = _run_at_head(repo)
+    folder = tmp_path / "cache"
+    for text, stale in ((USED, False), (USED.replace("return x", "return x + 1"), True)):
+        (repo / "kernels" / "used.py").write_text(text, encoding="utf-8")
+        plain = _staleness(repo, run)
+        for _ in range(2):
+            with active(Cache(folder)):
+                assert _staleness(repo, run) == plain
+        assert plain.stale is stale
+    entries = [p for p in (folder / KERNEL_DIFF).iterdir() if p.is_file()]
+    assert entries, "the comparisons were kept"
+    for path in entries:  # damaged: the checksum no longer matches
+        path.write_bytes(path.read_bytes()[:-3] + b"xyz")
+    cache = Cache(folder)
+    with active(cache):
+        assert _staleness(repo, run) == plain
+    assert cache.misses >= 1
+    # Well formed but not comparisons (a header and checksum that match): recomputed.
+    for path in (folder / KERNEL_DIFF).iterdir():
+        raw = path.read_bytes()
+        head = b"\n".join(raw.split(b"\n")[:4]) + b"\n"
+        payload = pickle.dumps({"not-a-sha": (False, None)})
+        import hashlib
+
+        path.write_bytes(head + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    with active(Cache(folder)):
+        assert _staleness(repo, run) == plain
