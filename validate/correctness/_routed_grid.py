@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from tether.policy import holds, shape_fields
+from tether.policy import Threshold, holds, shape_fields
 from tether.pytest_plugin import has_gpu
 from tether_kernels import ARCHES, ENTRY_POINTS, Shape, batch_prefill, single_prefill
 from tether_kernels.policy import thresholds_for
@@ -304,6 +304,19 @@ def _scope_values(conditions: tuple[tuple[str, str, object], ...]) -> dict[str, 
     return values
 
 
+def _taken(
+    th: Threshold, entry: str, arch: str, fields: dict[str, Any], pairs: tuple[tuple[int, int], ...]
+) -> list[Shape]:
+    """The calls at ``pairs`` (qo_len, kv_len) with ``fields`` that ``th`` sends to its arm."""
+    out = []
+    for qo, kv in pairs:
+        key = {"batch": 1, "qo_len": qo, "kv_len": kv, "causal": True, **fields}
+        shape = Shape(**{f: key[f] for f in _SHAPE_FIELDS})
+        if th.applies(shape.key()) and policy_choice(entry, shape, arch) == th.arm:
+            out.append(shape)
+    return out
+
+
 def policy_calls() -> list[Call]:
     """The calls every set threshold, on every arch, sends to its own arm (see above)."""
     calls: list[Call] = []
@@ -315,15 +328,9 @@ def policy_calls() -> list[Call]:
                 values = _scope_values(th.scope + (th.takes or ()))
                 for n, combo in enumerate(itertools.product(*values.values())):
                     fields = shape_fields(dict(zip(values, combo, strict=True)), {})
-                    taken: list[Shape] = []
-                    for pairs in (POLICY_PAIRS, POLICY_LONG_PAIRS):
-                        for qo, kv in pairs if not taken else ():
-                            key = {"batch": 1, "qo_len": qo, "kv_len": kv, "causal": True}
-                            key.update(fields)
-                            shape = Shape(**{f: key[f] for f in _SHAPE_FIELDS})
-                            chosen = policy_choice(entry, shape, arch) == th.arm
-                            if th.applies(shape.key()) and chosen:
-                                taken.append(shape)
+                    taken = _taken(th, entry, arch, fields, POLICY_PAIRS) or _taken(
+                        th, entry, arch, fields, POLICY_LONG_PAIRS
+                    )
                     for i, shape in enumerate((taken * 2)[n % max(len(taken), 1) :][:2]):
                         layout = POLICY_LAYOUTS[n % len(POLICY_LAYOUTS)] if i else "contiguous"
                         calls.append(Call(entry, shape, return_lse=bool(i), layout=layout))
