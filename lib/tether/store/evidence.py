@@ -31,6 +31,7 @@ import tomllib
 from tether import cache, project
 from tether.atomic import utc_stamp, write_atomic
 from tether.errors import SigningError, UsageError
+from tether.store import ed25519
 from tether.store.model import Run, content_digest
 from tether.store.signing import (
     SshSignature,
@@ -141,10 +142,11 @@ def record_legacy(
 # -- under require: what may be cited --------------------------------------------------------
 
 # A verdict is a pure function of what ``verify_run`` reads: the run's digest, its sidecar's
-# bytes, the allowed-signers file (its bytes and its name, which a refusal names) and the
-# ssh-keygen that judges them. So it is kept by exactly those (in this process, and across
-# checks in the active ``tether.cache``), except where the allowed-signers file makes it a
-# function of the clock as well (``signing.time_bound``): such verdicts are judged every time.
+# bytes, the allowed-signers file (its bytes and its name, which a refusal names) and what
+# judges them (ssh-keygen, and the in-process verifier that confirms plain signatures). So it
+# is kept by exactly those (in this process, and across checks in the active
+# ``tether.cache``), except where the allowed-signers file makes it a function of the clock as
+# well (``signing.time_bound``): such verdicts are judged every time.
 _VERDICTS: dict[str, Verdict] = {}
 SIGNATURE = "signature"  # the kind of entry (tether.cache)
 
@@ -155,16 +157,23 @@ def _verdict_key(run: Run, sig_bytes: bytes, judge: str) -> str:
 
 def verdicts(runs: Sequence[Run], allowed: Path) -> list[Verdict]:
     """``verify_run``'s verdict on each of ``runs`` against the allowed-signers file
-    ``allowed``, each judged by ssh-keygen once per content (see ``_VERDICTS``); the calls
-    still to make run a few at once, since each mostly waits on its process."""
+    ``allowed``, each judged once per content (see ``_VERDICTS``); the judgements still to
+    make run a few at once, since those that ssh-keygen makes mostly wait on its process."""
     try:
         allowed_bytes = allowed.read_bytes()
     except OSError:
         allowed_bytes = None
     keep = cache.current() if allowed_bytes is not None and not time_bound(allowed_bytes) else None
-    # What every verdict of this batch is judged by: the file (its name is in a refusal) and
-    # the ssh-keygen.
-    judge = repr((allowed.name, hashlib.sha256(allowed_bytes or b"").hexdigest(), keygen_digest()))
+    # What every verdict of this batch is judged by: the file (its name is in a refusal), the
+    # ssh-keygen and the in-process verifier that confirms plain signatures.
+    judge = repr(
+        (
+            allowed.name,
+            hashlib.sha256(allowed_bytes or b"").hexdigest(),
+            keygen_digest(),
+            ed25519.verifier(),
+        )
+    )
     out: list[Verdict | None] = []
     todo: dict[int, str | None] = {}  # index in runs -> its key (None: not keepable)
     for i, run in enumerate(runs):

@@ -11,6 +11,10 @@ around a copied guard record. A host that measures evidence therefore signs each
 - verification with ``ssh-keygen -Y find-principals`` and ``-Y verify`` against an
   allowed-signers file in the repository (``[tool.tether.signing] allowed_signers``), with
   the namespace ``tether-run`` so no other SSH signature (a commit's, an email's) passes.
+  A good Ed25519 signature on a plain allowed-signers line is confirmed in this process
+  instead (``confirmed_principals``, by OpenSSL's libcrypto): a cold check verifies hundreds
+  of runs, and a process each cost seconds. It only confirms; every refusal, and every key or
+  line of another kind, is ssh-keygen's verdict.
 
 With ``[tool.tether.signing] require = true`` the check fails on a cited run that is
 unsigned, signed by a key the file does not allow, or whose signature does not match its
@@ -32,8 +36,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -42,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tether.errors import SigningError
+from tether.store import ed25519
 from tether.store.io import write_bytes_once
 from tether.store.layout import sig_path
 
@@ -59,6 +66,8 @@ class SshSignature:
     key_type: str  # ssh-ed25519, ecdsa-sha2-nistp256, ...
     key_blob: bytes  # the public key in SSH wire format
     namespace: str
+    hash_algorithm: str = ""  # what hashed the message: sha256 or sha512
+    signature: bytes = b""  # the signature in SSH wire format (its type, then its bytes)
 
     @property
     def fingerprint(self) -> str:
@@ -106,10 +115,16 @@ def parse_signature(text: str, source: object = "<signature>") -> SshSignature:
     (version,) = struct.unpack(">I", blob[6:10])
     if version != 1:
         raise SigningError(f"{source}: SSHSIG version {version}, expected 1")
-    (key, namespace, _reserved, _hash, _sig), _rest = _strings(blob[10:], 5, source)
+    (key, namespace, _reserved, hashed, signed), _rest = _strings(blob[10:], 5, source)
     (key_type,), _ = _strings(key, 1, source)
     try:
-        return SshSignature(key_type.decode("ascii"), key, namespace.decode("utf-8"))
+        return SshSignature(
+            key_type.decode("ascii"),
+            key,
+            namespace.decode("utf-8"),
+            hashed.decode("ascii", "replace"),
+            signed,
+        )
     except UnicodeDecodeError:
         raise SigningError(f"{source}: the SSH signature's key type is not text") from None
 
@@ -263,6 +278,111 @@ def verify_message(message: str, signature: Path, allowed: Path, principal: str)
     return done.returncode == 0
 
 
+# -- in-process confirmation of plain Ed25519 signatures ------------------------------------
+
+_MAGIC = b"SSHSIG"
+_HASHES = ("sha256", "sha512")  # what ssh-keygen -Y verify accepts
+# An allowed-signers line of the plain kind: literal principals, at most a literal namespaces
+# list, a key type and its base64 key, then an optional comment. Anything else (patterns,
+# negations, cert-authority, validity intervals, quoting, options in other cases) is
+# ssh-keygen's to judge.
+_LITERAL = re.compile(r"[^\s,*?!\"]+(?:,[^\s,*?!\"]+)*")
+_NAMESPACES = re.compile(r'namespaces="([^\s,*?!"]+(?:,[^\s,*?!"]+)*)"')
+_KEY_TYPE = re.compile(r"(?:ssh|ecdsa|sk|rsa)-[A-Za-z0-9@.-]+")
+
+
+@dataclass(frozen=True)
+class _Line:
+    principals: frozenset[str]
+    namespaces: frozenset[str] | None  # None: the line names none, so every one is allowed
+    key: str  # base64, as written
+
+
+@functools.lru_cache(maxsize=16)
+def _plain_lines(text: str) -> tuple[_Line, ...] | None:
+    """The lines of an allowed-signers file, when every one is of the plain kind; else None."""
+    out = []
+    for raw in text.splitlines():
+        words = raw.split()
+        if not words or words[0].startswith("#"):
+            continue
+        namespaces = None
+        if len(words) > 1 and (match := _NAMESPACES.fullmatch(words[1])) is not None:
+            namespaces = frozenset(match.group(1).split(","))
+            words = [words[0], *words[2:]]
+        if len(words) < 3 or not _LITERAL.fullmatch(words[0]):
+            return None
+        if not _KEY_TYPE.fullmatch(words[1]):
+            return None
+        out.append(_Line(frozenset(words[0].split(",")), namespaces, words[2]))
+    return tuple(out)
+
+
+def _ed25519_parts(sig: SshSignature) -> tuple[bytes, bytes] | None:
+    """The raw public key and signature of an ``ssh-ed25519`` SSHSIG, or None when it is of
+    another kind or its encodings carry anything more."""
+    try:
+        (kind, public), rest = _strings(sig.key_blob, 2, "<key>")
+        (sig_kind, raw), sig_rest = _strings(sig.signature, 2, "<signature>")
+    except SigningError:
+        return None
+    if rest or sig_rest or kind != b"ssh-ed25519" or sig_kind != b"ssh-ed25519":
+        return None
+    if len(public) != ed25519.PUBLIC_KEY_BYTES or len(raw) != ed25519.SIGNATURE_BYTES:
+        return None
+    return public, raw
+
+
+def _signed_data(namespace: str, hash_algorithm: str, message: bytes) -> bytes:
+    """What an SSHSIG signs (OpenSSH's PROTOCOL.sshsig): the preamble, the namespace, an empty
+    reserved field, the hash's name and the message's hash. The reserved field of the blob is
+    not part of it: ssh-keygen signs and verifies it empty."""
+
+    def string(data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + data
+
+    hashed = hashlib.new(hash_algorithm, message).digest()
+    return (
+        _MAGIC
+        + string(namespace.encode("utf-8"))
+        + string(b"")
+        + string(hash_algorithm.encode("ascii"))
+        + string(hashed)
+    )
+
+
+def confirmed_principals(sig: SshSignature, message: str, allowed: Path) -> frozenset[str]:
+    """The principals of ``allowed`` for whom ``sig`` is confirmed, in this process, to be a
+    good signature of ``message`` in the namespace ``tether-run``: an Ed25519 key listed on a
+    plain line (``_plain_lines``) that names the principal and allows the namespace, and a
+    signature that libcrypto verifies (``tether.store.ed25519``).
+
+    Empty whenever any of that does not hold, and then ssh-keygen judges: this only ever
+    confirms, so a refusal is always ssh-keygen's word, as it was before."""
+    parts = _ed25519_parts(sig)
+    if parts is None or sig.namespace != NAMESPACE or sig.hash_algorithm not in _HASHES:
+        return frozenset()
+    try:
+        lines = _plain_lines(allowed.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return frozenset()
+    if lines is None:
+        return frozenset()
+    wanted = base64.b64encode(sig.key_blob).decode("ascii")
+    names = frozenset().union(
+        *(
+            line.principals
+            for line in lines
+            if line.key == wanted and (line.namespaces is None or NAMESPACE in line.namespaces)
+        )
+    )
+    if not names:
+        return frozenset()
+    public, raw = parts
+    data = _signed_data(sig.namespace, sig.hash_algorithm, message.encode("utf-8"))
+    return names if ed25519.verify(public, raw, data) else frozenset()
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Whether one run's signature holds: ``ok``, the principals it verified for, and why not."""
@@ -287,7 +407,8 @@ def verify_run(run_path: Path, digest: str, allowed: Path) -> Verdict:
     found = listed_principals(sig.key_blob, allowed) or principals_of(path, allowed)
     if not found:
         return Verdict(False, f"is signed by {sig.label}, which {allowed.name} does not allow")
-    good = tuple(p for p in found if verify_message(digest, path, allowed, p))
+    fast = confirmed_principals(sig, digest, allowed)
+    good = tuple(p for p in found if p in fast or verify_message(digest, path, allowed, p))
     if not good:
         return Verdict(
             False,
