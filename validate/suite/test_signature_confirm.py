@@ -146,6 +146,7 @@ CASES = {
     "expired": ('{p} valid-before="20200101",namespaces="{ns}" {pub}', "good", DIGEST, False),
     "cert-authority": ('{p} cert-authority,namespaces="{ns}" {pub}', "good", DIGEST, False),
     "key-not-listed": ('{p} namespaces="{ns}" {other}', "good", DIGEST, False),
+    "other-key-type-word": ('{p} namespaces="{ns}" ssh-rsa {pub_b64}', "good", DIGEST, False),
     "flipped-signature": ('{p} namespaces="{ns}" {pub}', "flipped", DIGEST, False),
     "reserved-field": ('{p} namespaces="{ns}" {pub}', "reserved", DIGEST, True),
     "ecdsa-key": ('{p} namespaces="{ns}" {ecdsa}', "ecdsa", DIGEST, False),
@@ -159,7 +160,15 @@ def test_every_verdict_is_ssh_keygens(tmp_path: Path, monkeypatch, case: str) ->
     _, other = _key(tmp_path, "other")
     ecdsa_key, ecdsa = _key(tmp_path, "ec", kind="ecdsa")
     allowed = _allowed(
-        tmp_path, line.format(p=PRINCIPAL, ns=NAMESPACE, pub=public, other=other, ecdsa=ecdsa)
+        tmp_path,
+        line.format(
+            p=PRINCIPAL,
+            ns=NAMESPACE,
+            pub=public,
+            pub_b64=public.split()[1],
+            other=other,
+            ecdsa=ecdsa,
+        ),
     )
     armored = {
         "good": lambda: _sign(key, DIGEST),

@@ -1,7 +1,7 @@
 """Ed25519 signature verification in this process, by the OpenSSL library Python links.
 
-A check of a fresh clone verifies hundreds of run signatures, and ``ssh-keygen -Y verify``
-is a process each: on a 2-core host their start-up was a large share of a cold check. The
+A check of a fresh clone verifies every signed run, and ``ssh-keygen -Y verify`` is a
+process each, whose start-up is most of what a verification costs. The
 arithmetic is one call into libcrypto (``EVP_DigestVerify`` with an ``ED25519`` key), the same
 OpenSSL build ``hashlib`` uses, so it adds no dependency.
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import ssl
 
 # NID_ED25519 / EVP_PKEY_ED25519 in OpenSSL's obj_mac.h (stable since OpenSSL 1.1.1).
 _EVP_PKEY_ED25519 = 1087
@@ -53,6 +52,9 @@ class _Crypto:
         self.verify = lib.EVP_DigestVerify
         self.verify.argtypes = [p, ctypes.c_char_p, size, ctypes.c_char_p, size]
         self.verify.restype = i
+        version = lib.OpenSSL_version  # OpenSSL 1.1 and later
+        version.argtypes, version.restype = [i], ctypes.c_char_p
+        self.version = (version(0) or b"OpenSSL (no version)").decode("ascii", "replace")
 
     def check(self, public_key: bytes, signature: bytes, message: bytes) -> bool:
         key = self.new_key(_EVP_PKEY_ED25519, None, public_key, len(public_key))
@@ -93,9 +95,10 @@ def available() -> bool:
 
 
 def verifier() -> str:
-    """What judges a signature here, for a kept verdict's key: the OpenSSL build, or
-    "absent"."""
-    return ssl.OPENSSL_VERSION if available() else "absent"
+    """What judges a signature here, for a kept verdict's key: the version of the libcrypto
+    loaded (not necessarily the one the ssl module names), or "absent"."""
+    crypto = _crypto()
+    return crypto.version if crypto is not None else "absent"
 
 
 def verify(public_key: bytes, signature: bytes, message: bytes) -> bool:

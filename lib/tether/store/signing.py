@@ -12,9 +12,9 @@ around a copied guard record. A host that measures evidence therefore signs each
   allowed-signers file in the repository (``[tool.tether.signing] allowed_signers``), with
   the namespace ``tether-run`` so no other SSH signature (a commit's, an email's) passes.
   A good Ed25519 signature on a plain allowed-signers line is confirmed in this process
-  instead (``confirmed_principals``, by OpenSSL's libcrypto): a cold check verifies hundreds
-  of runs, and a process each cost seconds. It only confirms; every refusal, and every key or
-  line of another kind, is ssh-keygen's verdict.
+  instead (``confirmed_principals``, by OpenSSL's libcrypto): a cold check verifies every
+  signed run, and a process per run was most of that work. It only confirms; every refusal,
+  and every key or line of another kind, is ssh-keygen's verdict.
 
 With ``[tool.tether.signing] require = true`` the check fails on a cited run that is
 unsigned, signed by a key the file does not allow, or whose signature does not match its
@@ -295,6 +295,7 @@ _KEY_TYPE = re.compile(r"(?:ssh|ecdsa|sk|rsa)-[A-Za-z0-9@.-]+")
 class _Line:
     principals: frozenset[str]
     namespaces: frozenset[str] | None  # None: the line names none, so every one is allowed
+    key_type: str  # as written: ssh-keygen refuses a line whose key is of another type
     key: str  # base64, as written
 
 
@@ -314,7 +315,7 @@ def _plain_lines(text: str) -> tuple[_Line, ...] | None:
             return None
         if not _KEY_TYPE.fullmatch(words[1]):
             return None
-        out.append(_Line(frozenset(words[0].split(",")), namespaces, words[2]))
+        out.append(_Line(frozenset(words[0].split(",")), namespaces, words[1], words[2]))
     return tuple(out)
 
 
@@ -373,7 +374,9 @@ def confirmed_principals(sig: SshSignature, message: str, allowed: Path) -> froz
         *(
             line.principals
             for line in lines
-            if line.key == wanted and (line.namespaces is None or NAMESPACE in line.namespaces)
+            if line.key == wanted
+            and line.key_type == sig.key_type
+            and (line.namespaces is None or NAMESPACE in line.namespaces)
         )
     )
     if not names:
